@@ -1,0 +1,1 @@
+//! Strait test and benchmark suite: no library code lives here; see `tests/` and `benches/`.
