@@ -1,0 +1,212 @@
+"""The mirrors under test and how each one is configured and started.
+
+Each contender gets, per run: the source and (fresh) target bootstrap, ONE topic to mirror (named exactly, so a run
+measures one dataset), a group id nobody used before, and the producer settings of the dataset (compression, linger,
+batch size) for the mirrors that re-produce records (MM1, MM2) so that their output batches compare with what Strait
+forwards. `MirrorMaker 1` re-partitions records (its producer gets partition = null), so the bench creates its target
+topic with the source's partition count beforehand and verifies it per topic, not per partition.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster import JVM_PERF_OPTS, MARK, Kafka
+
+
+@dataclass
+class RunSpec:
+    """What one mirror run needs to know."""
+
+    run_id: str  # unique per run, e.g. "t07": group ids, client ids
+    dir: Path  # config files and logs of this run
+    source: str  # bootstrap
+    target: str
+    topic: str
+    compression: str  # the dataset's: MM1/MM2 producers re-compress with it
+    linger_ms: int
+    batch_size: int
+
+
+@dataclass
+class Contender:
+    """A mirror implementation; `command` writes its config files into spec.dir and returns its command line."""
+
+    name: str  # short, used in file names and CSV: strait, mm2, mm1
+    label: str  # human name for the report
+    keeps_partitions: bool  # record p of the source lands in partition p of the target
+
+    def unavailable(self) -> str | None:
+        """Why this contender cannot run at all (missing binary...), or None."""
+        return None
+
+    def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
+        raise NotImplementedError
+
+    def settings(self) -> str:
+        """One line for the report: how it is run."""
+        raise NotImplementedError
+
+
+class Strait(Contender):
+    def __init__(self, binary: Path, build_error: str | None) -> None:
+        super().__init__("strait", "Strait", True)
+        self.binary = binary
+        self.build_error = build_error
+
+    def unavailable(self) -> str | None:
+        if self.build_error:
+            return self.build_error
+        if not self.binary.is_file() or not os.access(self.binary, os.X_OK):
+            return f"binary {self.binary} missing (build: cargo build --release -p strait)"
+        return None
+
+    def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
+        toml = spec.dir / "strait.toml"
+        toml.write_text(
+            f"""[source]
+alias = "src"
+"bootstrap.servers" = "{spec.source}"
+
+[target]
+alias = "dst"
+"bootstrap.servers" = "{spec.target}"
+
+[mirror]
+topics = ["{spec.topic}"]
+group_id = "strait-bench-{spec.run_id}"
+start = "earliest"
+rename = "identity"
+
+[metrics]
+listen = ""
+"""
+        )
+        return [str(self.binary), "run", "--config", str(toml)], None
+
+    def settings(self) -> str:
+        return f"`{self.binary} run --config strait.toml` (topics = [the dataset topic], start = earliest, rename = identity)"
+
+
+class MirrorMaker2(Contender):
+    def __init__(self, kafka: Kafka, heap: str, tasks: int) -> None:
+        super().__init__("mm2", f"MM2 (tasks.max={tasks})", True)
+        self.kafka = kafka
+        self.heap = heap
+        self.tasks = tasks
+
+    def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
+        props = spec.dir / "mm2.properties"
+        props.write_text(
+            f"""# MM2 dedicated mode, written by benches/mirror
+clusters = src, dst
+src.bootstrap.servers = {spec.source}
+dst.bootstrap.servers = {spec.target}
+src->dst.enabled = true
+src->dst.topics = {spec.topic}
+dst->src.enabled = false
+replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+tasks.max = {self.tasks}
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+config.storage.replication.factor = 1
+# keep the source read-only for every contender: offset syncs go to the target
+offset-syncs.topic.location = target
+refresh.topics.interval.seconds = 5
+refresh.groups.interval.seconds = 5
+emit.checkpoints.interval.seconds = 5
+sync.group.offsets.enabled = false
+sync.topic.configs.enabled = true
+sync.topic.acls.enabled = false
+emit.heartbeats.enabled = true
+# Connect's own advice at startup ("All plugins have ServiceLoader manifests"): skips the classpath scan
+plugin.discovery = service_load
+# producer like the dataset's (MM2 re-compresses every record batch it writes)
+dst.producer.compression.type = {spec.compression}
+dst.producer.linger.ms = {spec.linger_ms}
+dst.producer.batch.size = {spec.batch_size}
+"""
+        )
+        cmd = [
+            self.kafka.java,
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            MARK,
+            *JVM_PERF_OPTS,
+            f"-Dlog4j2.configurationFile={self.kafka.log4j2_server}",
+            f"-Dkafka.logs.dir={spec.dir}",
+            "-cp",
+            self.kafka.cp4(),
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            str(props),
+            "--clusters",
+            "dst",
+        ]
+        return cmd, None
+
+    def settings(self) -> str:
+        return (
+            f"Kafka {self.kafka.lib4.parent.name.removeprefix('kafka-')} `org.apache.kafka.connect.mirror.MirrorMaker "
+            f"mm2.properties --clusters dst`, IdentityReplicationPolicy, tasks.max={self.tasks}, internal RFs 1, "
+            f"refresh intervals 5 s, offset-syncs on the target, plugin.discovery=service_load, -Xmx{self.heap}"
+        )
+
+
+class MirrorMaker1(Contender):
+    def __init__(self, kafka: Kafka, heap: str, streams: int) -> None:
+        super().__init__("mm1", f"MM1 (num.streams={streams})", False)
+        self.kafka = kafka
+        self.heap = heap
+        self.streams = streams
+
+    def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
+        consumer = spec.dir / "mm1-consumer.properties"
+        consumer.write_text(
+            f"""bootstrap.servers={spec.source}
+group.id=mm1-bench-{spec.run_id}
+# MM1 does not set it; the consumer default (latest) would skip the preloaded data
+auto.offset.reset=earliest
+"""
+        )
+        producer = spec.dir / "mm1-producer.properties"
+        producer.write_text(
+            f"""bootstrap.servers={spec.target}
+compression.type={spec.compression}
+linger.ms={spec.linger_ms}
+batch.size={spec.batch_size}
+"""
+        )
+        cmd = [
+            self.kafka.java,
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            MARK,
+            *JVM_PERF_OPTS,
+            f"-Dlog4j.configuration=file:{self.kafka.log4j1_server}",
+            f"-Dkafka.logs.dir={spec.dir}",
+            "-cp",
+            f"{self.kafka.lib39}/*",
+            "kafka.tools.MirrorMaker",
+            "--consumer.config",
+            str(consumer),
+            "--producer.config",
+            str(producer),
+            "--include",
+            spec.topic,
+            "--num.streams",
+            str(self.streams),
+        ]
+        return cmd, None
+
+    def settings(self) -> str:
+        return (
+            f"Kafka {self.kafka.lib39.parent.name.removeprefix('kafka-')} `kafka.tools.MirrorMaker --include <topic> "
+            f"--num.streams {self.streams}`, auto.offset.reset=earliest, MM1's producer defaults (acks=all, "
+            f"max.in.flight=1), -Xmx{self.heap}; target topic pre-created with the source's partition count"
+        )

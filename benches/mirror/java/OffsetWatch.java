@@ -1,0 +1,123 @@
+// Strait bench: watches the end offsets of one topic on the target cluster, in one long-lived JVM started BEFORE the
+// mirror under test, so that "first record on the target" and "mirror complete" are timed without a JVM start per poll.
+//
+// Usage: java ... OffsetWatch <bootstrap> <topic> <partition|total> <expected end offsets, comma-separated> <interval ms>
+//   partition: complete when every target partition p has end offset >= expected[p] (mirrors that keep partitions)
+//   total:     complete when the sum over target partitions >= sum(expected) (MirrorMaker 1 re-partitions)
+// Prints lines "<event> <epoch ms> <target total>" on stdout: ready (connected, before the mirror starts), topic (the
+// target topic exists), first (first record seen), progress (about once a second), done; then exits 0.
+// A watch that never completes is stopped by the harness.
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+
+public final class OffsetWatch {
+    private OffsetWatch() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 5) {
+            System.err.println("usage: OffsetWatch <bootstrap> <topic> <partition|total> <e0,e1,...> <interval ms>");
+            System.exit(2);
+        }
+        String topic = args[1];
+        boolean perPartition = args[2].equals("partition");
+        String[] parts = args[3].split(",");
+        long[] expected = new long[parts.length];
+        long expectedTotal = 0;
+        for (int i = 0; i < parts.length; i++) {
+            expected[i] = Long.parseLong(parts[i].trim());
+            expectedTotal += expected[i];
+        }
+        long interval = Long.parseLong(args[4]);
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+        props.put(AdminClientConfig.CLIENT_ID_CONFIG, "strait-bench-watch");
+        props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
+        try (Admin admin = Admin.create(props)) {
+            admin.describeCluster().nodes().get();
+            emit("ready", 0);
+            Map<TopicPartition, OffsetSpec> req = null;
+            boolean seenFirst = false;
+            long lastProgress = 0;
+            while (true) {
+                long started = System.currentTimeMillis();
+                if (req == null) {
+                    req = describe(admin, topic);
+                    if (req != null) {
+                        emit("topic", 0);
+                    }
+                }
+                if (req != null) {
+                    Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> ends;
+                    try {
+                        ends = admin.listOffsets(req).all().get();
+                    } catch (ExecutionException e) {
+                        ends = null; // leader moving or topic being created: poll again
+                    }
+                    if (ends != null) {
+                        long total = 0;
+                        int reached = 0;
+                        for (var e : ends.entrySet()) {
+                            long off = e.getValue().offset();
+                            total += off;
+                            int p = e.getKey().partition();
+                            if (p < expected.length && off >= expected[p]) {
+                                reached++;
+                            }
+                        }
+                        boolean complete = perPartition ? reached == expected.length : total >= expectedTotal;
+                        if (total > 0 && !seenFirst) {
+                            seenFirst = true;
+                            emit("first", total);
+                        }
+                        if (complete) {
+                            emit("done", total);
+                            return;
+                        }
+                        if (started - lastProgress >= 1000) {
+                            lastProgress = started;
+                            emit("progress", total);
+                        }
+                    }
+                }
+                long sleep = interval - (System.currentTimeMillis() - started);
+                if (sleep > 0) {
+                    Thread.sleep(sleep);
+                }
+            }
+        }
+    }
+
+    private static Map<TopicPartition, OffsetSpec> describe(Admin admin, String topic) throws InterruptedException {
+        try {
+            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            Map<TopicPartition, OffsetSpec> req = new HashMap<>();
+            for (TopicPartitionInfo p : d.partitions()) {
+                if (p.leader() == null || p.leader().isEmpty()) {
+                    return null;
+                }
+                req.put(new TopicPartition(topic, p.partition()), OffsetSpec.latest());
+            }
+            return req.isEmpty() ? null : req;
+        } catch (ExecutionException e) {
+            return null; // not created yet
+        }
+    }
+
+    private static void emit(String event, long total) {
+        System.out.println(event + " " + System.currentTimeMillis() + " " + total);
+        System.out.flush();
+    }
+}

@@ -1,0 +1,145 @@
+//! Hooks through which the pipeline reports what it does, for metrics and tracing.
+//!
+//! The forwarder never formats metrics or talks to a tracing backend itself: it calls an
+//! [`Observer`] that the embedding program provides (the `strait` binary turns these calls into
+//! Prometheus metrics and OpenTelemetry spans). Every method has an empty default body.
+//!
+//! Methods are called on the hot path from tokio tasks: implementations must be cheap
+//! (atomic counters, channel sends), never block.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use strait_wire::TopicPartition;
+
+use crate::ReencodeReason;
+
+/// How a batch crossed the mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Path {
+    /// Header rewritten, records copied untouched (no decompression).
+    PassThrough,
+    /// Decompressed, fixed and recompressed, for the given reason.
+    Reencoded(ReencodeReason),
+}
+
+impl Path {
+    /// A stable label for metrics: `pass_through` or `reencoded`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Path::PassThrough => "pass_through",
+            Path::Reencoded(_) => "reencoded",
+        }
+    }
+
+    /// The re-encode reason's label, or `none` for pass-through.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Path::PassThrough => "none",
+            Path::Reencoded(r) => r.as_str(),
+        }
+    }
+}
+
+/// Why a source batch was not forwarded. The position still moves past it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// A transaction marker (COMMIT or ABORT): clients may not produce them.
+    Control,
+    /// A batch of a transaction that was aborted on the source (read_committed).
+    Aborted,
+    /// A batch whose records were all removed by compaction.
+    Empty,
+}
+
+impl SkipReason {
+    /// A stable label for metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SkipReason::Control => "control",
+            SkipReason::Aborted => "aborted",
+            SkipReason::Empty => "empty",
+        }
+    }
+}
+
+/// One produced batch acknowledged by the target.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BatchForwarded<'a> {
+    /// Source partition.
+    pub source: &'a TopicPartition,
+    /// Target partition.
+    pub target: &'a TopicPartition,
+    /// First source offset held by the produced batch.
+    pub source_base_offset: i64,
+    /// Last source offset held by the produced batch.
+    pub source_last_offset: i64,
+    /// Records written to the target.
+    pub records: u32,
+    /// Bytes written to the target (the produced batch's size).
+    pub bytes: u64,
+    /// Pass-through or re-encoded, and why.
+    pub path: Path,
+    /// Codec of the batch as produced: `none`, `gzip`, `snappy`, `lz4` or `zstd`.
+    pub compression: &'a str,
+    /// The batch's max timestamp (ms since the epoch); record age is now minus this.
+    pub max_timestamp_ms: i64,
+    /// When the fetch response carrying the batch arrived.
+    pub fetched_at: SystemTime,
+    /// When the target acknowledged the batch.
+    pub acked_at: SystemTime,
+    /// Offset the target assigned to the batch's first record (-1 if the target reported
+    /// the batch as a duplicate of one it already had).
+    pub target_base_offset: i64,
+    /// The produced batch bytes (header + records), for header scans such as `traceparent`.
+    pub batch: &'a Bytes,
+}
+
+/// Receives the pipeline's events. All methods default to doing nothing.
+pub trait Observer: Send + Sync + 'static {
+    /// A produced batch was acknowledged by the target.
+    fn batch_forwarded(&self, ev: &BatchForwarded<'_>) {
+        let _ = ev;
+    }
+    /// A source batch was dropped on purpose (counted, never silent).
+    fn batch_skipped(&self, source: &TopicPartition, reason: SkipReason, records: u32) {
+        let _ = (source, reason, records);
+    }
+    /// A fetch failed; `error_code` is the Kafka error name or `disconnected`/`timeout`.
+    fn fetch_error(&self, source: &TopicPartition, error_code: &str) {
+        let _ = (source, error_code);
+    }
+    /// A produce failed for one partition.
+    fn produce_error(&self, target: &TopicPartition, error_code: &str) {
+        let _ = (target, error_code);
+    }
+    /// After every fetch: the source high watermark and the mirror's next offset.
+    fn lag(&self, source: &TopicPartition, high_watermark: i64, next_offset: i64) {
+        let _ = (source, high_watermark, next_offset);
+    }
+    /// A partition started mirroring at `start_offset`.
+    fn partition_started(&self, source: &TopicPartition, target: &TopicPartition, start_offset: i64) {
+        let _ = (source, target, start_offset);
+    }
+    /// A partition stopped on an error that needs an operator.
+    fn partition_stopped(&self, source: &TopicPartition, reason: &crate::Error) {
+        let _ = (source, reason);
+    }
+    /// A source position was committed.
+    fn committed(&self, source: &TopicPartition, offset: i64) {
+        let _ = (source, offset);
+    }
+    /// The set of partitions this instance mirrors changed.
+    fn rebalance(&self, assigned: &[TopicPartition]) {
+        let _ = assigned;
+    }
+}
+
+/// An [`Observer`] that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopObserver;
+
+impl Observer for NoopObserver {}

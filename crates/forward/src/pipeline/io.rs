@@ -1,0 +1,182 @@
+//! The pipeline's view of the two clusters.
+//!
+//! The pipeline talks to Kafka only through these three traits, so its ordering, retry and
+//! commit logic is deterministic and can be driven in memory by tests. [`crate::wire_io`]
+//! implements them over `strait-wire`'s cluster clients.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strait_wire::TopicPartition;
+
+/// Which records a fetch may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Only committed transactional data, up to the last stable offset (the default: a mirror
+    /// must never copy an aborted transaction).
+    #[default]
+    ReadCommitted,
+    /// Everything up to the high watermark, aborted transactions included.
+    ReadUncommitted,
+}
+
+/// One fetch of one source partition.
+#[derive(Debug, Clone)]
+pub struct FetchSpec {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// First offset wanted.
+    pub offset: i64,
+    /// Byte limit for the partition (the broker still returns one whole first batch if larger).
+    pub max_bytes: i32,
+    /// How long the broker may wait for data.
+    pub max_wait: Duration,
+    /// Isolation level.
+    pub isolation: Isolation,
+}
+
+/// What a fetch returned for the partition.
+#[derive(Debug, Clone, Default)]
+pub struct Fetched {
+    /// The raw record batches, as the broker sent them (the last one may be truncated).
+    pub records: Bytes,
+    /// The partition's high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset (read_committed), or -1 if unknown.
+    pub last_stable_offset: i64,
+    /// The log start offset, or -1 if unknown.
+    pub log_start_offset: i64,
+    /// Aborted transactions in the returned range: (producer id, first offset).
+    pub aborted: Vec<(i64, i64)>,
+}
+
+/// Where to start a partition that has no committed position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartPosition {
+    /// The oldest offset still in the log.
+    #[default]
+    Earliest,
+    /// The end of the log: only records produced from now on.
+    Latest,
+    /// An explicit offset.
+    Offset(i64),
+}
+
+/// The mirror's idempotent producer identity on the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdentity {
+    /// Producer id from InitProducerId.
+    pub producer_id: i64,
+    /// Producer epoch from InitProducerId.
+    pub producer_epoch: i16,
+}
+
+/// The target's answer for one partition of a Produce request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceAck {
+    /// Offset assigned to the batch's first record.
+    pub base_offset: i64,
+}
+
+/// Limits of a target topic that decide whether a batch can pass through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicLimits {
+    /// `max.message.bytes`: the largest batch (including its 12-byte log overhead).
+    pub max_message_bytes: usize,
+    /// `cleanup.policy` contains `compact`: every record needs a key.
+    pub compacted: bool,
+}
+
+impl Default for TopicLimits {
+    fn default() -> Self {
+        // Kafka's default max.message.bytes (1 MiB + 12).
+        TopicLimits { max_message_bytes: 1_048_588, compacted: false }
+    }
+}
+
+/// How the pipeline should react to a failed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// Try again after a backoff (leader moved, broker down, timeout, not enough replicas).
+    Retriable,
+    /// The fetch offset is outside the source log (retention deleted it, or truncation).
+    OffsetOutOfRange,
+    /// The target already has this batch (idempotent duplicate): count it as acknowledged.
+    Duplicate,
+    /// The target's producer state does not match our sequence: renumber under a new producer id.
+    ProducerState,
+    /// The batch is larger than the target accepts.
+    TooLarge,
+    /// Needs an operator (authorization, missing topic, invalid record...).
+    Fatal,
+}
+
+/// A failed call, classified for the pipeline, with the broker's own error name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoError {
+    /// What the pipeline should do.
+    pub class: ErrorClass,
+    /// Kafka error name (`NOT_LEADER_OR_FOLLOWER`) or `disconnected`, `timeout`.
+    pub code: String,
+    /// Full message, including what to do about it.
+    pub message: String,
+}
+
+impl IoError {
+    /// A new error.
+    pub fn new(class: ErrorClass, code: impl Into<String>, message: impl Into<String>) -> Self {
+        IoError { class, code: code.into(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for IoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The source cluster, as the pipeline needs it.
+pub trait Source: Send + Sync + 'static {
+    /// Fetches one partition from its leader.
+    fn fetch(&self, spec: &FetchSpec) -> impl Future<Output = Result<Fetched, IoError>> + Send;
+    /// Resolves `Earliest`/`Latest` to an offset.
+    fn resolve(
+        &self,
+        partition: &TopicPartition,
+        start: StartPosition,
+    ) -> impl Future<Output = Result<i64, IoError>> + Send;
+}
+
+/// The target cluster, as the pipeline needs it.
+pub trait Target: Send + Sync + 'static {
+    /// A fresh idempotent producer id and epoch.
+    fn init_producer_id(&self) -> impl Future<Output = Result<ProducerIdentity, IoError>> + Send;
+    /// The node leading `partition`; `refresh` forces a metadata refresh first.
+    fn leader(
+        &self,
+        partition: &TopicPartition,
+        refresh: bool,
+    ) -> impl Future<Output = Result<i32, IoError>> + Send;
+    /// One Produce request (acks=all) to `node`, at most one batch per partition.
+    /// The outer error fails every partition of the request (disconnect, timeout).
+    fn produce(
+        &self,
+        node: i32,
+        batches: Vec<(TopicPartition, Bytes)>,
+    ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send;
+    /// Limits of a target topic.
+    fn topic_limits(&self, topic: &str) -> impl Future<Output = Result<TopicLimits, IoError>> + Send;
+}
+
+/// Where source positions are stored (normally the source cluster's consumer group).
+pub trait Positions: Send + Sync + 'static {
+    /// The committed position of each partition, `None` if it has none.
+    fn load(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> impl Future<Output = Result<Vec<Option<i64>>, IoError>> + Send;
+    /// Commits positions (the next offset to mirror, as Kafka consumers commit).
+    fn commit(&self, positions: &[(TopicPartition, i64)]) -> impl Future<Output = Result<(), IoError>> + Send;
+}

@@ -1,0 +1,330 @@
+//! The fetch -> produce pipeline.
+//!
+//! A [`Forwarder`] mirrors a set of source partitions ([`Route`]s) into target partitions. Each
+//! partition runs a fetch task and a produce task ([`partition`]); produce requests are packed
+//! per target broker ([`sender`]); positions are committed after the target acknowledged
+//! everything before them, every `commit_interval` and on revoke/shutdown.
+//!
+//! The pipeline only sees the clusters through the [`io`] traits; [`crate::wire_io`] provides
+//! them over `strait-wire`, and tests drive them in memory.
+
+mod backoff;
+mod budget;
+pub mod io;
+mod partition;
+pub(crate) mod plan;
+mod sender;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use strait_wire::TopicPartition;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+use crate::observe::Observer;
+
+pub use io::{Isolation, Positions, Source, StartPosition, Target};
+pub use partition::Route;
+pub use plan::CodecChoice;
+
+use budget::Budget;
+use partition::{PositionCell, Shared};
+use sender::Senders;
+
+/// What to do when the source no longer has the offset the mirror needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutOfRangePolicy {
+    /// Stop the partition with an error (the default: never skip data silently).
+    #[default]
+    Fail,
+    /// Continue from the oldest offset still available, accepting the gap.
+    Earliest,
+    /// Continue from the end of the log, accepting the gap.
+    Latest,
+}
+
+/// Tuning of the pipeline. `Settings::default()` is what the `strait` binary uses.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Batches in flight per target partition (1..=5; Kafka's idempotence window is 5).
+    pub max_in_flight: usize,
+    /// Fetch size per partition.
+    pub partition_fetch_bytes: i32,
+    /// Upper bound when a single batch is larger than `partition_fetch_bytes`.
+    pub max_fetch_bytes: i32,
+    /// How long the source broker may hold a fetch waiting for data.
+    pub fetch_max_wait: Duration,
+    /// Bytes fetched but not yet acknowledged by the target, across all partitions.
+    pub memory_budget: usize,
+    /// How often acknowledged positions are committed.
+    pub commit_interval: Duration,
+    /// Fetch isolation (read_committed by default).
+    pub isolation: Isolation,
+    /// Keep each batch's codec, or re-encode to another.
+    pub codec: CodecChoice,
+    /// Where partitions without a committed position start.
+    pub start: StartPosition,
+    /// What to do when the needed source offset is gone.
+    pub on_offset_out_of_range: OutOfRangePolicy,
+    /// First retry delay.
+    pub retry_backoff: Duration,
+    /// Largest retry delay.
+    pub retry_backoff_max: Duration,
+    /// Largest Produce request (sum of its batches).
+    pub max_request_bytes: usize,
+    /// Produce requests in flight per target broker.
+    pub max_requests_per_broker: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_in_flight: 5,
+            partition_fetch_bytes: 1 << 20,
+            max_fetch_bytes: 64 << 20,
+            fetch_max_wait: Duration::from_millis(500),
+            memory_budget: 256 << 20,
+            commit_interval: Duration::from_secs(5),
+            isolation: Isolation::ReadCommitted,
+            codec: CodecChoice::Keep,
+            start: StartPosition::Earliest,
+            on_offset_out_of_range: OutOfRangePolicy::Fail,
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_secs(10),
+            max_request_bytes: 16 << 20,
+            max_requests_per_broker: 5,
+        }
+    }
+}
+
+impl Settings {
+    /// Checks ranges; the error names the field.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |field: &'static str, why: &str| Err(Error::Settings { field, detail: why.to_string() });
+        if !(1..=5).contains(&self.max_in_flight) {
+            return bad("max_in_flight", "must be 1 to 5 (Kafka detects duplicates only among the last 5 batches)");
+        }
+        if self.partition_fetch_bytes < 1024 || self.max_fetch_bytes < self.partition_fetch_bytes {
+            return bad("partition_fetch_bytes", "must be at least 1024 and at most max_fetch_bytes");
+        }
+        if self.memory_budget < (1 << 20) {
+            return bad("memory_budget", "must be at least 1 MiB");
+        }
+        if self.commit_interval.is_zero() {
+            return bad("commit_interval", "must be positive");
+        }
+        Ok(())
+    }
+}
+
+struct Running {
+    route: Route,
+    cell: Arc<PositionCell>,
+    stop: CancellationToken,
+    handle: Option<JoinHandle<Result<(), Error>>>,
+}
+
+/// Mirrors assigned source partitions into target partitions.
+///
+/// Build one over `strait-wire` clients with [`crate::Forwarder::builder`], or over any
+/// [`Source`]/[`Target`]/[`Positions`] implementation with [`Forwarder::new`].
+pub struct Forwarder<S: Source, T: Target, P: Positions> {
+    shared: Arc<Shared<S, T>>,
+    positions: Arc<P>,
+    running: Mutex<HashMap<TopicPartition, Running>>,
+    failures: Arc<Mutex<Vec<(TopicPartition, String)>>>,
+    cancel: CancellationToken,
+    committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
+    /// A forwarder with no partitions yet. Gets the target producer id first, so a target that
+    /// is down or refuses the mirror's principal fails here, not later.
+    pub async fn new(source: S, target: T, positions: P, settings: Settings, observer: Arc<dyn Observer>) -> Result<Self, Error> {
+        settings.validate()?;
+        let target = Arc::new(target);
+        let identity = target.init_producer_id().await.map_err(Error::Io)?;
+        let cancel = CancellationToken::new();
+        let senders = Arc::new(Senders::new(
+            target.clone(),
+            settings.max_request_bytes,
+            settings.max_requests_per_broker,
+            cancel.child_token(),
+        ));
+        let shared = Arc::new(Shared {
+            source: Arc::new(source),
+            target,
+            senders,
+            budget: Budget::new(settings.memory_budget),
+            settings: Arc::new(settings),
+            observer,
+            identity,
+        });
+        Ok(Forwarder {
+            shared,
+            positions: Arc::new(positions),
+            running: Mutex::new(HashMap::new()),
+            failures: Arc::new(Mutex::new(Vec::new())),
+            cancel,
+            committer: Mutex::new(None),
+        })
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts mirroring `routes` (already running ones are left alone), each from its committed
+    /// position, or from `Settings::start` if it has none.
+    pub async fn assign(self: &Arc<Self>, routes: Vec<Route>) -> Result<(), Error> {
+        let routes: Vec<Route> = {
+            let running = self.running();
+            routes.into_iter().filter(|r| !running.contains_key(&r.source)).collect()
+        };
+        if routes.is_empty() {
+            return Ok(());
+        }
+        let sources: Vec<TopicPartition> = routes.iter().map(|r| r.source.clone()).collect();
+        let committed = self.positions.load(&sources).await.map_err(Error::Io)?;
+        let mut running = self.running();
+        for (route, start) in routes.into_iter().zip(committed) {
+            let cell = Arc::new(PositionCell::new());
+            if let Some(offset) = start {
+                cell.committed.store(offset, Ordering::Release);
+            }
+            let stop = self.cancel.child_token();
+            let handle = tokio::spawn(self.clone().partition_task(route.clone(), start, cell.clone(), stop.clone()));
+            running.insert(route.source.clone(), Running { route, cell, stop, handle: Some(handle) });
+        }
+        drop(running);
+        self.ensure_committer();
+        Ok(())
+    }
+
+    async fn partition_task(self: Arc<Self>, route: Route, start: Option<i64>, cell: Arc<PositionCell>, stop: CancellationToken) -> Result<(), Error> {
+        let result = partition::run(self.shared.clone(), route.clone(), start, cell, stop).await;
+        if let Err(e) = &result {
+            if !matches!(e, Error::Stopped) {
+                tracing::error!(partition = %route.source, error = %e, "partition stopped");
+                self.shared.observer.partition_stopped(&route.source, e);
+                self.failures.lock().unwrap_or_else(|p| p.into_inner()).push((route.source.clone(), e.to_string()));
+            }
+        }
+        result
+    }
+
+    fn ensure_committer(self: &Arc<Self>) {
+        let mut committer = self.committer.lock().unwrap_or_else(|p| p.into_inner());
+        if committer.is_some() {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        let interval = self.shared.settings.commit_interval;
+        let cancel = self.cancel.clone();
+        *committer = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = cancel.cancelled() => return,
+                }
+                let Some(me) = me.upgrade() else { return };
+                if let Err(e) = me.commit().await {
+                    tracing::warn!(error = %e, "committing source positions failed; will retry");
+                }
+            }
+        }));
+    }
+
+    /// Commits every position that moved since the last commit.
+    pub async fn commit(&self) -> Result<(), Error> {
+        let changed: Vec<(TopicPartition, i64, Arc<PositionCell>)> = self
+            .running()
+            .values()
+            .filter_map(|r| {
+                let ackd = r.cell.ackd.load(Ordering::Acquire);
+                (ackd >= 0 && ackd != r.cell.committed.load(Ordering::Acquire)).then(|| (r.route.source.clone(), ackd, r.cell.clone()))
+            })
+            .collect();
+        self.commit_cells(changed).await
+    }
+
+    async fn commit_cells(&self, changed: Vec<(TopicPartition, i64, Arc<PositionCell>)>) -> Result<(), Error> {
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let positions: Vec<(TopicPartition, i64)> = changed.iter().map(|(tp, o, _)| (tp.clone(), *o)).collect();
+        self.positions.commit(&positions).await.map_err(Error::Io)?;
+        for (tp, offset, cell) in changed {
+            cell.committed.fetch_max(offset, Ordering::AcqRel);
+            self.shared.observer.committed(&tp, offset);
+        }
+        Ok(())
+    }
+
+    /// Stops mirroring `sources`: fetching stops, in-flight batches are acknowledged, and the
+    /// final positions are committed before this returns.
+    pub async fn revoke(&self, sources: &[TopicPartition]) -> Result<(), Error> {
+        let mut stopping = Vec::new();
+        {
+            let mut running = self.running();
+            for tp in sources {
+                if let Some(r) = running.remove(tp) {
+                    r.stop.cancel();
+                    stopping.push(r);
+                }
+            }
+        }
+        let mut finals = Vec::new();
+        for mut r in stopping {
+            if let Some(handle) = r.handle.take() {
+                let _ = handle.await;
+            }
+            let ackd = r.cell.ackd.load(Ordering::Acquire);
+            if ackd >= 0 && ackd != r.cell.committed.load(Ordering::Acquire) {
+                finals.push((r.route.source.clone(), ackd, r.cell.clone()));
+            }
+        }
+        self.commit_cells(finals).await
+    }
+
+    /// Revokes everything and stops the background tasks (graceful shutdown).
+    pub async fn shutdown(&self) -> Result<(), Error> {
+        let all: Vec<TopicPartition> = self.running().keys().cloned().collect();
+        let result = self.revoke(&all).await;
+        self.cancel.cancel();
+        let committer = self.committer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(c) = committer {
+            let _ = c.await;
+        }
+        result
+    }
+
+    /// The routes being mirrored now (including stopped-on-error ones until revoked).
+    pub fn assigned(&self) -> Vec<Route> {
+        self.running().values().map(|r| r.route.clone()).collect()
+    }
+
+    /// Partitions that stopped on an error, with the error's message.
+    pub fn failures(&self) -> Vec<(TopicPartition, String)> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The next source offset for each partition that the target has fully acknowledged.
+    pub fn acknowledged_positions(&self) -> Vec<(TopicPartition, i64)> {
+        self.running().values().map(|r| (r.route.source.clone(), r.cell.ackd.load(Ordering::Acquire))).collect()
+    }
+}
+
+impl<S: Source, T: Target, P: Positions> Drop for Forwarder<S, T, P> {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}

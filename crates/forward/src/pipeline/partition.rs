@@ -1,0 +1,519 @@
+//! One source partition mirrored into one target partition: a fetch task feeding a produce task.
+//!
+//! The fetch task plans each response and hands the parts over a bounded channel (the in-flight
+//! window plus the memory budget are the back-pressure). The produce task owns the target
+//! partition's producer sequence and its window of unacknowledged batches: it stamps, sends,
+//! retries identical bytes, renumbers under a fresh producer id when the target's producer
+//! state no longer matches, and moves the committable position only past acknowledged batches.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use strait_wire::TopicPartition;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::batch::RecordBatch;
+use crate::observe::{BatchForwarded, Observer};
+use crate::rewrite::{ProducerStamp, rewrite_for_produce};
+use crate::Error;
+
+use super::Settings;
+use super::backoff::Backoff;
+use super::budget::{Budget, Reservation};
+use super::io::{ErrorClass, FetchSpec, IoError, ProducerIdentity, Source, StartPosition, Target};
+use super::plan::{self, Part, Rules, Step};
+use super::sender::{ProduceItem, Senders, SlotResult};
+
+/// A source partition and where it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Route {
+    /// The source partition.
+    pub source: TopicPartition,
+    /// The target partition.
+    pub target: TopicPartition,
+}
+
+/// Positions shared between a partition's tasks and the committer.
+#[derive(Debug)]
+pub(crate) struct PositionCell {
+    /// Next source offset whose predecessors are all acknowledged by the target (-1: none yet).
+    pub(crate) ackd: AtomicI64,
+    /// Last position committed to the position store (-1: none).
+    pub(crate) committed: AtomicI64,
+}
+
+impl PositionCell {
+    pub(crate) fn new() -> Self {
+        PositionCell { ackd: AtomicI64::new(-1), committed: AtomicI64::new(-1) }
+    }
+}
+
+/// Everything a partition's tasks share.
+pub(crate) struct Shared<S, T> {
+    pub(crate) source: Arc<S>,
+    pub(crate) target: Arc<T>,
+    pub(crate) senders: Arc<Senders<T>>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) budget: Budget,
+    pub(crate) observer: Arc<dyn Observer>,
+    pub(crate) identity: ProducerIdentity,
+}
+
+/// What the fetch task hands the produce task.
+#[derive(Debug)]
+enum Work {
+    Forward { parts: Vec<Part>, next: i64, fetched_at: SystemTime, reservation: Reservation },
+    Advance { next: i64 },
+}
+
+/// Mirrors one partition until `stop` is cancelled (graceful: in-flight batches are acknowledged
+/// first) or an error needs an operator. Returns the last acknowledged position.
+pub(crate) async fn run<S: Source, T: Target>(
+    shared: Arc<Shared<S, T>>,
+    route: Route,
+    start: Option<i64>,
+    position: Arc<PositionCell>,
+    stop: CancellationToken,
+) -> Result<(), Error> {
+    let start = match start {
+        Some(offset) => offset,
+        None => resolve_start(&shared, &route.source, shared.settings.start, &stop).await?,
+    };
+    position.ackd.store(start, Ordering::Release);
+    shared.observer.partition_started(&route.source, &route.target, start);
+    let limits = retry(&shared, &stop, || shared.target.topic_limits(&route.target.topic)).await?;
+    let rules = Rules { isolation: shared.settings.isolation, limits, codec: shared.settings.codec };
+    let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
+    let fetch = fetch_loop(&shared, &route, start, rules, tx, &stop);
+    let produce = produce_loop(&shared, &route, rx, &position);
+    // The produce side ends when the fetch side has ended and everything was acknowledged.
+    let (fetched, produced) = tokio::join!(fetch, produce);
+    produced.and(fetched)
+}
+
+async fn resolve_start<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    partition: &TopicPartition,
+    start: StartPosition,
+    stop: &CancellationToken,
+) -> Result<i64, Error> {
+    retry(shared, stop, || shared.source.resolve(partition, start)).await
+}
+
+/// Calls `f` until it succeeds, a non-retriable error occurs, or `stop` is cancelled.
+async fn retry<S, T, R, F, Fut>(shared: &Shared<S, T>, stop: &CancellationToken, mut f: F) -> Result<R, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<R, IoError>>,
+{
+    let mut backoff = Backoff::new(shared.settings.retry_backoff, shared.settings.retry_backoff_max);
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.class == ErrorClass::Retriable => {
+                tracing::debug!(error = %e, "retrying");
+                if !backoff.wait(stop).await {
+                    return Err(Error::Stopped);
+                }
+            }
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+}
+
+async fn fetch_loop<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    mut offset: i64,
+    rules: Rules,
+    tx: mpsc::Sender<Work>,
+    stop: &CancellationToken,
+) -> Result<(), Error> {
+    let settings = &shared.settings;
+    let mut max_bytes = settings.partition_fetch_bytes;
+    let mut backoff = Backoff::new(settings.retry_backoff, settings.retry_backoff_max);
+    loop {
+        if tx.is_closed() {
+            // The produce side stopped on an error; it reports it.
+            return Ok(());
+        }
+        let mut reservation = tokio::select! {
+            r = shared.budget.reserve(max_bytes as usize) => r,
+            _ = stop.cancelled() => return Ok(()),
+        };
+        let spec = FetchSpec {
+            partition: route.source.clone(),
+            offset,
+            max_bytes,
+            max_wait: settings.fetch_max_wait,
+            isolation: settings.isolation,
+        };
+        let fetched = tokio::select! {
+            r = shared.source.fetch(&spec) => r,
+            _ = stop.cancelled() => return Ok(()),
+        };
+        let fetched = match fetched {
+            Ok(f) => {
+                backoff.reset();
+                f
+            }
+            Err(e) => {
+                shared.observer.fetch_error(&route.source, &e.code);
+                match e.class {
+                    ErrorClass::Retriable => {
+                        tracing::warn!(partition = %route.source, error = %e, "fetch failed, retrying");
+                        if !backoff.wait(stop).await {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    ErrorClass::OffsetOutOfRange => {
+                        offset = out_of_range(shared, route, offset, e, stop).await?;
+                        continue;
+                    }
+                    _ => return Err(Error::Io(e)),
+                }
+            }
+        };
+        let fetched_at = SystemTime::now();
+        let planned = plan::plan(&fetched, offset, &rules)
+            .map_err(|e| Error::Partition { partition: route.source.to_string(), source: Box::new(e) })?;
+        shared.observer.lag(&route.source, fetched.high_watermark, planned.next);
+        if planned.steps.is_empty() && planned.truncated_bytes > 0 && planned.next == offset {
+            // Only part of one batch came back: the batch is larger than our limit.
+            // (The broker returns a whole first batch to a lone partition, so this is rare.)
+            max_bytes = max_bytes.saturating_mul(2).min(settings.max_fetch_bytes);
+            continue;
+        }
+        max_bytes = settings.partition_fetch_bytes;
+        for step in planned.steps {
+            let work = match step {
+                Step::Skip { reason, records, next } => {
+                    shared.observer.batch_skipped(&route.source, reason, records);
+                    Work::Advance { next }
+                }
+                Step::Forward { parts, next } => {
+                    let bytes: usize = parts.iter().map(|p| p.batch.len()).sum();
+                    let mut share = reservation.split(bytes);
+                    if share.bytes() < bytes {
+                        // Re-encoding can grow a batch beyond what the fetch reserved.
+                        share.merge(shared.budget.reserve(bytes - share.bytes()).await);
+                    }
+                    Work::Forward { parts, next, fetched_at, reservation: share }
+                }
+            };
+            if tx.send(work).await.is_err() {
+                // The produce side stopped on an error; it reports it.
+                return Ok(());
+            }
+        }
+        offset = planned.next;
+        drop(reservation);
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+    }
+}
+
+async fn out_of_range<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    offset: i64,
+    e: IoError,
+    stop: &CancellationToken,
+) -> Result<i64, Error> {
+    use super::OutOfRangePolicy::*;
+    let start = match shared.settings.on_offset_out_of_range {
+        Fail => {
+            return Err(Error::OffsetOutOfRange {
+                partition: route.source.to_string(),
+                offset,
+                detail: e.message,
+            });
+        }
+        Earliest => StartPosition::Earliest,
+        Latest => StartPosition::Latest,
+    };
+    let next = resolve_start(shared, &route.source, start, stop).await?;
+    tracing::warn!(
+        partition = %route.source, from = offset, to = next,
+        "source offset {offset} is no longer available; continuing at {next} as mirror.on_offset_out_of_range says"
+    );
+    Ok(next)
+}
+
+/// A batch in the produce window.
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    part: Part,
+    /// The batch as produced: the part stamped with producer id, epoch and sequence.
+    stamped: Bytes,
+    /// Position once this slot and all before it are acknowledged (None: a non-final part).
+    next: Option<i64>,
+    state: SlotState,
+    fetched_at: SystemTime,
+    _reservation: Option<Reservation>,
+}
+
+#[derive(Debug)]
+enum SlotState {
+    InFlight,
+    Acked(i64),
+    Failed(IoError),
+}
+
+struct ProducerSeq {
+    identity: ProducerIdentity,
+    next_sequence: i32,
+}
+
+impl ProducerSeq {
+    fn stamp(&mut self, records: u32) -> ProducerStamp {
+        let stamp = ProducerStamp {
+            producer_id: self.identity.producer_id,
+            producer_epoch: self.identity.producer_epoch,
+            base_sequence: self.next_sequence,
+        };
+        self.next_sequence = next_sequence(self.next_sequence, records);
+        stamp
+    }
+}
+
+/// Sequences wrap from `i32::MAX` to 0, as Kafka's do.
+pub(crate) fn next_sequence(base: i32, records: u32) -> i32 {
+    let next = (i64::from(base) + i64::from(records)) % (i64::from(i32::MAX) + 1);
+    next as i32
+}
+
+struct Window<'a, S, T> {
+    shared: &'a Shared<S, T>,
+    route: &'a Route,
+    position: &'a PositionCell,
+    slots: VecDeque<Slot>,
+    seq: ProducerSeq,
+    next_id: u64,
+    acks_tx: mpsc::UnboundedSender<SlotResult>,
+    /// A position reached by skipped batches while the window was empty.
+    pending_advance: Option<i64>,
+}
+
+async fn produce_loop<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    mut rx: mpsc::Receiver<Work>,
+    position: &PositionCell,
+) -> Result<(), Error> {
+    let (acks_tx, mut acks_rx) = mpsc::unbounded_channel();
+    let mut w = Window {
+        shared,
+        route,
+        position,
+        slots: VecDeque::new(),
+        seq: ProducerSeq { identity: shared.identity, next_sequence: 0 },
+        next_id: 0,
+        acks_tx,
+        pending_advance: None,
+    };
+    let mut input_open = true;
+    let mut backoff = Backoff::new(shared.settings.retry_backoff, shared.settings.retry_backoff_max);
+    loop {
+        if !input_open && w.slots.is_empty() {
+            return Ok(());
+        }
+        let window_open = w.slots.len() < shared.settings.max_in_flight && !w.has_failed();
+        tokio::select! {
+            biased;
+            Some(ack) = acks_rx.recv() => w.on_result(ack),
+            work = rx.recv(), if input_open && window_open => match work {
+                None => input_open = false,
+                Some(Work::Advance { next }) => w.advance(next),
+                Some(Work::Forward { parts, next, fetched_at, reservation }) => {
+                    w.push(parts, next, fetched_at, reservation).await?;
+                }
+            },
+        }
+        w.pop_acked();
+        if w.has_failed() && !w.any_in_flight() {
+            w.recover(&mut backoff).await?;
+        }
+    }
+}
+
+impl<S: Source, T: Target> Window<'_, S, T> {
+    fn has_failed(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s.state, SlotState::Failed(_)))
+    }
+
+    fn any_in_flight(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s.state, SlotState::InFlight))
+    }
+
+    fn advance(&mut self, next: i64) {
+        match self.slots.back_mut() {
+            Some(last) => last.next = Some(last.next.map_or(next, |n| n.max(next))),
+            None => {
+                self.pending_advance = Some(next);
+                self.position.ackd.fetch_max(next, Ordering::AcqRel);
+            }
+        }
+    }
+
+    async fn push(&mut self, parts: Vec<Part>, next: i64, fetched_at: SystemTime, reservation: Reservation) -> Result<(), Error> {
+        let count = parts.len();
+        let mut reservation = Some(reservation);
+        for (i, part) in parts.into_iter().enumerate() {
+            let last = i + 1 == count;
+            let stamp = self.seq.stamp(part.records);
+            let stamped = stamp_part(&part, stamp)?;
+            let slot = Slot {
+                id: self.next_id,
+                part,
+                stamped,
+                next: last.then_some(next),
+                state: SlotState::InFlight,
+                fetched_at,
+                // The whole reservation rides on the last part: it is released when the
+                // source batch is fully acknowledged.
+                _reservation: if last { reservation.take() } else { None },
+            };
+            self.next_id += 1;
+            self.send(&slot, false).await;
+            self.slots.push_back(slot);
+        }
+        Ok(())
+    }
+
+    async fn send(&self, slot: &Slot, refresh: bool) {
+        let target = &self.route.target;
+        let node = match self.shared.target.leader(target, refresh).await {
+            Ok(node) => node,
+            Err(e) => {
+                let _ = self.acks_tx.send(SlotResult { slot: slot.id, result: Err(e) });
+                return;
+            }
+        };
+        self.shared.senders.submit(
+            node,
+            ProduceItem { partition: target.clone(), batch: slot.stamped.clone(), slot: slot.id, reply: self.acks_tx.clone() },
+        );
+    }
+
+    fn on_result(&mut self, result: SlotResult) {
+        let Some(slot) = self.slots.iter_mut().find(|s| s.id == result.slot) else {
+            return; // a late answer for a slot already settled
+        };
+        slot.state = match result.result {
+            Ok(ack) => SlotState::Acked(ack.base_offset),
+            Err(e) if e.class == ErrorClass::Duplicate => SlotState::Acked(-1),
+            Err(e) => {
+                self.shared.observer.produce_error(&self.route.target, &e.code);
+                SlotState::Failed(e)
+            }
+        };
+    }
+
+    fn pop_acked(&mut self) {
+        while let Some(SlotState::Acked(base)) = self.slots.front().map(|s| &s.state) {
+            let base = *base;
+            let Some(slot) = self.slots.pop_front() else { break };
+            let now = SystemTime::now();
+            self.shared.observer.batch_forwarded(&BatchForwarded {
+                source: &self.route.source,
+                target: &self.route.target,
+                source_base_offset: slot.part.first_offset,
+                source_last_offset: slot.part.last_offset,
+                records: slot.part.records,
+                bytes: slot.stamped.len() as u64,
+                path: slot.part.path,
+                compression: slot.part.compression.as_str(),
+                max_timestamp_ms: slot.part.max_timestamp_ms,
+                fetched_at: slot.fetched_at,
+                acked_at: now,
+                target_base_offset: base,
+                batch: &slot.stamped,
+            });
+            if let Some(next) = slot.next {
+                self.position.ackd.fetch_max(next, Ordering::AcqRel);
+            }
+        }
+        if self.slots.is_empty() {
+            if let Some(next) = self.pending_advance.take() {
+                self.position.ackd.fetch_max(next, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Every slot has settled and at least one failed: decide, then resend all unacknowledged
+    /// slots in order (identical bytes, or renumbered under a new producer id).
+    async fn recover(&mut self, backoff: &mut Backoff) -> Result<(), Error> {
+        let first_failure = self.slots.iter().find_map(|s| match &s.state {
+            SlotState::Failed(e) => Some(e.clone()),
+            _ => None,
+        });
+        let Some(err) = first_failure else { return Ok(()) };
+        // Failures behind an earlier unacknowledged slot are consequences of it (the broker
+        // refuses sequence gaps), so the head's error decides.
+        let head_err = match self.slots.front().map(|s| &s.state) {
+            Some(SlotState::Failed(e)) => e.clone(),
+            _ => err,
+        };
+        match head_err.class {
+            ErrorClass::Retriable => {
+                tracing::warn!(partition = %self.route.target, error = %head_err, "produce failed, resending");
+                let never = CancellationToken::new();
+                backoff.wait(&never).await;
+                self.resend(true).await;
+                Ok(())
+            }
+            ErrorClass::ProducerState => {
+                tracing::warn!(partition = %self.route.target, error = %head_err,
+                    "target producer state lost; renumbering under a new producer id");
+                let identity = loop {
+                    match self.shared.target.init_producer_id().await {
+                        Ok(id) => break id,
+                        Err(e) if e.class == ErrorClass::Retriable => {
+                            backoff.wait(&CancellationToken::new()).await;
+                        }
+                        Err(e) => return Err(self.stop(e)),
+                    }
+                };
+                self.seq = ProducerSeq { identity, next_sequence: 0 };
+                for slot in self.slots.iter_mut() {
+                    if !matches!(slot.state, SlotState::Acked(_)) {
+                        let stamp = self.seq.stamp(slot.part.records);
+                        slot.stamped = stamp_part(&slot.part, stamp)?;
+                    }
+                }
+                self.resend(false).await;
+                Ok(())
+            }
+            _ => Err(self.stop(head_err)),
+        }
+    }
+
+    async fn resend(&mut self, refresh: bool) {
+        let mut first = refresh;
+        let ids: Vec<usize> =
+            (0..self.slots.len()).filter(|&i| !matches!(self.slots[i].state, SlotState::Acked(_))).collect();
+        for i in ids {
+            self.slots[i].state = SlotState::InFlight;
+            let slot = &self.slots[i];
+            self.send(slot, first).await;
+            first = false;
+        }
+    }
+
+    fn stop(&self, e: IoError) -> Error {
+        Error::Target { partition: self.route.target.to_string(), detail: e }
+    }
+}
+
+fn stamp_part(part: &Part, stamp: ProducerStamp) -> Result<Bytes, Error> {
+    let batch = RecordBatch::parse(part.batch.clone())?;
+    Ok(rewrite_for_produce(&batch, stamp))
+}

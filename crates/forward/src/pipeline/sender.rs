@@ -1,0 +1,183 @@
+//! Packs ready batches of many partitions into one Produce request per target broker.
+//!
+//! Kafka accepts exactly one batch per partition per request, so an aggregator takes the oldest
+//! waiting batch of every partition, sends them together, and keeps younger batches of the same
+//! partitions for the next request, in order. Up to `max_requests` requests are in flight per
+//! broker; they are started in submission order on one connection, which Kafka processes in order.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
+use strait_wire::TopicPartition;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::io::{ErrorClass, IoError, ProduceAck, Target};
+
+/// One batch waiting to be produced.
+#[derive(Debug)]
+pub(crate) struct ProduceItem {
+    pub(crate) partition: TopicPartition,
+    pub(crate) batch: Bytes,
+    /// The caller's id for the batch, echoed in the result.
+    pub(crate) slot: u64,
+    pub(crate) reply: mpsc::UnboundedSender<SlotResult>,
+}
+
+/// The outcome of one produced batch.
+#[derive(Debug)]
+pub(crate) struct SlotResult {
+    pub(crate) slot: u64,
+    pub(crate) result: Result<ProduceAck, IoError>,
+}
+
+/// The aggregators, one per target broker, started on first use.
+pub(crate) struct Senders<T> {
+    target: Arc<T>,
+    nodes: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceItem>>>,
+    max_request_bytes: usize,
+    max_requests: usize,
+    cancel: CancellationToken,
+}
+
+impl<T: Target> Senders<T> {
+    pub(crate) fn new(target: Arc<T>, max_request_bytes: usize, max_requests: usize, cancel: CancellationToken) -> Self {
+        Senders { target, nodes: Mutex::new(HashMap::new()), max_request_bytes, max_requests: max_requests.max(1), cancel }
+    }
+
+    /// Queues a batch for `node`. The result arrives on the item's reply channel.
+    pub(crate) fn submit(&self, node: i32, item: ProduceItem) {
+        let mut nodes = match self.nodes.lock() {
+            Ok(n) => n,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let item = match nodes.get(&node) {
+            Some(tx) => match tx.send(item) {
+                Ok(()) => return,
+                // The aggregator ended (cancelled); start a fresh one below.
+                Err(mpsc::error::SendError(item)) => item,
+            },
+            None => item,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let aggregator = Aggregator {
+            node,
+            target: self.target.clone(),
+            rx,
+            max_request_bytes: self.max_request_bytes,
+            max_requests: self.max_requests,
+            cancel: self.cancel.clone(),
+        };
+        tokio::spawn(aggregator.run());
+        // A fresh receiver is alive, so this send cannot fail; if it did, the item's reply
+        // channel is dropped and the partition sees a disconnect and retries.
+        let _ = tx.send(item);
+        nodes.insert(node, tx);
+    }
+}
+
+struct Aggregator<T> {
+    node: i32,
+    target: Arc<T>,
+    rx: mpsc::UnboundedReceiver<ProduceItem>,
+    max_request_bytes: usize,
+    max_requests: usize,
+    cancel: CancellationToken,
+}
+
+type Request = Vec<ProduceItem>;
+
+impl<T: Target> Aggregator<T> {
+    async fn run(mut self) {
+        let mut waiting: VecDeque<ProduceItem> = VecDeque::new();
+        let mut in_flight = FuturesOrdered::new();
+        let mut open = true;
+        loop {
+            // Start as many requests as the window allows from what is waiting.
+            while in_flight.len() < self.max_requests && !waiting.is_empty() {
+                let request = self.take_request(&mut waiting);
+                let target = self.target.clone();
+                let node = self.node;
+                in_flight.push_back(async move {
+                    let batches = request.iter().map(|i| (i.partition.clone(), i.batch.clone())).collect();
+                    let outcome = target.produce(node, batches).await;
+                    (request, outcome)
+                });
+            }
+            if !open && waiting.is_empty() && in_flight.is_empty() {
+                return;
+            }
+            tokio::select! {
+                item = self.rx.recv(), if open => match item {
+                    Some(item) => {
+                        waiting.push_back(item);
+                        // Drain what is already queued so one request carries it all.
+                        while let Ok(item) = self.rx.try_recv() {
+                            waiting.push_back(item);
+                        }
+                    }
+                    None => open = false,
+                },
+                Some((request, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
+                    deliver(request, outcome);
+                }
+                _ = self.cancel.cancelled(), if open => {
+                    // Finish what is in flight; partitions stop submitting on cancel.
+                    open = false;
+                }
+            }
+        }
+    }
+
+    /// The oldest waiting batch of each partition, up to the request size limit.
+    fn take_request(&self, waiting: &mut VecDeque<ProduceItem>) -> Request {
+        let mut request = Vec::new();
+        let mut seen = HashSet::new();
+        let mut size = 0usize;
+        let mut kept = VecDeque::with_capacity(waiting.len());
+        while let Some(item) = waiting.pop_front() {
+            let fits = request.is_empty() || size + item.batch.len() <= self.max_request_bytes;
+            if fits && !seen.contains(&item.partition) {
+                size += item.batch.len();
+                seen.insert(item.partition.clone());
+                request.push(item);
+            } else {
+                kept.push_back(item);
+            }
+        }
+        *waiting = kept;
+        request
+    }
+}
+
+fn deliver(request: Request, outcome: Result<Vec<Result<ProduceAck, IoError>>, IoError>) {
+    match outcome {
+        Ok(results) if results.len() == request.len() => {
+            for (item, result) in request.into_iter().zip(results) {
+                let _ = item.reply.send(SlotResult { slot: item.slot, result });
+            }
+        }
+        Ok(results) => {
+            let err = IoError::new(
+                ErrorClass::Retriable,
+                "bad_response",
+                format!(
+                    "the target answered {} partitions for a request of {}; retrying",
+                    results.len(),
+                    request.len()
+                ),
+            );
+            fail_all(request, &err);
+        }
+        Err(err) => fail_all(request, &err),
+    }
+}
+
+fn fail_all(request: Request, err: &IoError) {
+    for item in request {
+        let _ = item.reply.send(SlotResult { slot: item.slot, result: Err(err.clone()) });
+    }
+}

@@ -1,0 +1,217 @@
+//! The command line: `strait run|check|mirror-maker|mm2`.
+//!
+//! Exit status: 0 success, 1 runtime error, 2 configuration or usage error (the message on
+//! stderr names the key). clap's own usage errors also exit with 2.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, Environment, Loaded};
+use crate::error::Result;
+use crate::mirrormaker::{self, Mm1Options, Mm2Options};
+
+const EXAMPLES: &str = "\
+Examples:
+  strait run --config /etc/strait/strait.toml
+  strait check --config strait.toml
+  STRAIT_SOURCE_BOOTSTRAP_SERVERS=europe:9092 STRAIT_TARGET_BOOTSTRAP_SERVERS=us:9092 strait run
+  strait mirror-maker --consumer.config consumer.properties \\
+      --producer.config producer.properties --include 'orders|payments.*'
+  strait mm2 mm2.properties --clusters us
+  strait mm2 mm2.properties --check        # print the equivalent strait.toml
+
+Environment: STRAIT_<SECTION>_<KEY> overrides [mirror], [metrics], [tracing] and [log] keys
+(STRAIT_MIRROR_GROUP_ID=my-group); STRAIT_SOURCE_<PROPERTY> / STRAIT_TARGET_<PROPERTY> set
+Kafka client properties (STRAIT_SOURCE_BOOTSTRAP_SERVERS -> bootstrap.servers). RUST_LOG
+overrides log.level. OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME are used when the
+configuration does not set tracing.otlp_endpoint / tracing.service_name.
+
+Exit status: 0 success, 1 runtime error, 2 configuration or usage error.";
+
+/// Strait: a single-binary Kafka cross-cluster mirror, a drop-in replacement for MirrorMaker 1
+/// and 2.
+#[derive(Debug, Parser)]
+#[command(name = "strait", version, after_long_help = EXAMPLES, after_help = "Run `strait --help` for examples.")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the mirror described by a strait.toml file (and the environment).
+    Run(ConfigArgs),
+    /// Validate the configuration and print the effective settings, secrets redacted.
+    Check(ConfigArgs),
+    /// Run from MirrorMaker 1 options and files (drop-in for kafka-mirror-maker.sh).
+    #[command(
+        name = "mirror-maker",
+        after_help = "Example:\n  strait mirror-maker --consumer.config consumer.properties \\\n      --producer.config producer.properties --include 'orders|payments.*'"
+    )]
+    MirrorMaker(MirrorMakerArgs),
+    /// Run from an mm2.properties file (drop-in for connect-mirror-maker.sh); one flow per process.
+    #[command(after_help = "Example:\n  strait mm2 mm2.properties --clusters us")]
+    Mm2(Mm2Args),
+}
+
+/// `run` / `check` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// The strait.toml file. Without it, the configuration comes from STRAIT_* variables alone.
+    #[arg(long, short, env = "STRAIT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `mirror-maker` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct MirrorMakerArgs {
+    /// The MirrorMaker 1 options.
+    #[command(flatten)]
+    pub options: Mm1Options,
+    /// Only validate and print the equivalent strait.toml (secrets redacted), then exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// `mm2` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct Mm2Args {
+    /// The MirrorMaker 2 options.
+    #[command(flatten)]
+    pub options: Mm2Options,
+    /// Only validate and print the equivalent strait.toml (secrets redacted), then exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// What the command asks for once the configuration is loaded.
+#[derive(Debug)]
+pub enum Action {
+    /// Run the mirror.
+    Run(Loaded),
+    /// Print the effective configuration and exit.
+    Check(Loaded),
+}
+
+impl Command {
+    /// Loads and validates the configuration this command names.
+    pub fn load(&self, env: &Environment) -> Result<Action> {
+        let from_file = |args: &ConfigArgs| match &args.config {
+            Some(path) => Config::load(path, env),
+            None => Config::from_toml_str("", std::path::Path::new("(environment)"), env),
+        };
+        Ok(match self {
+            Command::Run(args) => Action::Run(from_file(args)?),
+            Command::Check(args) => Action::Check(from_file(args)?),
+            Command::MirrorMaker(args) => {
+                let loaded = mirrormaker::mm1::load(&args.options, env)?;
+                if args.check {
+                    Action::Check(loaded)
+                } else {
+                    Action::Run(loaded)
+                }
+            }
+            Command::Mm2(args) => {
+                let loaded = mirrormaker::mm2::load(&args.options, env)?;
+                if args.check {
+                    Action::Check(loaded)
+                } else {
+                    Action::Run(loaded)
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn mirror_maker_options_keep_their_java_spelling() {
+        let cli = Cli::try_parse_from([
+            "strait",
+            "mirror-maker",
+            "--consumer.config",
+            "c.properties",
+            "--producer.config",
+            "p.properties",
+            "--whitelist",
+            "a.*",
+            "--num.streams",
+            "4",
+            "--offset.commit.interval.ms",
+            "1000",
+            "--abort.on.send.failure",
+            "true",
+            "--new.consumer",
+        ])
+        .unwrap();
+        let Command::MirrorMaker(args) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(args.options.consumer_config, PathBuf::from("c.properties"));
+        assert_eq!(args.options.whitelist.as_deref(), Some("a.*"));
+        assert_eq!(args.options.num_streams, Some(4));
+        assert_eq!(args.options.offset_commit_interval_ms, Some(1000));
+        assert_eq!(args.options.abort_on_send_failure, Some(true));
+        assert!(args.options.new_consumer);
+        assert!(!args.check);
+    }
+
+    #[test]
+    fn mm2_clusters_take_lists() {
+        let cli = Cli::try_parse_from([
+            "strait",
+            "mm2",
+            "f.properties",
+            "--clusters",
+            "B,C",
+            "--check",
+        ])
+        .unwrap();
+        let Command::Mm2(args) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(args.options.clusters, ["B", "C"]);
+        assert!(args.check);
+        let cli =
+            Cli::try_parse_from(["strait", "mm2", "f.properties", "--clusters", "B", "C"]).unwrap();
+        let Command::Mm2(args) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(args.options.clusters, ["B", "C"]);
+    }
+
+    #[test]
+    fn run_without_a_file_reads_the_environment() {
+        let cli = Cli::try_parse_from(["strait", "run"]).unwrap();
+        let env = Environment::from_pairs([
+            ("STRAIT_SOURCE_BOOTSTRAP_SERVERS", "a:1"),
+            ("STRAIT_TARGET_BOOTSTRAP_SERVERS", "b:1"),
+        ]);
+        let Action::Run(loaded) = cli.command.load(&env).unwrap() else {
+            panic!("wrong action");
+        };
+        assert_eq!(
+            loaded.config.source.property("bootstrap.servers"),
+            Some("a:1")
+        );
+        let err = cli.command.load(&Environment::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("source.bootstrap.servers: missing"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,828 @@
+//! The validated configuration of one mirror (one source cluster -> one target cluster).
+//!
+//! Sources, lowest precedence first: built-in defaults, the strait.toml file (or the
+//! MirrorMaker 1/2 files, see [`crate::mirrormaker`]), then the environment ([`env`]).
+//! Everything is validated in [`Config::from_raw`]: a bad value is an error naming the key and
+//! the expected form, an unknown key in a non-client section is an error with a suggestion.
+//!
+//! ```toml
+//! [source]
+//! alias = "europe"
+//! "bootstrap.servers" = "europe-kafka:9093"   # any Kafka client property, quoted or dotted
+//! security.protocol = "SSL"                    # unquoted dotted keys work too
+//!
+//! [target]
+//! alias = "us"
+//! "bootstrap.servers" = "us-kafka:9093"
+//!
+//! [mirror]
+//! topics = [".*"]
+//! group_id = "my-group"
+//! ```
+//!
+//! Client properties are kept as ordered `(key, value)` strings and validated by
+//! `strait_wire::ClientConfig::from_properties` when the mirror connects.
+
+pub mod env;
+pub(crate) mod raw;
+pub mod topics;
+pub mod value;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+pub use env::Environment;
+use raw::{Entry, Origin, RawCluster, RawConfig, RawValue, Section, suggestion};
+pub use topics::{DEFAULT_EXCLUDE, DEFAULT_INCLUDE, Rename, TopicSelection};
+use value::Field;
+pub use value::{ByteSize, format_duration};
+
+use crate::error::{Error, Result};
+
+/// Where new partitions (no committed position) start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartPosition {
+    /// The log start offset: mirror everything still retained.
+    Earliest,
+    /// The end of the log: only records produced from now on.
+    Latest,
+}
+
+/// Which source records are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// Up to the last stable offset; aborted transactions are skipped.
+    ReadCommitted,
+    /// Up to the high watermark, including open and aborted transactions.
+    ReadUncommitted,
+}
+
+/// Compression of batches written to the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Keep each source batch's codec (zero-copy pass-through).
+    Keep,
+    /// Uncompressed (forces re-encoding of compressed batches).
+    None,
+    /// gzip.
+    Gzip,
+    /// snappy.
+    Snappy,
+    /// lz4.
+    Lz4,
+    /// zstd.
+    Zstd,
+}
+
+/// What to do when the committed source position is no longer in the log (retention removed it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OffsetOutOfRange {
+    /// Stop the partition and report it: records were lost before they were mirrored.
+    Fail,
+    /// Continue from the log start offset (counts the gap as lost).
+    Earliest,
+    /// Continue from the end of the log.
+    Latest,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// How much the mirror traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TracingMode {
+    /// One span per forwarded batch.
+    Batch,
+    /// Per-record spans for sampled records, capped by `records_per_second`.
+    Records,
+    /// No spans.
+    Off,
+}
+
+const START: &[(&str, StartPosition)] = &[
+    ("earliest", StartPosition::Earliest),
+    ("latest", StartPosition::Latest),
+];
+const ISOLATION: &[(&str, Isolation)] = &[
+    ("read_committed", Isolation::ReadCommitted),
+    ("read_uncommitted", Isolation::ReadUncommitted),
+];
+const COMPRESSION: &[(&str, Compression)] = &[
+    ("keep", Compression::Keep),
+    ("none", Compression::None),
+    ("gzip", Compression::Gzip),
+    ("snappy", Compression::Snappy),
+    ("lz4", Compression::Lz4),
+    ("zstd", Compression::Zstd),
+];
+const OUT_OF_RANGE: &[(&str, OffsetOutOfRange)] = &[
+    ("fail", OffsetOutOfRange::Fail),
+    ("earliest", OffsetOutOfRange::Earliest),
+    ("latest", OffsetOutOfRange::Latest),
+];
+const LOG_FORMAT: &[(&str, LogFormat)] = &[("text", LogFormat::Text), ("json", LogFormat::Json)];
+const TRACING_MODE: &[(&str, TracingMode)] = &[
+    ("batch", TracingMode::Batch),
+    ("records", TracingMode::Records),
+    ("off", TracingMode::Off),
+];
+
+fn name_of<T: PartialEq + Copy>(table: &[(&'static str, T)], v: T) -> &'static str {
+    table
+        .iter()
+        .find(|(_, x)| *x == v)
+        .map(|(n, _)| *n)
+        .unwrap_or("?")
+}
+
+macro_rules! as_str_impl {
+    ($t:ty, $table:ident) => {
+        impl $t {
+            /// The configuration word for this value.
+            pub fn as_str(self) -> &'static str {
+                name_of($table, self)
+            }
+        }
+    };
+}
+as_str_impl!(StartPosition, START);
+as_str_impl!(Isolation, ISOLATION);
+as_str_impl!(Compression, COMPRESSION);
+as_str_impl!(OffsetOutOfRange, OUT_OF_RANGE);
+as_str_impl!(LogFormat, LOG_FORMAT);
+as_str_impl!(TracingMode, TRACING_MODE);
+
+/// One cluster: its alias and its Kafka client properties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// Short name (`europe`): the topic prefix with `rename = "prefix"`, and a metrics label.
+    pub alias: String,
+    /// Kafka client properties in file order, for `strait_wire::ClientConfig::from_properties`.
+    pub properties: Vec<(String, String)>,
+}
+
+impl Cluster {
+    /// A property's value.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The [mirror] section.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Mirror {
+    /// Include/exclude patterns.
+    pub topics: TopicSelection,
+    /// Target topic naming.
+    pub rename: Rename,
+    /// Start position for partitions without a committed position.
+    pub start: StartPosition,
+    /// Consumer group (on the source cluster) that holds the mirror's positions.
+    pub group_id: String,
+    /// Upper bound on fetched-but-not-yet-acknowledged bytes.
+    pub memory_budget: ByteSize,
+    /// How often topics and partitions are rediscovered.
+    pub refresh_interval: Duration,
+    /// Replication factor for created topics; -1 = the target broker's default.
+    pub replication_factor: i16,
+    /// Create missing target topics (same partition count as the source).
+    pub create_topics: bool,
+    /// Copy topic configs (retention, cleanup policy...) to the target.
+    pub sync_topic_configs: bool,
+    /// Source isolation level.
+    pub isolation: Isolation,
+    /// Target compression.
+    pub compression: Compression,
+    /// Reaction to a committed position that retention removed.
+    pub on_offset_out_of_range: OffsetOutOfRange,
+    /// Produce requests in flight per target partition (1 to 5, the idempotence window).
+    pub max_in_flight: u8,
+}
+
+/// The [metrics] section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MetricsConfig {
+    /// Address of the /metrics, /healthz and /readyz listener; `None` disables it.
+    pub listen: Option<SocketAddr>,
+}
+
+/// The [tracing] section.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TracingConfig {
+    /// OTLP/HTTP endpoint, e.g. `http://127.0.0.1:4318`; `None` = no export.
+    pub otlp_endpoint: Option<String>,
+    /// What is traced.
+    pub mode: TracingMode,
+    /// Fraction of batches (or records) traced when no upstream sampling decision exists, 0 to 1.
+    pub sample_ratio: f64,
+    /// Cap on per-record spans per second (mode `records`).
+    pub records_per_second: u32,
+    /// OpenTelemetry `service.name`.
+    pub service_name: String,
+}
+
+impl TracingConfig {
+    /// True when spans are exported.
+    pub fn exporting(&self) -> bool {
+        self.otlp_endpoint.is_some() && self.mode != TracingMode::Off
+    }
+}
+
+/// The [log] section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogConfig {
+    /// Output format.
+    pub format: LogFormat,
+    /// `tracing_subscriber::EnvFilter` directives (`info`, `strait=debug,info`); `RUST_LOG` wins.
+    pub level: String,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Where records are read.
+    pub source: Cluster,
+    /// Where records are written.
+    pub target: Cluster,
+    /// What and how to mirror.
+    pub mirror: Mirror,
+    /// Metrics and health endpoints.
+    pub metrics: MetricsConfig,
+    /// OpenTelemetry tracing.
+    pub tracing: TracingConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// A configuration plus the warnings produced while building it (ignored MirrorMaker keys...).
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The configuration.
+    pub config: Config,
+    /// Human-readable warnings, one per line, to log at startup.
+    pub warnings: Vec<String>,
+}
+
+/// Defaults.
+pub mod defaults {
+    use std::time::Duration;
+
+    use super::ByteSize;
+
+    /// `mirror.group_id`.
+    pub const GROUP_ID: &str = "strait";
+    /// `mirror.memory_budget`: 256 MiB.
+    pub const MEMORY_BUDGET: ByteSize = ByteSize(256 << 20);
+    /// `mirror.refresh_interval`.
+    pub const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
+    /// `mirror.max_in_flight`: the idempotent producer's dedup window.
+    pub const MAX_IN_FLIGHT: u8 = 5;
+    /// `metrics.listen`.
+    pub const METRICS_LISTEN: &str = "127.0.0.1:9464";
+    /// `tracing.service_name`.
+    pub const SERVICE_NAME: &str = "strait";
+    /// `tracing.records_per_second`.
+    pub const RECORDS_PER_SECOND: u32 = 100;
+    /// `source.alias`.
+    pub const SOURCE_ALIAS: &str = "source";
+    /// `target.alias`.
+    pub const TARGET_ALIAS: &str = "target";
+}
+
+impl Config {
+    /// Reads and validates a strait.toml file, then applies the environment.
+    pub fn load(path: &Path, env: &Environment) -> Result<Loaded> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml_str(&text, path, env)
+    }
+
+    /// Parses and validates strait.toml text (`path` is only used in messages).
+    pub fn from_toml_str(text: &str, path: &Path, env: &Environment) -> Result<Loaded> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Toml {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let raw = raw_from_toml(table)?;
+        Ok(Loaded {
+            config: Config::from_raw(raw, env)?,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Applies the environment to `raw` and validates everything.
+    pub(crate) fn from_raw(mut raw: RawConfig, env: &Environment) -> Result<Config> {
+        env::apply(&mut raw, env)?;
+        let source = cluster(&raw.source, "source", defaults::SOURCE_ALIAS)?;
+        let target = cluster(&raw.target, "target", defaults::TARGET_ALIAS)?;
+        let mirror = mirror(&raw, &source, &target)?;
+        let metrics = MetricsConfig {
+            listen: match raw.get(Section::Metrics, "listen") {
+                None => Some(
+                    defaults::METRICS_LISTEN
+                        .parse()
+                        .map_err(|_| Error::Runtime("bad built-in metrics address".into()))?,
+                ),
+                Some(e) => {
+                    let f = Field::new("metrics", "listen", e);
+                    let s = f.string()?;
+                    if s.trim().is_empty() {
+                        None
+                    } else {
+                        Some(s.trim().parse().map_err(|_| {
+                            f.invalid("an IP address and port such as \"0.0.0.0:9464\", or \"\" to disable")
+                        })?)
+                    }
+                }
+            },
+        };
+        let tracing = tracing_section(&raw)?;
+        let log = LogConfig {
+            format: get(&raw, Section::Log, "format", |f| f.choice(LOG_FORMAT))?
+                .unwrap_or(LogFormat::Text),
+            level: match raw.get(Section::Log, "level") {
+                None => "info".to_string(),
+                Some(e) => {
+                    let f = Field::new("log", "level", e);
+                    let level = f.non_empty_string()?;
+                    tracing_subscriber::EnvFilter::try_new(&level).map_err(|err| {
+                        f.invalid(format!(
+                            "a log filter such as \"info\" or \"strait=debug,info\" ({err})"
+                        ))
+                    })?;
+                    level
+                }
+            },
+        };
+        Ok(Config {
+            source,
+            target,
+            mirror,
+            metrics,
+            tracing,
+            log,
+        })
+    }
+
+    /// True when `topic` on the source is mirrored: it passes the include/exclude patterns, is
+    /// not internal, and (with prefixes) did not originate on the target cluster.
+    pub fn selects(&self, topic: &str) -> bool {
+        self.mirror.topics.matches(topic) && !self.mirror.rename.is_cycle(topic, &self.target.alias)
+    }
+
+    /// The target topic for a source topic.
+    pub fn target_topic(&self, source_topic: &str) -> String {
+        self.mirror
+            .rename
+            .target_topic(&self.source.alias, source_topic)
+    }
+
+    /// The effective configuration as strait.toml text. With `redact`, secret values
+    /// (passwords, inline keys, JAAS configs, tokens) are replaced by `"<redacted>"`.
+    pub fn to_toml(&self, redact: bool) -> String {
+        fn cluster_table(c: &Cluster, redact: bool) -> toml::Table {
+            let mut t = toml::Table::new();
+            t.insert("alias".into(), c.alias.clone().into());
+            for (k, v) in &c.properties {
+                let v = if redact && is_secret_property(k) {
+                    REDACTED.to_string()
+                } else {
+                    v.clone()
+                };
+                t.insert(k.clone(), v.into());
+            }
+            t
+        }
+        fn strings(v: &[String]) -> toml::Value {
+            toml::Value::Array(v.iter().map(|s| s.clone().into()).collect())
+        }
+        let m = &self.mirror;
+        let mut mirror = toml::Table::new();
+        mirror.insert("topics".into(), strings(m.topics.include()));
+        mirror.insert("topics_exclude".into(), strings(m.topics.exclude()));
+        mirror.insert("rename".into(), m.rename.as_str().into());
+        if let Rename::Prefix { separator } = &m.rename {
+            mirror.insert("separator".into(), separator.clone().into());
+        }
+        mirror.insert("start".into(), m.start.as_str().into());
+        mirror.insert("group_id".into(), m.group_id.clone().into());
+        mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
+        mirror.insert(
+            "refresh_interval".into(),
+            format_duration(m.refresh_interval).into(),
+        );
+        mirror.insert(
+            "replication_factor".into(),
+            i64::from(m.replication_factor).into(),
+        );
+        mirror.insert("create_topics".into(), m.create_topics.into());
+        mirror.insert("sync_topic_configs".into(), m.sync_topic_configs.into());
+        mirror.insert("isolation".into(), m.isolation.as_str().into());
+        mirror.insert("compression".into(), m.compression.as_str().into());
+        mirror.insert(
+            "on_offset_out_of_range".into(),
+            m.on_offset_out_of_range.as_str().into(),
+        );
+        mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
+
+        let mut metrics = toml::Table::new();
+        metrics.insert(
+            "listen".into(),
+            self.metrics
+                .listen
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+                .into(),
+        );
+        let t = &self.tracing;
+        let mut tracing = toml::Table::new();
+        if let Some(ep) = &t.otlp_endpoint {
+            tracing.insert("otlp_endpoint".into(), ep.clone().into());
+        }
+        tracing.insert("mode".into(), t.mode.as_str().into());
+        tracing.insert("sample_ratio".into(), t.sample_ratio.into());
+        tracing.insert(
+            "records_per_second".into(),
+            i64::from(t.records_per_second).into(),
+        );
+        tracing.insert("service_name".into(), t.service_name.clone().into());
+        let mut log = toml::Table::new();
+        log.insert("format".into(), self.log.format.as_str().into());
+        log.insert("level".into(), self.log.level.clone().into());
+
+        let mut doc = toml::Table::new();
+        doc.insert("source".into(), cluster_table(&self.source, redact).into());
+        doc.insert("target".into(), cluster_table(&self.target, redact).into());
+        doc.insert("mirror".into(), mirror.into());
+        doc.insert("metrics".into(), metrics.into());
+        doc.insert("tracing".into(), tracing.into());
+        doc.insert("log".into(), log.into());
+        let mut out = String::new();
+        if self.tracing.otlp_endpoint.is_none() {
+            out.push_str("# tracing.otlp_endpoint is not set: no spans are exported\n");
+        }
+        out.push_str(&toml::to_string(&doc).unwrap_or_else(|e| format!("# cannot render: {e}\n")));
+        out
+    }
+}
+
+/// What a redacted value is printed as.
+pub const REDACTED: &str = "<redacted>";
+
+/// True for client properties whose values are secrets (passwords, inline private keys, JAAS
+/// configs with credentials, tokens).
+pub fn is_secret_property(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["password", "secret", "jaas", "token", "credential"]
+        .iter()
+        .any(|w| k.contains(w))
+        || k.ends_with(".key")
+        || k == "ssl.key.pem"
+}
+
+fn get<T>(
+    raw: &RawConfig,
+    section: Section,
+    key: &str,
+    read: impl FnOnce(&Field<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    raw.get(section, key)
+        .map(|e| read(&Field::new(section.name(), key, e)))
+        .transpose()
+}
+
+fn cluster(raw: &RawCluster, section: &str, default_alias: &str) -> Result<Cluster> {
+    let alias = match &raw.alias {
+        None => default_alias.to_string(),
+        Some(e) => {
+            let f = Field::new(section, "alias", e);
+            let alias = f.non_empty_string()?;
+            if !alias
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            {
+                return Err(f.invalid(
+                    "a cluster alias made of letters, digits, '.', '_' and '-' (it can prefix topic names)",
+                ));
+            }
+            alias
+        }
+    };
+    let servers = raw.property("bootstrap.servers").unwrap_or("");
+    if servers.trim().is_empty() {
+        let upper = section.to_ascii_uppercase();
+        return Err(Error::Missing {
+            key: format!("{section}.bootstrap.servers"),
+            hint: format!(
+                "set \"bootstrap.servers\" = \"host:port,...\" in [{section}] or STRAIT_{upper}_BOOTSTRAP_SERVERS"
+            ),
+        });
+    }
+    validate_client_properties(raw, section)?;
+    Ok(Cluster {
+        alias,
+        properties: raw
+            .properties
+            .iter()
+            .map(|(k, v, _)| (k.clone(), v.clone()))
+            .collect(),
+    })
+}
+
+/// Runs the properties through `strait_wire::ClientConfig` (no I/O: files are read when the
+/// mirror connects) so that unknown keys, bad values and conflicts are configuration errors.
+fn validate_client_properties(raw: &RawCluster, section: &str) -> Result<()> {
+    let props = raw
+        .properties
+        .iter()
+        .map(|(k, v, _)| (k.as_str(), v.as_str()));
+    match strait_wire::ClientConfig::from_properties(props) {
+        Ok(_) => Ok(()),
+        Err(strait_wire::Error::Config { key, message }) => {
+            let full = format!("{section}.{key}");
+            let key = match raw.properties.iter().find(|(k, _, _)| *k == key) {
+                Some((_, _, origin)) => origin.describe(&full),
+                None => full,
+            };
+            Err(Error::ClientProperty { key, message })
+        }
+        Err(other) => Err(Error::ClientProperty {
+            key: format!("[{section}]"),
+            message: other.to_string(),
+        }),
+    }
+}
+
+fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror> {
+    let s = Section::Mirror;
+    let described = |key: &str| {
+        raw.get(s, key)
+            .map(|e| e.origin.describe(&format!("mirror.{key}")))
+            .unwrap_or_else(|| format!("mirror.{key}"))
+    };
+    let include = get(raw, s, "topics", |f| f.list())?
+        .unwrap_or_else(|| DEFAULT_INCLUDE.iter().map(|s| s.to_string()).collect());
+    let exclude = get(raw, s, "topics_exclude", |f| f.list())?
+        .unwrap_or_else(|| DEFAULT_EXCLUDE.iter().map(|s| s.to_string()).collect());
+    let topics = TopicSelection::new(
+        include,
+        &described("topics"),
+        exclude,
+        &described("topics_exclude"),
+    )?;
+    let separator = match raw.get(s, "separator") {
+        None => ".".to_string(),
+        Some(e) => {
+            let f = Field::new("mirror", "separator", e);
+            let sep = f.string()?;
+            if sep.is_empty()
+                || !sep
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            {
+                return Err(f.invalid(
+                    "a non-empty separator of topic-name characters, e.g. \".\" or \"_\"",
+                ));
+            }
+            sep
+        }
+    };
+    let rename = match get(raw, s, "rename", |f| {
+        f.choice(&[("identity", false), ("prefix", true)])
+    })? {
+        Some(true) => Rename::Prefix { separator },
+        _ => Rename::Identity,
+    };
+    if let Rename::Prefix { separator } = &rename {
+        for c in [source, target] {
+            if c.alias.contains(separator.as_str()) {
+                return Err(Error::Invalid {
+                    key: described("rename"),
+                    expected: format!(
+                        "cluster aliases without the separator {separator:?} when renaming with prefixes"
+                    ),
+                    got: format!("alias \"{}\"", c.alias),
+                });
+            }
+        }
+    }
+    let max_in_flight = match get(raw, s, "max_in_flight", |f| {
+        let n = f.integer("an integer from 1 to 5")?;
+        u8::try_from(n)
+            .ok()
+            .filter(|n| (1..=5).contains(n))
+            .ok_or_else(|| f.invalid("an integer from 1 to 5 (the idempotent producer's limit)"))
+    })? {
+        Some(n) => n,
+        None => defaults::MAX_IN_FLIGHT,
+    };
+    Ok(Mirror {
+        topics,
+        rename,
+        start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
+        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
+            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
+        memory_budget: get(raw, s, "memory_budget", |f| {
+            let b = f.byte_size()?;
+            if b.0 < (1 << 20) {
+                return Err(f.invalid("a size of at least 1MiB"));
+            }
+            Ok(b)
+        })?
+        .unwrap_or(defaults::MEMORY_BUDGET),
+        refresh_interval: get(raw, s, "refresh_interval", |f| {
+            let d = f.duration()?;
+            if d < Duration::from_millis(100) {
+                return Err(f.invalid("a duration of at least 100ms, e.g. \"10s\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::REFRESH_INTERVAL),
+        replication_factor: get(raw, s, "replication_factor", |f| {
+            const EXPECTED: &str = "-1 (the target broker's default) or a positive integer";
+            let n = f.integer(EXPECTED)?;
+            i16::try_from(n)
+                .ok()
+                .filter(|n| *n == -1 || *n > 0)
+                .ok_or_else(|| f.invalid(EXPECTED))
+        })?
+        .unwrap_or(-1),
+        create_topics: get(raw, s, "create_topics", |f| f.boolean())?.unwrap_or(true),
+        sync_topic_configs: get(raw, s, "sync_topic_configs", |f| f.boolean())?.unwrap_or(true),
+        isolation: get(raw, s, "isolation", |f| f.choice(ISOLATION))?
+            .unwrap_or(Isolation::ReadCommitted),
+        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
+            .unwrap_or(Compression::Keep),
+        on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
+            .unwrap_or(OffsetOutOfRange::Fail),
+        max_in_flight,
+    })
+}
+
+fn tracing_section(raw: &RawConfig) -> Result<TracingConfig> {
+    let s = Section::Tracing;
+    let otlp_endpoint = match raw.get(s, "otlp_endpoint") {
+        None => None,
+        Some(e) => {
+            let f = Field::new("tracing", "otlp_endpoint", e);
+            let url = f.string()?;
+            let url = url.trim();
+            if url.is_empty() {
+                None
+            } else if (url.starts_with("http://") || url.starts_with("https://"))
+                && url.len() > "https://".len()
+            {
+                Some(url.to_string())
+            } else {
+                return Err(f.invalid(
+                    "an http:// or https:// URL such as \"http://127.0.0.1:4318\" (OTLP over HTTP)",
+                ));
+            }
+        }
+    };
+    Ok(TracingConfig {
+        otlp_endpoint,
+        mode: get(raw, s, "mode", |f| f.choice(TRACING_MODE))?.unwrap_or(TracingMode::Batch),
+        sample_ratio: get(raw, s, "sample_ratio", |f| {
+            const EXPECTED: &str = "a number from 0 to 1, e.g. 0.1";
+            let r = f.float(EXPECTED)?;
+            if (0.0..=1.0).contains(&r) {
+                Ok(r)
+            } else {
+                Err(f.invalid(EXPECTED))
+            }
+        })?
+        .unwrap_or(1.0),
+        records_per_second: get(raw, s, "records_per_second", |f| {
+            const EXPECTED: &str = "a non-negative integer (spans per second)";
+            u32::try_from(f.integer(EXPECTED)?).map_err(|_| f.invalid(EXPECTED))
+        })?
+        .unwrap_or(defaults::RECORDS_PER_SECOND),
+        service_name: get(raw, s, "service_name", |f| f.non_empty_string())?
+            .unwrap_or_else(|| defaults::SERVICE_NAME.to_string()),
+    })
+}
+
+const SECTIONS: &[&str] = &["source", "target", "mirror", "metrics", "tracing", "log"];
+
+/// Walks the parsed TOML document into a [`RawConfig`], rejecting unknown sections and keys.
+fn raw_from_toml(table: toml::Table) -> Result<RawConfig> {
+    let mut raw = RawConfig::default();
+    for (name, value) in table {
+        let toml::Value::Table(body) = value else {
+            return Err(match SECTIONS.contains(&name.as_str()) {
+                true => Error::Invalid {
+                    key: name.clone(),
+                    expected: format!("a table: [{name}]"),
+                    got: value.to_string(),
+                },
+                false => Error::UnknownKey {
+                    key: name.clone(),
+                    suggestion: format!(
+                        "; keys belong in a section{}",
+                        suggestion(&name, SECTIONS).replace("; valid keys", ", one of")
+                    ),
+                },
+            });
+        };
+        match name.as_str() {
+            "source" => raw.source = raw_cluster(&name, body)?,
+            "target" => raw.target = raw_cluster(&name, body)?,
+            other => {
+                let Some(section) = Section::from_name(other) else {
+                    return Err(Error::UnknownKey {
+                        key: format!("[{other}]"),
+                        suggestion: suggestion(other, SECTIONS)
+                            .replace("valid keys", "valid sections"),
+                    });
+                };
+                for (key, value) in body {
+                    if !section.keys().contains(&key.as_str()) {
+                        return Err(Error::UnknownKey {
+                            key: format!("{other}.{key}"),
+                            suggestion: suggestion(&key, section.keys()),
+                        });
+                    }
+                    raw.set(
+                        section,
+                        &key,
+                        Entry {
+                            value: RawValue::Toml(value),
+                            origin: Origin::File,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    Ok(raw)
+}
+
+/// [source]/[target]: `alias` plus client properties; dotted keys written without quotes
+/// (`ssl.ca.location = "..."`) arrive as nested tables and are flattened back.
+fn raw_cluster(section: &str, body: toml::Table) -> Result<RawCluster> {
+    fn flatten(section: &str, prefix: &str, body: toml::Table, out: &mut RawCluster) -> Result<()> {
+        for (key, value) in body {
+            let full = if prefix.is_empty() {
+                key
+            } else {
+                format!("{prefix}.{key}")
+            };
+            let text = match value {
+                toml::Value::Table(t) => {
+                    flatten(section, &full, t, out)?;
+                    continue;
+                }
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                other => {
+                    return Err(Error::Invalid {
+                        key: format!("{section}.{full}"),
+                        expected:
+                            "a string (Kafka client properties are strings; join lists with commas)"
+                                .into(),
+                        got: other.to_string(),
+                    });
+                }
+            };
+            if full == "alias" {
+                out.alias = Some(Entry::text(text, Origin::File));
+            } else {
+                out.set_property(&full, text, Origin::File);
+            }
+        }
+        Ok(())
+    }
+    let mut out = RawCluster::default();
+    flatten(section, "", body, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,635 @@
+//! Prometheus metrics, fed by the forwarder's observer hook and served on `/metrics`.
+//!
+//! Names follow the Prometheus conventions: a `strait_` prefix, base units (`_seconds`), and
+//! `_total` on counters (added by the encoder). Label values are topic names, partitions, error
+//! names and a few fixed words, so cardinality is bounded by the number of mirrored partitions.
+//!
+//! | Metric | Type | Labels | Meaning |
+//! |---|---|---|---|
+//! | `strait_records_total` | counter | source_topic, target_topic, path | records acknowledged by the target |
+//! | `strait_bytes_total` | counter | source_topic, target_topic, path | bytes of the produced batches (compressed, as on the wire) |
+//! | `strait_batches_total` | counter | source_topic, target_topic, path, reason | produced batches; `path` is `pass_through` or `reencoded`, `reason` the re-encode reason or `none` |
+//! | `strait_batches_skipped_total` | counter | reason | source batches not forwarded on purpose: `control`, `aborted`, `empty` |
+//! | `strait_records_skipped_total` | counter | reason | records in those batches |
+//! | `strait_partition_lag_records` | gauge | topic, partition | source high watermark minus the mirror's next fetch offset |
+//! | `strait_partition_lag_seconds` | gauge | topic, partition | see below |
+//! | `strait_committed_offset` | gauge | topic, partition | last committed source position |
+//! | `strait_replication_latency_seconds` | histogram | | per batch: fetch response received -> target acknowledged (time inside the mirror) |
+//! | `strait_record_age_seconds` | histogram | | per batch: target acknowledged minus the batch's newest record timestamp |
+//! | `strait_fetch_errors_total` | counter | error | failed fetches by Kafka error name (`NOT_LEADER_OR_FOLLOWER`, `disconnected`...) |
+//! | `strait_produce_errors_total` | counter | error | failed produces by Kafka error name |
+//! | `strait_partitions_stopped_total` | counter | | partitions stopped on an error that needs an operator |
+//! | `strait_rebalances_total` | counter | | partition assignment changes |
+//! | `strait_partitions_assigned` | gauge | | partitions this instance mirrors |
+//! | `strait_build_info` | info | version | 1, with the version |
+//!
+//! **Lag in seconds.** `strait_partition_lag_seconds` is 0 when the partition has no lag
+//! (`lag_records = 0`). While it lags, it is the age, at the time of the last fetch, of the newest
+//! record of the last batch forwarded for the partition: how far behind "now" the mirrored data
+//! is. It is a lower bound of the age of the oldest unmirrored record, exact when the mirror keeps
+//! up batch by batch. The series appears after the first forwarded batch of the partition (no
+//! estimate is made before that) and is removed, like the other partition series, when the
+//! partition is assigned elsewhere.
+//!
+//! **MirrorMaker 2 equivalents** (MM2's `kafka.connect.mirror:type=MirrorSourceConnector` MBeans):
+//!
+//! | MirrorMaker 2 | Strait | Difference |
+//! |---|---|---|
+//! | `record-count`, `record-rate` | `strait_records_total` (use `rate()`) | same meaning: counted after the target acknowledges |
+//! | `byte-count`, `byte-rate` | `strait_bytes_total` (use `rate()`) | MM2 counts record value bytes only; Strait counts whole batches as written (keys, headers, compression included) |
+//! | `replication-latency-ms` (+min/max/avg) | `strait_record_age_seconds` | both are "acknowledged minus record timestamp"; Strait measures per batch with its newest record, as a histogram |
+//! | `record-age-ms` (+min/max/avg) | `strait_record_age_seconds` minus `strait_replication_latency_seconds` | MM2 measures at read time; subtract the time spent inside the mirror |
+//! | — | `strait_replication_latency_seconds` | time inside the mirror, which MM2 does not expose |
+//! | consumer `records-lag` | `strait_partition_lag_records` | |
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+/// Histogram buckets for time inside the mirror: 1 ms to 1 min.
+const LATENCY_BUCKETS: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Histogram buckets for record age: 10 ms to 1 day (catching up on a backlog is slow).
+const AGE_BUCKETS: [f64; 16] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0,
+    86400.0,
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct FlowLabels {
+    source_topic: Arc<str>,
+    target_topic: Arc<str>,
+    path: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BatchLabels {
+    source_topic: Arc<str>,
+    target_topic: Arc<str>,
+    path: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PartitionLabels {
+    topic: Arc<str>,
+    partition: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ErrorLabels {
+    error: String,
+}
+
+/// One acknowledged batch, in the forwarder-independent form [`Metrics`] records.
+#[derive(Debug, Clone)]
+pub struct Forwarded<'a> {
+    /// Source topic.
+    pub source_topic: &'a Arc<str>,
+    /// Source partition.
+    pub source_partition: i32,
+    /// Target topic.
+    pub target_topic: &'a Arc<str>,
+    /// Records written.
+    pub records: u32,
+    /// Bytes written.
+    pub bytes: u64,
+    /// `pass_through` or `reencoded`.
+    pub path: &'static str,
+    /// The re-encode reason, or `none`.
+    pub reason: &'static str,
+    /// Newest record timestamp of the batch (ms since the epoch).
+    pub max_timestamp_ms: i64,
+    /// When the fetch response carrying the batch arrived.
+    pub fetched_at: SystemTime,
+    /// When the target acknowledged it.
+    pub acked_at: SystemTime,
+}
+
+/// Per-partition state the lag-in-seconds definition needs.
+#[derive(Debug, Default, Clone, Copy)]
+struct PartitionState {
+    lag_records: i64,
+    last_max_timestamp_ms: Option<i64>,
+}
+
+/// All metrics of one mirror process, and the registry that exposes them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    records: Family<FlowLabels, Counter>,
+    bytes: Family<FlowLabels, Counter>,
+    batches: Family<BatchLabels, Counter>,
+    batches_skipped: Family<ReasonLabels, Counter>,
+    records_skipped: Family<ReasonLabels, Counter>,
+    lag_records: Family<PartitionLabels, Gauge>,
+    lag_seconds: Family<PartitionLabels, Gauge<f64, AtomicU64>>,
+    committed_offset: Family<PartitionLabels, Gauge>,
+    replication_latency: Histogram,
+    record_age: Histogram,
+    fetch_errors: Family<ErrorLabels, Counter>,
+    produce_errors: Family<ErrorLabels, Counter>,
+    partitions_stopped: Counter,
+    rebalances: Counter,
+    partitions_assigned: Gauge,
+    partitions: Mutex<HashMap<PartitionLabels, PartitionState>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// Seconds from `earlier` to `later`, 0 if the clock says otherwise (skew between hosts).
+fn seconds_between_ms(earlier_ms: i64, later: SystemTime) -> f64 {
+    let later_ms = later
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0);
+    ((later_ms - earlier_ms as f64) / 1000.0).max(0.0)
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("strait");
+        let m = Metrics {
+            records: Family::default(),
+            bytes: Family::default(),
+            batches: Family::default(),
+            batches_skipped: Family::default(),
+            records_skipped: Family::default(),
+            lag_records: Family::default(),
+            lag_seconds: Family::default(),
+            committed_offset: Family::default(),
+            replication_latency: Histogram::new(LATENCY_BUCKETS),
+            record_age: Histogram::new(AGE_BUCKETS),
+            fetch_errors: Family::default(),
+            produce_errors: Family::default(),
+            partitions_stopped: Counter::default(),
+            rebalances: Counter::default(),
+            partitions_assigned: Gauge::default(),
+            partitions: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "records",
+            "Records acknowledged by the target cluster",
+            m.records.clone(),
+        );
+        registry.register(
+            "bytes",
+            "Bytes of the record batches acknowledged by the target (as written, compressed)",
+            m.bytes.clone(),
+        );
+        registry.register(
+            "batches",
+            "Record batches acknowledged by the target, by path (pass_through or reencoded) and re-encode reason",
+            m.batches.clone(),
+        );
+        registry.register(
+            "batches_skipped",
+            "Source batches deliberately not forwarded (control markers, aborted transactions, empty batches)",
+            m.batches_skipped.clone(),
+        );
+        registry.register(
+            "records_skipped",
+            "Records in source batches deliberately not forwarded",
+            m.records_skipped.clone(),
+        );
+        registry.register(
+            "partition_lag_records",
+            "Source high watermark minus the mirror's next fetch offset",
+            m.lag_records.clone(),
+        );
+        registry.register(
+            "partition_lag_seconds",
+            "0 without lag; otherwise the age of the newest record of the last forwarded batch",
+            m.lag_seconds.clone(),
+        );
+        registry.register(
+            "committed_offset",
+            "Last source position committed to the mirror's consumer group",
+            m.committed_offset.clone(),
+        );
+        registry.register(
+            "replication_latency_seconds",
+            "Per batch: time from the fetch response to the target's acknowledgement",
+            m.replication_latency.clone(),
+        );
+        registry.register(
+            "record_age_seconds",
+            "Per batch: acknowledgement time minus the batch's newest record timestamp",
+            m.record_age.clone(),
+        );
+        registry.register(
+            "fetch_errors",
+            "Failed source fetches by Kafka error name",
+            m.fetch_errors.clone(),
+        );
+        registry.register(
+            "produce_errors",
+            "Failed target produces by Kafka error name",
+            m.produce_errors.clone(),
+        );
+        registry.register(
+            "partitions_stopped",
+            "Partitions stopped on an error that needs an operator",
+            m.partitions_stopped.clone(),
+        );
+        registry.register(
+            "rebalances",
+            "Changes of the set of partitions this instance mirrors",
+            m.rebalances.clone(),
+        );
+        registry.register(
+            "partitions_assigned",
+            "Partitions this instance mirrors",
+            m.partitions_assigned.clone(),
+        );
+        registry.register(
+            "build",
+            "Build information",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The exposition in the OpenMetrics text format (ends with `# EOF`).
+    pub fn encode_openmetrics(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail; an encoder error would be a bug in a metric type.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        out
+    }
+
+    /// The exposition in the Prometheus text format 0.0.4 (for scrapers that do not ask for
+    /// OpenMetrics).
+    pub fn encode_prometheus(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        {
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        out
+    }
+
+    fn with_partition<R>(
+        &self,
+        key: &PartitionLabels,
+        f: impl FnOnce(&mut PartitionState) -> R,
+    ) -> R {
+        // A poisoned lock only means another thread panicked mid-update of plain numbers.
+        let mut map = self
+            .partitions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(map.entry(key.clone()).or_default())
+    }
+
+    /// Records an acknowledged batch.
+    pub fn record_forwarded(&self, ev: &Forwarded<'_>) {
+        let flow = FlowLabels {
+            source_topic: ev.source_topic.clone(),
+            target_topic: ev.target_topic.clone(),
+            path: ev.path,
+        };
+        self.records
+            .get_or_create(&flow)
+            .inc_by(u64::from(ev.records));
+        self.bytes.get_or_create(&flow).inc_by(ev.bytes);
+        self.batches
+            .get_or_create(&BatchLabels {
+                source_topic: flow.source_topic,
+                target_topic: flow.target_topic,
+                path: ev.path,
+                reason: ev.reason,
+            })
+            .inc();
+        let residence = ev
+            .acked_at
+            .duration_since(ev.fetched_at)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        self.replication_latency.observe(residence);
+        let age = seconds_between_ms(ev.max_timestamp_ms, ev.acked_at);
+        self.record_age.observe(age);
+
+        let key = PartitionLabels {
+            topic: ev.source_topic.clone(),
+            partition: ev.source_partition,
+        };
+        let lagging = self.with_partition(&key, |st| {
+            st.last_max_timestamp_ms = Some(ev.max_timestamp_ms);
+            st.lag_records > 0
+        });
+        self.lag_seconds
+            .get_or_create(&key)
+            .set(if lagging { age } else { 0.0 });
+    }
+
+    /// Records a source batch that was dropped on purpose.
+    pub fn record_skipped(&self, reason: &'static str, records: u32) {
+        let labels = ReasonLabels { reason };
+        self.batches_skipped.get_or_create(&labels).inc();
+        self.records_skipped
+            .get_or_create(&labels)
+            .inc_by(u64::from(records));
+    }
+
+    /// Records a failed fetch.
+    pub fn record_fetch_error(&self, error: &str) {
+        self.fetch_errors
+            .get_or_create(&ErrorLabels {
+                error: error.to_string(),
+            })
+            .inc();
+    }
+
+    /// Records a failed produce.
+    pub fn record_produce_error(&self, error: &str) {
+        self.produce_errors
+            .get_or_create(&ErrorLabels {
+                error: error.to_string(),
+            })
+            .inc();
+    }
+
+    /// Records the lag after a fetch, as seen at `now`.
+    pub fn record_lag(
+        &self,
+        topic: &Arc<str>,
+        partition: i32,
+        high_watermark: i64,
+        next_offset: i64,
+        now: SystemTime,
+    ) {
+        let key = PartitionLabels {
+            topic: topic.clone(),
+            partition,
+        };
+        let lag = high_watermark.saturating_sub(next_offset).max(0);
+        self.lag_records.get_or_create(&key).set(lag);
+        let last = self.with_partition(&key, |st| {
+            st.lag_records = lag;
+            st.last_max_timestamp_ms
+        });
+        match (lag, last) {
+            (0, _) => {
+                self.lag_seconds.get_or_create(&key).set(0.0);
+            }
+            (_, Some(ts)) => {
+                self.lag_seconds
+                    .get_or_create(&key)
+                    .set(seconds_between_ms(ts, now));
+            }
+            // Lagging, but nothing forwarded yet: no basis for an age (see the module docs).
+            (_, None) => {}
+        }
+    }
+
+    /// Records a committed source position.
+    pub fn record_committed(&self, topic: &Arc<str>, partition: i32, offset: i64) {
+        self.committed_offset
+            .get_or_create(&PartitionLabels {
+                topic: topic.clone(),
+                partition,
+            })
+            .set(offset);
+    }
+
+    /// Records a partition stopped on an error.
+    pub fn record_partition_stopped(&self) {
+        self.partitions_stopped.inc();
+    }
+
+    /// Records a new assignment; series of partitions no longer assigned are removed.
+    pub fn record_rebalance<'a>(&self, assigned: impl IntoIterator<Item = (&'a Arc<str>, i32)>) {
+        let assigned: Vec<PartitionLabels> = assigned
+            .into_iter()
+            .map(|(topic, partition)| PartitionLabels {
+                topic: topic.clone(),
+                partition,
+            })
+            .collect();
+        self.rebalances.inc();
+        self.partitions_assigned
+            .set(i64::try_from(assigned.len()).unwrap_or(i64::MAX));
+        let mut map = self
+            .partitions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        map.retain(|key, _| {
+            let keep = assigned.contains(key);
+            if !keep {
+                self.lag_records.remove(key);
+                self.lag_seconds.remove(key);
+                self.committed_offset.remove(key);
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(ms: i64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(ms as u64)
+    }
+
+    fn line_value(text: &str, prefix: &str) -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting with {prefix} in\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn batches_feed_counters_and_histograms() {
+        let m = Metrics::new();
+        let src: Arc<str> = Arc::from("orders");
+        let dst: Arc<str> = Arc::from("europe.orders");
+        m.record_forwarded(&Forwarded {
+            source_topic: &src,
+            source_partition: 0,
+            target_topic: &dst,
+            records: 10,
+            bytes: 1000,
+            path: "pass_through",
+            reason: "none",
+            max_timestamp_ms: 1_000,
+            fetched_at: at(1_500),
+            acked_at: at(1_520),
+        });
+        m.record_forwarded(&Forwarded {
+            source_topic: &src,
+            source_partition: 0,
+            target_topic: &dst,
+            records: 5,
+            bytes: 300,
+            path: "reencoded",
+            reason: "codec_change",
+            max_timestamp_ms: 1_000,
+            fetched_at: at(2_000),
+            acked_at: at(2_100),
+        });
+        let text = m.encode_openmetrics();
+        assert!(text.ends_with("# EOF\n"));
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_records_total{source_topic=\"orders\",target_topic=\"europe.orders\",path=\"pass_through\"}"
+            ),
+            10.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_bytes_total{source_topic=\"orders\",target_topic=\"europe.orders\",path=\"reencoded\"}"
+            ),
+            300.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_batches_total{source_topic=\"orders\",target_topic=\"europe.orders\",path=\"reencoded\",reason=\"codec_change\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            line_value(&text, "strait_replication_latency_seconds_count"),
+            2.0
+        );
+        assert!((line_value(&text, "strait_replication_latency_seconds_sum") - 0.12).abs() < 1e-9);
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_replication_latency_seconds_bucket{le=\"0.025\"}"
+            ),
+            1.0
+        );
+        assert!((line_value(&text, "strait_record_age_seconds_sum") - 1.62).abs() < 1e-9);
+        assert!(text.contains("strait_build_info{version=\""));
+    }
+
+    #[test]
+    fn lag_seconds_follow_the_documented_definition() {
+        let m = Metrics::new();
+        let t: Arc<str> = Arc::from("t");
+        let series = "strait_partition_lag_seconds{topic=\"t\",partition=\"3\"}";
+        // Lagging before anything was forwarded: records known, seconds unknown.
+        m.record_lag(&t, 3, 100, 0, at(10_000));
+        let text = m.encode_openmetrics();
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_partition_lag_records{topic=\"t\",partition=\"3\"}"
+            ),
+            100.0
+        );
+        assert!(!text.contains(series));
+        // A batch whose newest record is 4 s old when acknowledged, while lagging.
+        m.record_forwarded(&Forwarded {
+            source_topic: &t,
+            source_partition: 3,
+            target_topic: &t,
+            records: 50,
+            bytes: 1,
+            path: "pass_through",
+            reason: "none",
+            max_timestamp_ms: 6_000,
+            fetched_at: at(9_990),
+            acked_at: at(10_000),
+        });
+        assert_eq!(line_value(&m.encode_openmetrics(), series), 4.0);
+        // Next fetch, still lagging, 2 s later: the same data is now 6 s old.
+        m.record_lag(&t, 3, 100, 50, at(12_000));
+        assert_eq!(line_value(&m.encode_openmetrics(), series), 6.0);
+        // Caught up.
+        m.record_lag(&t, 3, 100, 100, at(13_000));
+        assert_eq!(line_value(&m.encode_openmetrics(), series), 0.0);
+        // Timestamps from the future (clock skew) count as 0, not negative.
+        m.record_lag(&t, 3, 200, 100, at(1_000));
+        assert_eq!(line_value(&m.encode_openmetrics(), series), 0.0);
+    }
+
+    #[test]
+    fn rebalances_drop_series_of_partitions_moved_away() {
+        let m = Metrics::new();
+        let t: Arc<str> = Arc::from("t");
+        m.record_lag(&t, 0, 10, 5, at(0));
+        m.record_lag(&t, 1, 10, 5, at(0));
+        m.record_committed(&t, 1, 5);
+        m.record_rebalance([(&t, 0)]);
+        let text = m.encode_openmetrics();
+        assert!(text.contains("strait_partition_lag_records{topic=\"t\",partition=\"0\"} 5"));
+        assert!(!text.contains("partition=\"1\""), "{text}");
+        assert_eq!(line_value(&text, "strait_partitions_assigned"), 1.0);
+        assert_eq!(line_value(&text, "strait_rebalances_total"), 1.0);
+    }
+
+    #[test]
+    fn errors_and_skips() {
+        let m = Metrics::new();
+        m.record_fetch_error("NOT_LEADER_OR_FOLLOWER");
+        m.record_fetch_error("NOT_LEADER_OR_FOLLOWER");
+        m.record_produce_error("disconnected");
+        m.record_skipped("control", 1);
+        m.record_skipped("aborted", 7);
+        m.record_partition_stopped();
+        let text = m.encode_openmetrics();
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_fetch_errors_total{error=\"NOT_LEADER_OR_FOLLOWER\"}"
+            ),
+            2.0
+        );
+        assert_eq!(
+            line_value(&text, "strait_produce_errors_total{error=\"disconnected\"}"),
+            1.0
+        );
+        assert_eq!(
+            line_value(&text, "strait_records_skipped_total{reason=\"aborted\"}"),
+            7.0
+        );
+        assert_eq!(
+            line_value(&text, "strait_batches_skipped_total{reason=\"control\"}"),
+            1.0
+        );
+        assert_eq!(line_value(&text, "strait_partitions_stopped_total"), 1.0);
+        let prom = m.encode_prometheus();
+        assert!(
+            prom.contains("# TYPE strait_fetch_errors_total counter"),
+            "{prom}"
+        );
+        assert!(!prom.contains("# EOF"));
+    }
+}

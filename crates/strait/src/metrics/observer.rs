@@ -1,0 +1,84 @@
+//! The forwarder's observer hook, turned into metric updates.
+
+use std::time::SystemTime;
+
+use strait_forward::observe::{BatchForwarded, Observer, SkipReason};
+use strait_wire::TopicPartition;
+
+use super::{Forwarded, Metrics};
+
+impl Observer for Metrics {
+    fn batch_forwarded(&self, ev: &BatchForwarded<'_>) {
+        self.record_forwarded(&Forwarded {
+            source_topic: ev.source.topic_arc(),
+            source_partition: ev.source.partition(),
+            target_topic: ev.target.topic_arc(),
+            records: ev.records,
+            bytes: ev.bytes,
+            path: ev.path.as_str(),
+            reason: ev.path.reason(),
+            max_timestamp_ms: ev.max_timestamp_ms,
+            fetched_at: ev.fetched_at,
+            acked_at: ev.acked_at,
+        });
+    }
+
+    fn batch_skipped(&self, _source: &TopicPartition, reason: SkipReason, records: u32) {
+        self.record_skipped(reason.as_str(), records);
+    }
+
+    fn fetch_error(&self, _source: &TopicPartition, error_code: &str) {
+        self.record_fetch_error(error_code);
+    }
+
+    fn produce_error(&self, _target: &TopicPartition, error_code: &str) {
+        self.record_produce_error(error_code);
+    }
+
+    fn lag(&self, source: &TopicPartition, high_watermark: i64, next_offset: i64) {
+        self.record_lag(
+            source.topic_arc(),
+            source.partition(),
+            high_watermark,
+            next_offset,
+            SystemTime::now(),
+        );
+    }
+
+    fn partition_stopped(&self, _source: &TopicPartition, _reason: &strait_forward::Error) {
+        self.record_partition_stopped();
+    }
+
+    fn committed(&self, source: &TopicPartition, offset: i64) {
+        self.record_committed(source.topic_arc(), source.partition(), offset);
+    }
+
+    fn rebalance(&self, assigned: &[TopicPartition]) {
+        self.record_rebalance(assigned.iter().map(|tp| (tp.topic_arc(), tp.partition())));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn observer_calls_reach_the_metrics() {
+        let m = Arc::new(Metrics::new());
+        let obs: Arc<dyn Observer> = m.clone();
+        let tp = TopicPartition::new("orders", 2).unwrap();
+        obs.lag(&tp, 10, 4);
+        obs.fetch_error(&tp, "NOT_LEADER_OR_FOLLOWER");
+        obs.batch_skipped(&tp, SkipReason::Aborted, 3);
+        obs.committed(&tp, 4);
+        obs.rebalance(std::slice::from_ref(&tp));
+        let text = m.encode_openmetrics();
+        assert!(text.contains("strait_partition_lag_records{topic=\"orders\",partition=\"2\"} 6"), "{text}");
+        assert!(text.contains("strait_fetch_errors_total{error=\"NOT_LEADER_OR_FOLLOWER\"} 1"), "{text}");
+        assert!(text.contains("strait_records_skipped_total{reason=\"aborted\"} 3"), "{text}");
+        assert!(text.contains("strait_committed_offset{topic=\"orders\",partition=\"2\"} 4"), "{text}");
+        assert!(text.contains("strait_partitions_assigned 1"), "{text}");
+    }
+}

@@ -1,0 +1,687 @@
+//! MirrorMaker 2 dedicated mode (`connect-mirror-maker.sh mm2.properties [--clusters B]`).
+//!
+//! Strait runs exactly one replication flow per process. The flow is the one enabled
+//! `A->B.enabled = true` pair, or, when several are enabled, the one whose target is named with
+//! `--clusters` (MM2's meaning of the option: the target clusters this node drives).
+//!
+//! | mm2.properties | Strait |
+//! |---|---|
+//! | `clusters`, `A->B.enabled` | the flow: `source.alias = "A"`, `target.alias = "B"` |
+//! | `A.<client prop>`, then `A.admin.*`, then `A.consumer.*` (later wins) | `[source]`; `group.id`, `auto.offset.reset`, `isolation.level` -> `mirror.*` |
+//! | `B.<client prop>`, then `B.admin.*`, then `B.producer.*` | `[target]`; `compression.type`, `max.in.flight.requests.per.connection` -> `mirror.*` |
+//! | top-level `security.protocol`, `ssl.*`, `sasl.*` | defaults for both clusters (as in MM2) |
+//! | `topics`, `topics.exclude` (`topics.blacklist`), also as `A->B.topics...` | `mirror.topics`, `mirror.topics_exclude` |
+//! | `replication.policy.class` | `DefaultReplicationPolicy` (default) -> `rename = "prefix"`, `IdentityReplicationPolicy` -> `"identity"`; others: error |
+//! | `replication.policy.separator` | `mirror.separator` |
+//! | `replication.factor` | `mirror.replication_factor` |
+//! | `sync.topic.configs.enabled` | `mirror.sync_topic_configs` |
+//! | `refresh.topics.interval.seconds` | `mirror.refresh_interval` |
+//! | no consumer `group.id` | `mirror.group_id = "strait-A-B"` (one group per flow) |
+//! | checkpoints, heartbeats, offset syncs, group offset sync, ACL sync, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
+//! | `config.providers`, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
+//!
+//! Connector-level keys may be given globally or per flow (`A->B.topics`); the flow's value wins,
+//! as in MM2. Keys of clusters and flows this process does not run are skipped.
+
+use std::path::PathBuf;
+
+use super::properties::{Properties, Property};
+use super::{Report, Role, ignored_warning, is_client_key, map_client_setting};
+use crate::config::raw::{Entry, Origin, RawConfig, Section};
+use crate::config::{Config, Environment, Loaded};
+use crate::error::{Error, Result};
+
+/// The MirrorMaker 2 command line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Mm2Options {
+    /// The mm2.properties file.
+    #[arg(value_name = "MM2_PROPERTIES")]
+    pub file: PathBuf,
+    /// Target cluster alias(es) this process drives; picks the flow when several are enabled.
+    #[arg(long, value_name = "ALIAS", num_args = 1.., value_delimiter = ',')]
+    pub clusters: Vec<String>,
+}
+
+/// A setting together with the key as written and where it is.
+struct Setting<'a> {
+    prop: &'a Property,
+}
+
+/// Keys set in order; setting a key again replaces it (higher-precedence layers come later).
+#[derive(Default)]
+struct Layered<'a> {
+    entries: Vec<(String, Setting<'a>)>,
+}
+
+impl<'a> Layered<'a> {
+    fn set(&mut self, key: &str, prop: &'a Property) {
+        match self.entries.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = Setting { prop },
+            None => self.entries.push((key.to_string(), Setting { prop })),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&Property> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, s)| s.prop)
+    }
+}
+
+const WHY_IGNORED: &str = "Strait mirrors records and topic configurations only: it writes no \
+    checkpoints, heartbeats or offset syncs, does not sync consumer group offsets or ACLs, and \
+    needs no Kafka Connect worker or internal topics";
+
+/// Builds the configuration from an mm2.properties file, then applies `env`.
+pub fn load(opts: &Mm2Options, env: &Environment) -> Result<Loaded> {
+    let props = Properties::load(&opts.file)?;
+    from_properties(&props, &opts.clusters, env)
+}
+
+pub(crate) fn from_properties(
+    props: &Properties,
+    drive: &[String],
+    env: &Environment,
+) -> Result<Loaded> {
+    let origin = |p: &Property| Origin::Compat(props.describe(p));
+    if let Some(p) = props.get("config.providers") {
+        return Err(Error::Unsupported {
+            what: format!("{} = {}", props.describe(p), p.value),
+            hint: "Strait cannot load Java config providers; put the values in the file, or set \
+                   secrets through the environment (STRAIT_SOURCE_SASL_PASSWORD, ...)"
+                .into(),
+        });
+    }
+    let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
+        key: format!("clusters ({})", props.path.display()),
+        hint: "list the cluster aliases, e.g. clusters = A, B".into(),
+    })?;
+    let aliases: Vec<String> = clusters_prop
+        .value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if aliases.len() < 2 {
+        return Err(Error::Invalid {
+            key: props.describe(clusters_prop),
+            expected: "at least two cluster aliases, e.g. \"A, B\"".into(),
+            got: format!("{:?}", clusters_prop.value),
+        });
+    }
+    for c in drive {
+        if !aliases.contains(c) {
+            return Err(Error::Invalid {
+                key: "--clusters".into(),
+                expected: format!("aliases listed in clusters ({})", aliases.join(", ")),
+                got: format!("{c:?}"),
+            });
+        }
+    }
+    let enabled: Vec<(String, String)> = aliases
+        .iter()
+        .flat_map(|s| aliases.iter().map(move |t| (s.clone(), t.clone())))
+        .filter(|(s, t)| s != t)
+        .filter(|(s, t)| {
+            props
+                .get(&format!("{s}->{t}.enabled"))
+                .is_some_and(|p| p.value.trim().eq_ignore_ascii_case("true"))
+        })
+        .collect();
+    let name = |(s, t): &(String, String)| format!("{s}->{t}");
+    let candidates: Vec<&(String, String)> = enabled
+        .iter()
+        .filter(|(_, t)| drive.is_empty() || drive.contains(t))
+        .collect();
+    let (source, target) = match candidates.as_slice() {
+        [one] => (*one).clone(),
+        [] if enabled.is_empty() => {
+            return Err(Error::Missing {
+                key: format!("<source>-><target>.enabled ({})", props.path.display()),
+                hint: format!(
+                    "enable one replication flow, e.g. {}->{}.enabled = true",
+                    aliases[0], aliases[1]
+                ),
+            });
+        }
+        [] => {
+            return Err(Error::Invalid {
+                key: "--clusters".into(),
+                expected: format!(
+                    "the target of an enabled flow ({})",
+                    enabled.iter().map(name).collect::<Vec<_>>().join(", ")
+                ),
+                got: format!("{:?}", drive.join(",")),
+            });
+        }
+        many => {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "several enabled replication flows in one process ({})",
+                    many.iter().map(|f| name(f)).collect::<Vec<_>>().join(", ")
+                ),
+                hint: "Strait runs one flow per process: pick one with --clusters <target alias>, \
+                       or run one strait per flow"
+                    .into(),
+            });
+        }
+    };
+    let mut warnings = Vec::new();
+    for f in &enabled {
+        if *f != (source.clone(), target.clone()) {
+            warnings.push(format!(
+                "flow {} is enabled in {} but not run by this process; run another strait for it",
+                name(f),
+                props.path.display()
+            ));
+        }
+    }
+
+    // Sort every key into its layer.
+    let flow_prefix = format!("{source}->{target}.");
+    let mut connector = Layered::default(); // global, then flow-specific
+    let mut flow_specific = Vec::new();
+    let mut source_layers: [Layered<'_>; 3] = Default::default(); // base, admin, consumer
+    let mut target_layers: [Layered<'_>; 3] = Default::default(); // base, admin, producer
+    let mut report = Report::default();
+    for p in &props.entries {
+        let key = p.key.as_str();
+        if key == "clusters" {
+            continue;
+        }
+        if let Some(rest) = key.strip_prefix(&flow_prefix) {
+            if rest != "enabled" {
+                flow_specific.push((rest, p));
+            }
+            continue;
+        }
+        if key.contains("->") {
+            continue; // another flow
+        }
+        // Longest alias first, so `eu` does not capture `eu.west.` keys.
+        let mut by_len: Vec<&String> = aliases.iter().collect();
+        by_len.sort_by_key(|a| std::cmp::Reverse(a.len()));
+        if let Some((alias, rest)) = by_len.iter().find_map(|a| {
+            key.strip_prefix(&format!("{a}."))
+                .map(|rest| (a.as_str(), rest))
+        }) {
+            let (layers, own) = if alias == source {
+                (&mut source_layers, "consumer.")
+            } else if alias == target {
+                (&mut target_layers, "producer.")
+            } else {
+                continue; // a cluster this flow does not touch
+            };
+            if let Some(k) = rest.strip_prefix(own) {
+                layers[2].set(k, p);
+            } else if let Some(k) = rest.strip_prefix("admin.") {
+                layers[1].set(k, p);
+            } else if rest.starts_with("consumer.") || rest.starts_with("producer.") {
+                report.ignored.push(key.to_string());
+            } else {
+                layers[0].set(rest, p);
+            }
+            continue;
+        }
+        connector.set(key, p);
+    }
+    for (rest, p) in flow_specific {
+        connector.set(rest, p);
+    }
+
+    let mut raw = RawConfig::default();
+    raw.source.alias = Some(Entry::text(&source, origin(clusters_prop)));
+    raw.target.alias = Some(Entry::text(&target, origin(clusters_prop)));
+    raw.set(
+        Section::Mirror,
+        "rename",
+        Entry::text(
+            "prefix",
+            Origin::Compat("MirrorMaker 2's default DefaultReplicationPolicy".into()),
+        ),
+    );
+    raw.set(
+        Section::Mirror,
+        "group_id",
+        Entry::text(
+            format!("strait-{source}-{target}"),
+            Origin::Compat("one consumer group per MirrorMaker 2 flow".into()),
+        ),
+    );
+
+    // Connector-level settings.
+    let mirror = |raw: &mut RawConfig, name: &str, p: &Property| {
+        raw.set(
+            Section::Mirror,
+            name,
+            Entry::text(p.value.trim(), origin(p)),
+        );
+    };
+    for (key, s) in &connector.entries {
+        let p = s.prop;
+        match key.as_str() {
+            k if is_client_key(k) && k != "bootstrap.servers" => {} // cluster defaults, below
+            "topics" => mirror(&mut raw, "topics", p),
+            "topics.exclude" => mirror(&mut raw, "topics_exclude", p),
+            "topics.blacklist" if connector.get("topics.exclude").is_none() => {
+                mirror(&mut raw, "topics_exclude", p)
+            }
+            "replication.policy.class" => {
+                let class = p.value.trim();
+                let rename = match class.rsplit('.').next().unwrap_or(class) {
+                    "DefaultReplicationPolicy" => "prefix",
+                    "IdentityReplicationPolicy" => "identity",
+                    _ => {
+                        return Err(Error::Unsupported {
+                            what: format!("{} = {class}", props.describe(p)),
+                            hint:
+                                "Strait implements DefaultReplicationPolicy (source alias prefix) \
+                                   and IdentityReplicationPolicy (same names)"
+                                    .into(),
+                        });
+                    }
+                };
+                raw.set(Section::Mirror, "rename", Entry::text(rename, origin(p)));
+            }
+            "replication.policy.separator" => {
+                raw.set(
+                    Section::Mirror,
+                    "separator",
+                    // The separator is taken literally: no trimming.
+                    Entry::text(p.value.clone(), origin(p)),
+                );
+            }
+            "replication.factor" => mirror(&mut raw, "replication_factor", p),
+            "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
+            "refresh.topics.interval.seconds" => {
+                let secs: u64 =
+                    p.value
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|s| *s > 0)
+                        .ok_or_else(|| Error::Invalid {
+                            key: props.describe(p),
+                            expected: "a positive number of seconds".into(),
+                            got: format!("{:?}", p.value),
+                        })?;
+                raw.set(
+                    Section::Mirror,
+                    "refresh_interval",
+                    Entry::text(format!("{secs}s"), origin(p)),
+                );
+            }
+            "topic.filter.class" => {
+                let class = p.value.trim();
+                if class.rsplit('.').next() != Some("DefaultTopicFilter") {
+                    return Err(Error::Unsupported {
+                        what: format!("{} = {class}", props.describe(p)),
+                        hint:
+                            "use topics / topics.exclude patterns instead of a custom filter class"
+                                .into(),
+                    });
+                }
+            }
+            _ => report.ignored.push(p.key.clone()),
+        }
+    }
+
+    // Cluster settings: MM2's top-level security settings are defaults for every cluster.
+    for (role, layers) in [
+        (Role::Source, &source_layers),
+        (Role::Target, &target_layers),
+    ] {
+        let mut effective = Layered::default();
+        for (key, s) in &connector.entries {
+            if is_client_key(key) && key != "bootstrap.servers" {
+                effective.set(key, s.prop);
+            }
+        }
+        for layer in layers.iter() {
+            for (key, s) in &layer.entries {
+                effective.set(key, s.prop);
+            }
+        }
+        for (key, s) in &effective.entries {
+            let p = s.prop;
+            map_client_setting(
+                &mut raw,
+                role,
+                key,
+                &p.value,
+                &p.key,
+                origin(p),
+                &mut report,
+            )?;
+        }
+    }
+
+    warnings.extend(report.notes);
+    if let Some(w) = ignored_warning(
+        &props.path.display().to_string(),
+        &report.ignored,
+        WHY_IGNORED,
+    ) {
+        warnings.push(w);
+    }
+    Ok(Loaded {
+        config: Config::from_raw(raw, env)?,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::config::{Compression, Isolation, Rename, StartPosition};
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// kafka-reference/mm2.properties from the project notes, verbatim.
+    const REFERENCE: &str = r#"# MM2 dedicated mode: java -cp 'lib/*' org.apache.kafka.connect.mirror.MirrorMaker mm2.properties [--clusters B]
+clusters = A, B
+A.bootstrap.servers = 127.0.0.1:9092
+B.bootstrap.servers = 127.0.0.1:9192
+A->B.enabled = true
+A->B.topics = perf.*
+B->A.enabled = false
+# keep names (MM1-like, one-way only: no cycle detection with identity naming)
+replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+tasks.max = 2
+# single-broker clusters: every internal topic RF=1 (defaults are 2 or 3)
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+config.storage.replication.factor = 1
+# test speed: defaults are 600 s (topics/groups) and 60 s (checkpoints/group offsets)
+refresh.topics.interval.seconds = 5
+refresh.groups.interval.seconds = 5
+emit.checkpoints.interval.seconds = 5
+sync.group.offsets.enabled = true
+sync.group.offsets.interval.seconds = 5
+sync.topic.configs.enabled = true
+# needs an authorizer on A and DESCRIBE/ALTER on CLUSTER; off unless you test ACL sync
+sync.topic.acls.enabled = false
+emit.heartbeats.enabled = true
+# mTLS per cluster (uncomment): {alias}.security.protocol etc. apply to that cluster's producer/consumer/admin
+#A.security.protocol = SSL
+#A.ssl.keystore.type = PEM
+#A.ssl.keystore.location = $KT/pki/mm2.keystore.pem
+#A.ssl.truststore.type = PEM
+#A.ssl.truststore.location = $KT/pki/ca.pem
+"#;
+
+    fn load_text(text: &str, drive: &[&str]) -> Result<Loaded> {
+        load_env(text, drive, &[])
+    }
+
+    fn load_env(text: &str, drive: &[&str], env: &[(&str, &str)]) -> Result<Loaded> {
+        let props = Properties::parse(text, Path::new("mm2.properties"))?;
+        let drive: Vec<String> = drive.iter().map(|s| s.to_string()).collect();
+        from_properties(
+            &props,
+            &drive,
+            &Environment::from_pairs(env.iter().copied()),
+        )
+    }
+
+    #[test]
+    fn reference_file() {
+        let loaded = load_text(REFERENCE, &[]).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.source.alias, "A");
+        assert_eq!(c.target.alias, "B");
+        assert_eq!(
+            c.source.properties,
+            [(
+                "bootstrap.servers".to_string(),
+                "127.0.0.1:9092".to_string()
+            )]
+        );
+        assert_eq!(
+            c.target.properties,
+            [(
+                "bootstrap.servers".to_string(),
+                "127.0.0.1:9192".to_string()
+            )]
+        );
+        assert_eq!(c.mirror.rename, Rename::Identity);
+        assert_eq!(c.mirror.topics.include(), ["perf.*"]);
+        assert_eq!(c.mirror.replication_factor, 1);
+        assert_eq!(c.mirror.refresh_interval, Duration::from_secs(5));
+        assert!(c.mirror.sync_topic_configs);
+        assert_eq!(c.mirror.group_id, "strait-A-B");
+        assert_eq!(c.mirror.start, StartPosition::Earliest);
+        assert_eq!(c.target_topic("perf-1"), "perf-1");
+
+        // Exactly one warning, listing every unsupported key.
+        assert_eq!(loaded.warnings.len(), 1, "{:#?}", loaded.warnings);
+        let w = &loaded.warnings[0];
+        for k in [
+            "tasks.max",
+            "checkpoints.topic.replication.factor",
+            "heartbeats.topic.replication.factor",
+            "offset-syncs.topic.replication.factor",
+            "offset.storage.replication.factor",
+            "status.storage.replication.factor",
+            "config.storage.replication.factor",
+            "refresh.groups.interval.seconds",
+            "emit.checkpoints.interval.seconds",
+            "sync.group.offsets.enabled",
+            "sync.group.offsets.interval.seconds",
+            "sync.topic.acls.enabled",
+            "emit.heartbeats.enabled",
+        ] {
+            assert!(w.contains(k), "{k} missing from: {w}");
+        }
+        assert!(w.starts_with("mm2.properties: ignoring 13 settings"), "{w}");
+        for k in ["replication.factor,", "clusters", "A->B", "refresh.topics"] {
+            assert!(!w.contains(&format!(" {k}")), "{k} wrongly listed: {w}");
+        }
+    }
+
+    #[test]
+    fn default_policy_prefixes_and_detects_cycles() {
+        let text = "clusters = europe, us\neurope.bootstrap.servers = e:9092\nus.bootstrap.servers = u:9092\neurope->us.enabled = true\n";
+        let c = load_text(text, &[]).unwrap().config;
+        assert_eq!(
+            c.mirror.rename,
+            Rename::Prefix {
+                separator: ".".into()
+            }
+        );
+        assert_eq!(c.target_topic("orders"), "europe.orders");
+        assert!(!c.selects("us.orders"));
+        assert_eq!(c.mirror.topics.include(), [".*"]);
+
+        let c = load_text(&format!("{text}replication.policy.separator = _\n"), &[])
+            .unwrap()
+            .config;
+        assert_eq!(c.target_topic("orders"), "europe_orders");
+    }
+
+    #[test]
+    fn mtls_and_client_overrides() {
+        let text = r#"
+clusters = A, B
+security.protocol = SSL
+ssl.truststore.type = PEM
+ssl.truststore.location = /pki/ca.pem
+A.bootstrap.servers = a:9093
+A.ssl.keystore.type = PEM
+A.ssl.keystore.location = /pki/a.pem
+A.consumer.isolation.level = read_uncommitted
+A.consumer.auto.offset.reset = latest
+A.consumer.max.poll.records = 100
+A.consumer.group.id = mirror
+A.admin.request.timeout.ms = 20000
+A.consumer.request.timeout.ms = 40000
+A.producer.linger.ms = 5
+B.bootstrap.servers = b:9093
+B.security.protocol = SASL_SSL
+B.sasl.mechanism = PLAIN
+B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="mm2" password="pw";
+B.producer.compression.type = gzip
+B.consumer.fetch.max.bytes = 1
+A->B.enabled = true
+A->B.topics = orders, payments
+topics.exclude = .*-test
+A->B.topics.exclude = payments
+"#;
+        let loaded = load_text(text, &[]).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.source.property("security.protocol"), Some("SSL"));
+        assert_eq!(
+            c.source.property("ssl.truststore.location"),
+            Some("/pki/ca.pem")
+        );
+        assert_eq!(
+            c.source.property("ssl.keystore.location"),
+            Some("/pki/a.pem")
+        );
+        assert_eq!(c.source.property("request.timeout.ms"), Some("40000"));
+        assert_eq!(c.target.property("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(c.target.property("ssl.truststore.type"), Some("PEM"));
+        assert_eq!(c.target.property("ssl.keystore.location"), None);
+        assert_eq!(c.mirror.isolation, Isolation::ReadUncommitted);
+        assert_eq!(c.mirror.start, StartPosition::Latest);
+        assert_eq!(c.mirror.group_id, "mirror");
+        assert_eq!(c.mirror.compression, Compression::Gzip);
+        assert_eq!(c.mirror.topics.include(), ["orders", "payments"]);
+        assert_eq!(c.mirror.topics.exclude(), ["payments"]);
+        let w = loaded.warnings.join("\n");
+        assert!(w.contains("A.consumer.max.poll.records"), "{w}");
+        assert!(w.contains("A.producer.linger.ms"), "{w}");
+        assert!(w.contains("B.consumer.fetch.max.bytes"), "{w}");
+        assert_eq!(loaded.warnings.len(), 1, "{w}");
+    }
+
+    #[test]
+    fn several_flows_need_clusters() {
+        let text = "clusters = A, B, C\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nC.bootstrap.servers = c:1\nA->B.enabled = true\nB->A.enabled = true\nB->A.topics = x\n";
+        let err = load_text(text, &[]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "not supported: several enabled replication flows in one process (A->B, B->A); \
+             Strait runs one flow per process: pick one with --clusters <target alias>, or run \
+             one strait per flow"
+        );
+        let loaded = load_text(text, &["A"]).unwrap();
+        assert_eq!(loaded.config.source.alias, "B");
+        assert_eq!(loaded.config.mirror.topics.include(), ["x"]);
+        assert!(
+            loaded.warnings[0].starts_with("flow A->B is enabled"),
+            "{:?}",
+            loaded.warnings
+        );
+
+        let err = load_text(text, &["C"]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--clusters: expected the target of an enabled flow (A->B, B->A)"),
+            "{err}"
+        );
+        let err = load_text(text, &["D"]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--clusters: expected aliases listed in clusters (A, B, C)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_mm2_key() {
+        let base = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n";
+        let err = load_text(base, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("enable one replication flow, e.g. A->B.enabled = true"),
+            "{err}"
+        );
+
+        let err = load_text("A.bootstrap.servers = a:1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("clusters (mm2.properties): missing"),
+            "{err}"
+        );
+
+        let flow = format!("{base}A->B.enabled = true\n");
+        let err = load_text(&format!("{flow}A->B.topics = (\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "mirror.topics (from mm2.properties:5 A->B.topics): invalid regular expression"
+            ),
+            "{err}"
+        );
+        let err = load_text(
+            &format!("{flow}replication.policy.class = com.example.Custom\n"),
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with(
+                "not supported: mm2.properties:5 replication.policy.class = com.example.Custom"
+            ),
+            "{err}"
+        );
+        let err = load_text(
+            &format!("{flow}refresh.topics.interval.seconds = soon\n"),
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("mm2.properties:5 refresh.topics.interval.seconds: expected a positive number of seconds"), "{err}");
+        let err = load_text(&format!("{flow}replication.factor = 0\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("mirror.replication_factor (from mm2.properties:5 replication.factor)"),
+            "{err}"
+        );
+        let err = load_text(&format!("{flow}config.providers = file\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("not supported: mm2.properties:5 config.providers = file"),
+            "{err}"
+        );
+        let err = load_text(
+            &format!("{flow}B.producer.compression.type = brotli\n"),
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with(
+                "mirror.compression (from mm2.properties:5 B.producer.compression.type)"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn environment_still_applies() {
+        let loaded = load_env(
+            REFERENCE,
+            &[],
+            &[
+                ("STRAIT_METRICS_LISTEN", "0.0.0.0:9999"),
+                ("STRAIT_MIRROR_GROUP_ID", "g"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.config.metrics.listen,
+            Some("0.0.0.0:9999".parse().unwrap())
+        );
+        assert_eq!(loaded.config.mirror.group_id, "g");
+    }
+}

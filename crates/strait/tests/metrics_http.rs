@@ -1,0 +1,387 @@
+//! Scrapes `/metrics` over loopback from the HTTP module, with a `Metrics` instance fed synthetic
+//! events, and checks the exposition: metric names, types and label sets. Also the health and
+//! readiness endpoints and graceful shutdown.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use strait::http::{self, Readiness};
+use strait::metrics::{Forwarded, Metrics};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A minimal HTTP/1.1 client: one request, `Connection: close`, read to EOF.
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str, extra: &str) -> Response {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req =
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .map(|l| {
+            let (k, v) = l.split_once(':').unwrap();
+            (k.trim().to_string(), v.trim().to_string())
+        })
+        .collect();
+    Response {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// One parsed sample: metric name, labels, value.
+type Sample = (String, BTreeMap<String, String>, f64);
+
+/// Parses the OpenMetrics text: `# TYPE` lines and samples (labels with `\"` escapes).
+fn parse_exposition(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
+    let mut types = BTreeMap::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, typ) = rest.split_once(' ').unwrap();
+            types.insert(name.to_string(), typ.to_string());
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (name, labels, value) = match line.split_once('{') {
+            Some((name, rest)) => {
+                let (labels, value) = parse_labels(rest, line);
+                (name, labels, value)
+            }
+            None => {
+                let (name, value) = line.split_once(' ').unwrap();
+                (name, BTreeMap::new(), value)
+            }
+        };
+        let value: f64 = value.trim().parse().unwrap();
+        samples.push((name.to_string(), labels, value));
+    }
+    (types, samples)
+}
+
+/// Parses `k="v",k2="v2"} value` into the labels and the text after `}`.
+fn parse_labels<'a>(mut rest: &'a str, line: &str) -> (BTreeMap<String, String>, &'a str) {
+    let mut labels = BTreeMap::new();
+    loop {
+        if let Some(after) = rest.strip_prefix('}') {
+            return (labels, after);
+        }
+        rest = rest.strip_prefix(',').unwrap_or(rest);
+        let (key, after) = rest
+            .split_once("=\"")
+            .unwrap_or_else(|| panic!("bad labels in {line}"));
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, c)) => value.push(c),
+                    None => panic!("bad escape in {line}"),
+                },
+                Some((i, '"')) => break i,
+                Some((_, c)) => value.push(c),
+                None => panic!("unterminated label value in {line}"),
+            }
+        };
+        labels.insert(key.to_string(), value);
+        rest = &after[end + 1..];
+    }
+}
+
+fn label_names(samples: &[Sample], name: &str) -> BTreeSet<Vec<String>> {
+    samples
+        .iter()
+        .filter(|(n, _, _)| n == name)
+        .map(|(_, l, _)| l.keys().cloned().collect())
+        .collect()
+}
+
+fn feed(m: &Metrics) {
+    let src: Arc<str> = Arc::from("my-topic");
+    let dst: Arc<str> = Arc::from("europe.my-topic");
+    let now = SystemTime::now();
+    for (path, reason) in [("pass_through", "none"), ("reencoded", "timestamp_fix")] {
+        m.record_forwarded(&Forwarded {
+            source_topic: &src,
+            source_partition: 0,
+            target_topic: &dst,
+            records: 3,
+            bytes: 512,
+            path,
+            reason,
+            max_timestamp_ms: 0,
+            fetched_at: now - Duration::from_millis(30),
+            acked_at: now,
+        });
+    }
+    m.record_lag(&src, 0, 100, 90, now);
+    m.record_committed(&src, 0, 90);
+    m.record_skipped("control", 1);
+    m.record_fetch_error("NOT_LEADER_OR_FOLLOWER");
+    m.record_produce_error("REQUEST_TIMED_OUT");
+    m.record_rebalance([(&src, 0)]);
+    m.record_partition_stopped();
+}
+
+#[tokio::test]
+async fn scrape_health_ready_and_shutdown() {
+    let metrics = Arc::new(Metrics::new());
+    feed(&metrics);
+    let readiness = Readiness::default();
+    let shutdown = CancellationToken::new();
+    let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(http::serve(
+        listener,
+        metrics.clone(),
+        readiness.clone(),
+        shutdown.clone(),
+    ));
+
+    let r = request(addr, "GET", "/metrics", "").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    assert!(r.body.ends_with("# EOF\n"));
+    let (types, samples) = parse_exposition(&r.body);
+
+    let expected_types = [
+        ("strait_records", "counter"),
+        ("strait_bytes", "counter"),
+        ("strait_batches", "counter"),
+        ("strait_batches_skipped", "counter"),
+        ("strait_records_skipped", "counter"),
+        ("strait_partition_lag_records", "gauge"),
+        ("strait_partition_lag_seconds", "gauge"),
+        ("strait_committed_offset", "gauge"),
+        ("strait_replication_latency_seconds", "histogram"),
+        ("strait_record_age_seconds", "histogram"),
+        ("strait_fetch_errors", "counter"),
+        ("strait_produce_errors", "counter"),
+        ("strait_partitions_stopped", "counter"),
+        ("strait_rebalances", "counter"),
+        ("strait_partitions_assigned", "gauge"),
+        ("strait_build", "info"),
+    ];
+    for (name, typ) in expected_types {
+        assert_eq!(
+            types.get(name).map(String::as_str),
+            Some(typ),
+            "TYPE of {name}"
+        );
+    }
+    assert_eq!(
+        types.len(),
+        expected_types.len(),
+        "unexpected families: {types:?}"
+    );
+
+    let set = |names: &[&str]| -> BTreeSet<Vec<String>> {
+        [names.iter().map(|s| s.to_string()).collect()].into()
+    };
+    let flow = set(&["path", "source_topic", "target_topic"]);
+    assert_eq!(label_names(&samples, "strait_records_total"), flow);
+    assert_eq!(label_names(&samples, "strait_bytes_total"), flow);
+    assert_eq!(
+        label_names(&samples, "strait_batches_total"),
+        set(&["path", "reason", "source_topic", "target_topic"])
+    );
+    let partition = set(&["partition", "topic"]);
+    assert_eq!(
+        label_names(&samples, "strait_partition_lag_records"),
+        partition
+    );
+    assert_eq!(
+        label_names(&samples, "strait_partition_lag_seconds"),
+        partition
+    );
+    assert_eq!(label_names(&samples, "strait_committed_offset"), partition);
+    assert_eq!(
+        label_names(&samples, "strait_batches_skipped_total"),
+        set(&["reason"])
+    );
+    assert_eq!(
+        label_names(&samples, "strait_fetch_errors_total"),
+        set(&["error"])
+    );
+    assert_eq!(
+        label_names(&samples, "strait_produce_errors_total"),
+        set(&["error"])
+    );
+    assert_eq!(
+        label_names(&samples, "strait_replication_latency_seconds_bucket"),
+        set(&["le"])
+    );
+    assert_eq!(label_names(&samples, "strait_rebalances_total"), set(&[]));
+    assert_eq!(
+        label_names(&samples, "strait_build_info"),
+        set(&["version"])
+    );
+
+    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+            })
+            .unwrap_or_else(|| panic!("no {name} {labels:?}"))
+            .2
+    };
+    assert_eq!(
+        value(
+            "strait_records_total",
+            &[
+                ("path", "pass_through"),
+                ("source_topic", "my-topic"),
+                ("target_topic", "europe.my-topic")
+            ]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value("strait_batches_total", &[("reason", "timestamp_fix")]),
+        1.0
+    );
+    assert_eq!(value("strait_bytes_total", &[("path", "reencoded")]), 512.0);
+    assert_eq!(
+        value(
+            "strait_partition_lag_records",
+            &[("topic", "my-topic"), ("partition", "0")]
+        ),
+        10.0
+    );
+    assert_eq!(
+        value("strait_committed_offset", &[("partition", "0")]),
+        90.0
+    );
+    assert_eq!(value("strait_replication_latency_seconds_count", &[]), 2.0);
+    assert_eq!(
+        value(
+            "strait_replication_latency_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            "strait_fetch_errors_total",
+            &[("error", "NOT_LEADER_OR_FOLLOWER")]
+        ),
+        1.0
+    );
+    assert_eq!(value("strait_partitions_assigned", &[]), 1.0);
+    assert_eq!(
+        value(
+            "strait_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    // Records of 1970 are old: the age histogram saw two observations in its top bucket only.
+    assert_eq!(
+        value("strait_record_age_seconds_bucket", &[("le", "86400.0")]),
+        0.0
+    );
+    assert_eq!(value("strait_record_age_seconds_count", &[]), 2.0);
+
+    // Prometheus text for scrapers that ask for it.
+    let r = request(
+        addr,
+        "GET",
+        "/metrics",
+        "Accept: text/plain;version=0.0.4\r\n",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(
+        r.body.contains("# TYPE strait_records_total counter"),
+        "{}",
+        r.body
+    );
+    // OpenMetrics wins when both are acceptable.
+    let r = request(
+        addr,
+        "GET",
+        "/metrics",
+        "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n",
+    )
+    .await;
+    assert!(r.body.ends_with("# EOF\n"));
+
+    let r = request(addr, "GET", "/healthz", "").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(r.status, 503);
+    assert!(r.body.starts_with("not ready: starting"), "{}", r.body);
+    readiness.set_ready();
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
+    readiness.set_not_ready("target cluster unreachable");
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (503, "not ready: target cluster unreachable\n")
+    );
+
+    let r = request(addr, "HEAD", "/healthz", "").await;
+    assert_eq!((r.status, r.body.as_str()), (200, ""));
+    let r = request(addr, "POST", "/metrics", "Content-Length: 0\r\n").await;
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    let r = request(addr, "GET", "/nope", "").await;
+    assert_eq!(r.status, 404);
+
+    // Graceful shutdown: an idle keep-alive connection does not hold the server up.
+    let idle = TcpStream::connect(addr).await.unwrap();
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("the server stops after cancellation")
+        .unwrap();
+    drop(idle);
+    assert!(TcpStream::connect(addr).await.is_err(), "listener closed");
+}

@@ -1,0 +1,983 @@
+//! Admin operations a mirror needs on its target (and source) cluster: create topics and
+//! partitions, read topic configurations, read ACLs (for error messages) and describe the
+//! cluster.
+//!
+//! CreateTopics and CreatePartitions go to the controller the metadata names (on KRaft clusters
+//! any broker, which forwards them); NOT_CONTROLLER makes the client refresh metadata and retry.
+//! Per-topic failures are reported per topic; authorization failures are
+//! [`Error::Authorization`] naming the operation and the resource.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreateTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::error::{Error, Result};
+use crate::group::coordinator::Backoff;
+use crate::group::with_principal;
+use crate::topic::{TopicId, validate_topic_name};
+use crate::{Client, Connection};
+
+/// Admin requests against one cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Admin {
+    client: Client,
+}
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    /// The topic name.
+    pub name: String,
+    /// Number of partitions; `None` = the broker's `num.partitions`.
+    pub partitions: Option<i32>,
+    /// Replication factor; `None` = the broker's `default.replication.factor`.
+    pub replication_factor: Option<i16>,
+    /// Topic configurations (`retention.ms`, `cleanup.policy`, ...).
+    pub configs: BTreeMap<String, String>,
+}
+
+impl NewTopic {
+    /// A topic with explicit partition count and replication factor.
+    pub fn new(name: impl Into<String>, partitions: i32, replication_factor: i16) -> NewTopic {
+        NewTopic {
+            name: name.into(),
+            partitions: Some(partitions),
+            replication_factor: Some(replication_factor),
+            configs: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one topic configuration.
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> NewTopic {
+        self.configs.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// What CreateTopics did with one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CreateTopicOutcome {
+    /// The topic was created (or, with `validate_only`, would be).
+    Created {
+        /// The new topic's id (CreateTopics v7+).
+        topic_id: Option<TopicId>,
+        /// Partition count the broker used (v5+).
+        partitions: Option<i32>,
+        /// Replication factor the broker used (v5+).
+        replication_factor: Option<i16>,
+    },
+    /// A topic with this name exists already (TOPIC_ALREADY_EXISTS); nothing was changed.
+    AlreadyExists {
+        /// The broker's message.
+        message: Option<String>,
+    },
+}
+
+/// Where a configuration value comes from (DescribeConfigs `ConfigSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigSource {
+    /// Set on the topic itself.
+    Topic,
+    /// Set dynamically for this broker.
+    DynamicBroker,
+    /// Set dynamically as the cluster-wide broker default.
+    DynamicDefaultBroker,
+    /// From the broker's `server.properties`.
+    StaticBroker,
+    /// Kafka's built-in default.
+    Default,
+    /// A dynamic broker logger level.
+    DynamicBrokerLogger,
+    /// A client-metrics subscription.
+    ClientMetrics,
+    /// Set on a group.
+    Group,
+    /// A source this client does not know (the raw code).
+    Unknown(i8),
+}
+
+impl ConfigSource {
+    fn from_code(code: i8) -> ConfigSource {
+        match code {
+            1 => ConfigSource::Topic,
+            2 => ConfigSource::DynamicBroker,
+            3 => ConfigSource::DynamicDefaultBroker,
+            4 => ConfigSource::StaticBroker,
+            5 => ConfigSource::Default,
+            6 => ConfigSource::DynamicBrokerLogger,
+            7 => ConfigSource::ClientMetrics,
+            8 => ConfigSource::Group,
+            other => ConfigSource::Unknown(other),
+        }
+    }
+}
+
+/// One configuration entry of a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// The key, e.g. `retention.ms`.
+    pub name: String,
+    /// The value; `None` for sensitive values (and unset ones).
+    pub value: Option<String>,
+    /// Where the value comes from.
+    pub source: ConfigSource,
+    /// Whether it can be changed.
+    pub read_only: bool,
+    /// Whether the value is a secret (then `value` is `None`).
+    pub sensitive: bool,
+}
+
+impl ConfigEntry {
+    /// For topic configurations: true unless the value was set on the topic itself (it comes
+    /// from the broker's or Kafka's defaults). A mirror copies the non-default ones.
+    pub fn is_default(&self) -> bool {
+        self.source != ConfigSource::Topic
+    }
+}
+
+/// The configuration of one resource, sorted by key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Configs {
+    entries: Vec<ConfigEntry>,
+}
+
+impl Configs {
+    /// The entry for `name`.
+    pub fn get(&self, name: &str) -> Option<&ConfigEntry> {
+        self.entries
+            .binary_search_by(|e| e.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    /// The value of `name`, if set and not sensitive.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(|e| e.value.as_deref())
+    }
+
+    /// Every entry.
+    pub fn entries(&self) -> &[ConfigEntry] {
+        &self.entries
+    }
+
+    /// Entries set on the resource itself (not defaults).
+    pub fn overrides(&self) -> impl Iterator<Item = &ConfigEntry> + '_ {
+        self.entries.iter().filter(|e| !e.is_default())
+    }
+}
+
+/// A resource whose configuration DescribeConfigs reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigResource {
+    /// A topic.
+    Topic(String),
+    /// One broker, by node id.
+    Broker(i32),
+}
+
+/// ACL resource types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResourceType {
+    /// Filter: any type.
+    Any,
+    /// A topic.
+    Topic,
+    /// A consumer group.
+    Group,
+    /// The cluster.
+    Cluster,
+    /// A transactional id.
+    TransactionalId,
+    /// A delegation token.
+    DelegationToken,
+    /// A user (quotas, tokens).
+    User,
+    /// A code this client does not know.
+    Unknown(i8),
+}
+
+impl ResourceType {
+    fn code(self) -> i8 {
+        match self {
+            ResourceType::Any => 1,
+            ResourceType::Topic => 2,
+            ResourceType::Group => 3,
+            ResourceType::Cluster => 4,
+            ResourceType::TransactionalId => 5,
+            ResourceType::DelegationToken => 6,
+            ResourceType::User => 7,
+            ResourceType::Unknown(c) => c,
+        }
+    }
+
+    fn from_code(code: i8) -> ResourceType {
+        match code {
+            1 => ResourceType::Any,
+            2 => ResourceType::Topic,
+            3 => ResourceType::Group,
+            4 => ResourceType::Cluster,
+            5 => ResourceType::TransactionalId,
+            6 => ResourceType::DelegationToken,
+            7 => ResourceType::User,
+            other => ResourceType::Unknown(other),
+        }
+    }
+}
+
+impl fmt::Display for ResourceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResourceType::Any => f.write_str("Any"),
+            ResourceType::Topic => f.write_str("Topic"),
+            ResourceType::Group => f.write_str("Group"),
+            ResourceType::Cluster => f.write_str("Cluster"),
+            ResourceType::TransactionalId => f.write_str("TransactionalId"),
+            ResourceType::DelegationToken => f.write_str("DelegationToken"),
+            ResourceType::User => f.write_str("User"),
+            ResourceType::Unknown(c) => write!(f, "ResourceType({c})"),
+        }
+    }
+}
+
+/// How an ACL's resource name matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PatternType {
+    /// Filter: any pattern type.
+    Any,
+    /// Filter: ACLs that apply to the name (literal, wildcard `*` and matching prefixes).
+    Match,
+    /// Exactly this name (or `*` for all).
+    Literal,
+    /// Names starting with this prefix.
+    Prefixed,
+    /// A code this client does not know.
+    Unknown(i8),
+}
+
+impl PatternType {
+    fn code(self) -> i8 {
+        match self {
+            PatternType::Any => 1,
+            PatternType::Match => 2,
+            PatternType::Literal => 3,
+            PatternType::Prefixed => 4,
+            PatternType::Unknown(c) => c,
+        }
+    }
+
+    fn from_code(code: i8) -> PatternType {
+        match code {
+            1 => PatternType::Any,
+            2 => PatternType::Match,
+            3 => PatternType::Literal,
+            4 => PatternType::Prefixed,
+            other => PatternType::Unknown(other),
+        }
+    }
+}
+
+/// ACL operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AclOperation {
+    /// Filter: any operation.
+    Any,
+    /// Every operation.
+    All,
+    /// Read.
+    Read,
+    /// Write.
+    Write,
+    /// Create.
+    Create,
+    /// Delete.
+    Delete,
+    /// Alter.
+    Alter,
+    /// Describe.
+    Describe,
+    /// ClusterAction.
+    ClusterAction,
+    /// DescribeConfigs.
+    DescribeConfigs,
+    /// AlterConfigs.
+    AlterConfigs,
+    /// IdempotentWrite.
+    IdempotentWrite,
+    /// CreateTokens.
+    CreateTokens,
+    /// DescribeTokens.
+    DescribeTokens,
+    /// TwoPhaseCommit.
+    TwoPhaseCommit,
+    /// A code this client does not know.
+    Unknown(i8),
+}
+
+const OPERATIONS: &[(AclOperation, i8, &str)] = &[
+    (AclOperation::Any, 1, "Any"),
+    (AclOperation::All, 2, "All"),
+    (AclOperation::Read, 3, "Read"),
+    (AclOperation::Write, 4, "Write"),
+    (AclOperation::Create, 5, "Create"),
+    (AclOperation::Delete, 6, "Delete"),
+    (AclOperation::Alter, 7, "Alter"),
+    (AclOperation::Describe, 8, "Describe"),
+    (AclOperation::ClusterAction, 9, "ClusterAction"),
+    (AclOperation::DescribeConfigs, 10, "DescribeConfigs"),
+    (AclOperation::AlterConfigs, 11, "AlterConfigs"),
+    (AclOperation::IdempotentWrite, 12, "IdempotentWrite"),
+    (AclOperation::CreateTokens, 13, "CreateTokens"),
+    (AclOperation::DescribeTokens, 14, "DescribeTokens"),
+    (AclOperation::TwoPhaseCommit, 15, "TwoPhaseCommit"),
+];
+
+impl AclOperation {
+    fn code(self) -> i8 {
+        match self {
+            AclOperation::Unknown(c) => c,
+            op => OPERATIONS
+                .iter()
+                .find(|(o, _, _)| *o == op)
+                .map_or(0, |(_, c, _)| *c),
+        }
+    }
+
+    fn from_code(code: i8) -> AclOperation {
+        OPERATIONS
+            .iter()
+            .find(|(_, c, _)| *c == code)
+            .map_or(AclOperation::Unknown(code), |(o, _, _)| *o)
+    }
+}
+
+impl fmt::Display for AclOperation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match OPERATIONS.iter().find(|(o, _, _)| o == self) {
+            Some((_, _, name)) => f.write_str(name),
+            None => write!(f, "Operation({})", self.code()),
+        }
+    }
+}
+
+/// Allow or deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AclPermission {
+    /// Filter: either.
+    Any,
+    /// Deny (wins over allow).
+    Deny,
+    /// Allow.
+    Allow,
+    /// A code this client does not know.
+    Unknown(i8),
+}
+
+impl AclPermission {
+    fn code(self) -> i8 {
+        match self {
+            AclPermission::Any => 1,
+            AclPermission::Deny => 2,
+            AclPermission::Allow => 3,
+            AclPermission::Unknown(c) => c,
+        }
+    }
+
+    fn from_code(code: i8) -> AclPermission {
+        match code {
+            1 => AclPermission::Any,
+            2 => AclPermission::Deny,
+            3 => AclPermission::Allow,
+            other => AclPermission::Unknown(other),
+        }
+    }
+}
+
+/// Which ACLs DescribeAcls returns. `None` fields match anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclFilter {
+    /// Resource type.
+    pub resource_type: ResourceType,
+    /// Resource name.
+    pub resource_name: Option<String>,
+    /// Pattern type; [`PatternType::Match`] finds every ACL that applies to a name.
+    pub pattern_type: PatternType,
+    /// Principal, e.g. `User:alice`.
+    pub principal: Option<String>,
+    /// Host.
+    pub host: Option<String>,
+    /// Operation.
+    pub operation: AclOperation,
+    /// Permission.
+    pub permission: AclPermission,
+}
+
+impl AclFilter {
+    /// Every ACL.
+    pub fn any() -> AclFilter {
+        AclFilter {
+            resource_type: ResourceType::Any,
+            resource_name: None,
+            pattern_type: PatternType::Any,
+            principal: None,
+            host: None,
+            operation: AclOperation::Any,
+            permission: AclPermission::Any,
+        }
+    }
+
+    /// Every ACL that applies to `name` of `resource_type` (literal, `*` and prefixes).
+    pub fn applying_to(resource_type: ResourceType, name: &str) -> AclFilter {
+        AclFilter {
+            resource_type,
+            resource_name: Some(name.to_owned()),
+            pattern_type: PatternType::Match,
+            ..AclFilter::any()
+        }
+    }
+
+    /// Restricts the filter to one principal.
+    pub fn with_principal(mut self, principal: impl Into<String>) -> AclFilter {
+        self.principal = Some(principal.into());
+        self
+    }
+}
+
+/// One ACL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclBinding {
+    /// Resource type.
+    pub resource_type: ResourceType,
+    /// Resource name (`*` = all).
+    pub resource_name: String,
+    /// Literal or prefixed.
+    pub pattern_type: PatternType,
+    /// Principal, e.g. `User:alice`.
+    pub principal: String,
+    /// Host (`*` = any).
+    pub host: String,
+    /// Operation.
+    pub operation: AclOperation,
+    /// Allow or deny.
+    pub permission: AclPermission,
+}
+
+impl fmt::Display for AclBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let permission = match self.permission {
+            AclPermission::Allow => "ALLOW",
+            AclPermission::Deny => "DENY",
+            _ => "?",
+        };
+        let pattern = match self.pattern_type {
+            PatternType::Prefixed => " (prefixed)",
+            _ => "",
+        };
+        write!(
+            f,
+            "{} {permission} {} on {}:{}{pattern} from host {}",
+            self.principal, self.operation, self.resource_type, self.resource_name, self.host
+        )
+    }
+}
+
+/// DescribeCluster's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDescription {
+    /// The cluster id.
+    pub cluster_id: String,
+    /// The controller the broker reports (on KRaft: a broker that forwards to it); `None` if
+    /// unknown.
+    pub controller_id: Option<i32>,
+    /// The brokers.
+    pub brokers: Vec<BrokerDescription>,
+}
+
+/// One broker in [`ClusterDescription`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerDescription {
+    /// Node id.
+    pub node_id: i32,
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: i32,
+    /// Rack, if set.
+    pub rack: Option<String>,
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+fn authorization(conn: &Connection, code: ResponseError, operation: &str, resource: String) -> Error {
+    with_principal(
+        Error::Authorization {
+            code,
+            principal: None,
+            operation: operation.to_owned(),
+            resource,
+        },
+        conn,
+    )
+}
+
+fn with_message(context: String, message: Option<&StrBytes>) -> String {
+    match message {
+        Some(m) if !m.is_empty() => format!("{context}: {}", m.as_str()),
+        _ => context,
+    }
+}
+
+impl Admin {
+    /// Admin requests through `client`.
+    pub fn new(client: &Client) -> Admin {
+        Admin {
+            client: client.clone(),
+        }
+    }
+
+    /// A connection to the controller the metadata names, or any broker.
+    async fn controller(&self) -> Result<Connection> {
+        match controller_id(&self.client).await? {
+            Some(id) => self.client.broker(id).await,
+            None => self.client.any_broker().await,
+        }
+    }
+
+    /// Runs `attempt` against the controller, retrying NOT_CONTROLLER and connection errors
+    /// within `request.timeout.ms`.
+    async fn on_controller<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(Connection) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let config = self.client.config().clone();
+        let deadline = Instant::now() + config.request_timeout();
+        let mut backoff = Backoff::new(&config);
+        loop {
+            let result = match self.controller().await {
+                Ok(conn) => attempt(conn).await,
+                Err(e) => Err(e),
+            };
+            let err = match result {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let retry = err.code() == Some(ResponseError::NotController)
+                || (err.code().is_none() && err.is_retriable());
+            let wait = backoff.next_delay();
+            if !retry || Instant::now() + wait > deadline {
+                return Err(err);
+            }
+            tracing::debug!(api, error = %err, "retrying on the controller");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Creates topics. The outer error is for the request as a whole; each topic has its own
+    /// result ([`CreateTopicOutcome::AlreadyExists`] is not an error).
+    pub async fn create_topics(
+        &self,
+        topics: &[NewTopic],
+        validate_only: bool,
+    ) -> Result<BTreeMap<String, Result<CreateTopicOutcome>>> {
+        for t in topics {
+            validate_topic_name(&t.name)?;
+        }
+        if topics.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let timeout = self.client.config().request_timeout();
+        self.on_controller("CreateTopics", |conn| async move {
+            let version = conn.pick_version::<CreateTopicsRequest>(2..=7)?;
+            let mut req = CreateTopicsRequest::default();
+            req.timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+            req.validate_only = validate_only;
+            req.topics = topics
+                .iter()
+                .map(|t| {
+                    let mut c = CreatableTopic::default();
+                    c.name = TopicName(str_bytes(&t.name));
+                    c.num_partitions = t.partitions.unwrap_or(-1);
+                    c.replication_factor = t.replication_factor.unwrap_or(-1);
+                    c.configs = t
+                        .configs
+                        .iter()
+                        .map(|(k, v)| {
+                            let mut cfg = CreatableTopicConfig::default();
+                            cfg.name = str_bytes(k);
+                            cfg.value = Some(str_bytes(v));
+                            cfg
+                        })
+                        .collect();
+                    c
+                })
+                .collect();
+            // The broker waits up to timeout_ms for the controller before it answers.
+            let resp = conn
+                .send_with_timeout(req, version, timeout + Duration::from_secs(5))
+                .await?;
+            if let Some(r) = resp
+                .topics
+                .iter()
+                .find(|r| r.error_code == ResponseError::NotController.code())
+            {
+                return Err(Error::Broker {
+                    code: ResponseError::NotController,
+                    context: format!("CreateTopics for '{}' reached a broker that is not the controller", r.name.as_str()),
+                });
+            }
+            let mut out = BTreeMap::new();
+            for r in resp.topics {
+                let name = r.name.as_str().to_owned();
+                let result = match ResponseError::try_from_code(r.error_code) {
+                    None => Ok(CreateTopicOutcome::Created {
+                        topic_id: TopicId::from_uuid(r.topic_id),
+                        partitions: (version >= 5 && r.num_partitions > 0).then_some(r.num_partitions),
+                        replication_factor: (version >= 5 && r.replication_factor > 0)
+                            .then_some(r.replication_factor),
+                    }),
+                    Some(ResponseError::TopicAlreadyExists) => Ok(CreateTopicOutcome::AlreadyExists {
+                        message: r.error_message.map(|m| m.as_str().to_owned()),
+                    }),
+                    Some(
+                        code @ (ResponseError::TopicAuthorizationFailed
+                        | ResponseError::ClusterAuthorizationFailed),
+                    ) => Err(authorization(&conn, code, "Create", format!("Topic:{name}"))),
+                    Some(code) => Err(Error::Broker {
+                        code,
+                        context: with_message(
+                            format!("CreateTopics for '{name}'{}", create_hint(code)),
+                            r.error_message.as_ref(),
+                        ),
+                    }),
+                };
+                out.insert(name, result);
+            }
+            for t in topics {
+                if !out.contains_key(&t.name) {
+                    return Err(Error::Protocol {
+                        broker: conn.broker().to_owned(),
+                        message: format!("CreateTopics response does not mention topic '{}'", t.name),
+                    });
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Creates one topic; [`CreateTopicOutcome::AlreadyExists`] if it exists.
+    pub async fn create_topic(&self, topic: &NewTopic) -> Result<CreateTopicOutcome> {
+        let mut results = self.create_topics(std::slice::from_ref(topic), false).await?;
+        results.remove(&topic.name).unwrap_or_else(|| {
+            Err(Error::InvalidArgument(format!(
+                "CreateTopics gave no result for '{}'",
+                topic.name
+            )))
+        })
+    }
+
+    /// Grows `topic` to `total_partitions` partitions (INVALID_PARTITIONS if it has that many
+    /// or more already).
+    pub async fn create_partitions(&self, topic: &str, total_partitions: i32) -> Result<()> {
+        validate_topic_name(topic)?;
+        let timeout = self.client.config().request_timeout();
+        self.on_controller("CreatePartitions", |conn| async move {
+            let version = conn.pick_version::<CreatePartitionsRequest>(0..=3)?;
+            let mut t = CreatePartitionsTopic::default();
+            t.name = TopicName(str_bytes(topic));
+            t.count = total_partitions;
+            t.assignments = None;
+            let mut req = CreatePartitionsRequest::default();
+            req.topics = vec![t];
+            req.timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+            let resp = conn
+                .send_with_timeout(req, version, timeout + Duration::from_secs(5))
+                .await?;
+            let Some(r) = resp.results.into_iter().find(|r| r.name.as_str() == topic) else {
+                return Err(Error::Protocol {
+                    broker: conn.broker().to_owned(),
+                    message: format!("CreatePartitions response does not mention topic '{topic}'"),
+                });
+            };
+            match ResponseError::try_from_code(r.error_code) {
+                None => Ok(()),
+                Some(code @ (ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed)) => {
+                    Err(authorization(&conn, code, "Alter", format!("Topic:{topic}")))
+                }
+                Some(code) => Err(Error::Broker {
+                    code,
+                    context: with_message(
+                        format!("CreatePartitions for '{topic}' to {total_partitions} partitions"),
+                        r.error_message.as_ref(),
+                    ),
+                }),
+            }
+        })
+        .await
+    }
+
+    /// All configuration entries of `topic`.
+    pub async fn describe_topic_configs(&self, topic: &str) -> Result<Configs> {
+        validate_topic_name(topic)?;
+        self.describe_configs(&ConfigResource::Topic(topic.to_owned())).await
+    }
+
+    /// All configuration entries of a topic or broker. Retries UNKNOWN_TOPIC_OR_PARTITION
+    /// briefly (a just-created topic takes a moment to reach every broker).
+    pub async fn describe_configs(&self, resource: &ConfigResource) -> Result<Configs> {
+        let config = self.client.config().clone();
+        let deadline = Instant::now() + config.request_timeout();
+        let mut backoff = Backoff::new(&config);
+        loop {
+            let err = match self.describe_configs_once(resource).await {
+                Ok(c) => return Ok(c),
+                Err(e) => e,
+            };
+            let wait = backoff.next_delay();
+            if !err.is_retriable() || Instant::now() + wait > deadline {
+                return Err(err);
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn describe_configs_once(&self, resource: &ConfigResource) -> Result<Configs> {
+        let (conn, type_code, name, label) = match resource {
+            ConfigResource::Topic(t) => (self.client.any_broker().await?, 2i8, t.clone(), format!("Topic:{t}")),
+            ConfigResource::Broker(id) => (self.client.broker(*id).await?, 4i8, id.to_string(), format!("Broker:{id}")),
+        };
+        let version = conn.pick_version::<DescribeConfigsRequest>(1..=4)?;
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = type_code;
+        r.resource_name = str_bytes(&name);
+        r.configuration_keys = None;
+        let mut req = DescribeConfigsRequest::default();
+        req.resources = vec![r];
+        let resp = conn.send(req, version).await?;
+        let Some(result) = resp.results.into_iter().find(|r| r.resource_name.as_str() == name) else {
+            return Err(Error::Protocol {
+                broker: conn.broker().to_owned(),
+                message: format!("DescribeConfigs response does not mention {label}"),
+            });
+        };
+        if let Some(code) = ResponseError::try_from_code(result.error_code) {
+            return Err(match code {
+                ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed => {
+                    let resource = if type_code == 4 { "Cluster:kafka-cluster".to_owned() } else { label };
+                    authorization(&conn, code, "DescribeConfigs", resource)
+                }
+                _ => Error::Broker {
+                    code,
+                    context: with_message(format!("DescribeConfigs for {label}"), result.error_message.as_ref()),
+                },
+            });
+        }
+        let mut entries: Vec<ConfigEntry> = result
+            .configs
+            .into_iter()
+            .map(|c| ConfigEntry {
+                name: c.name.as_str().to_owned(),
+                value: c.value.map(|v| v.as_str().to_owned()),
+                source: ConfigSource::from_code(c.config_source),
+                read_only: c.read_only,
+                sensitive: c.is_sensitive,
+            })
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries.dedup_by(|a, b| a.name == b.name);
+        Ok(Configs { entries })
+    }
+
+    /// The ACLs matching `filter`. Needs Describe on the cluster; a cluster without an
+    /// authorizer answers SECURITY_DISABLED.
+    pub async fn describe_acls(&self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
+        let conn = self.client.any_broker().await?;
+        let version = conn.pick_version::<DescribeAclsRequest>(1..=3)?;
+        let mut req = DescribeAclsRequest::default();
+        req.resource_type_filter = filter.resource_type.code();
+        req.resource_name_filter = filter.resource_name.as_deref().map(str_bytes);
+        req.pattern_type_filter = filter.pattern_type.code();
+        req.principal_filter = filter.principal.as_deref().map(str_bytes);
+        req.host_filter = filter.host.as_deref().map(str_bytes);
+        req.operation = filter.operation.code();
+        req.permission_type = filter.permission.code();
+        let resp = conn.send(req, version).await?;
+        if let Some(code) = ResponseError::try_from_code(resp.error_code) {
+            return Err(match code {
+                ResponseError::ClusterAuthorizationFailed => {
+                    authorization(&conn, code, "Describe", "Cluster:kafka-cluster".to_owned())
+                }
+                ResponseError::SecurityDisabled => Error::Broker {
+                    code,
+                    context: "DescribeAcls: the cluster has no authorizer configured, so there are no ACLs".to_owned(),
+                },
+                _ => Error::Broker {
+                    code,
+                    context: with_message("DescribeAcls".to_owned(), resp.error_message.as_ref()),
+                },
+            });
+        }
+        let mut out = Vec::new();
+        for r in resp.resources {
+            for acl in r.acls {
+                out.push(AclBinding {
+                    resource_type: ResourceType::from_code(r.resource_type),
+                    resource_name: r.resource_name.as_str().to_owned(),
+                    pattern_type: PatternType::from_code(r.pattern_type),
+                    principal: acl.principal.as_str().to_owned(),
+                    host: acl.host.as_str().to_owned(),
+                    operation: AclOperation::from_code(acl.operation),
+                    permission: AclPermission::from_code(acl.permission_type),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// DescribeCluster (Kafka 2.8+): cluster id, controller and brokers.
+    pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
+        let conn = self.client.any_broker().await?;
+        let version = conn.pick_version::<DescribeClusterRequest>(0..=2)?;
+        let mut req = DescribeClusterRequest::default();
+        if version >= 1 {
+            req.endpoint_type = 1;
+        }
+        let resp = conn.send(req, version).await?;
+        if let Some(code) = ResponseError::try_from_code(resp.error_code) {
+            return Err(match code {
+                ResponseError::ClusterAuthorizationFailed => {
+                    authorization(&conn, code, "Describe", "Cluster:kafka-cluster".to_owned())
+                }
+                _ => Error::Broker {
+                    code,
+                    context: with_message("DescribeCluster".to_owned(), resp.error_message.as_ref()),
+                },
+            });
+        }
+        Ok(ClusterDescription {
+            cluster_id: resp.cluster_id.as_str().to_owned(),
+            controller_id: (resp.controller_id.0 >= 0).then_some(resp.controller_id.0),
+            brokers: resp
+                .brokers
+                .into_iter()
+                .map(|b| BrokerDescription {
+                    node_id: b.broker_id.0,
+                    host: b.host.as_str().to_owned(),
+                    port: b.port,
+                    rack: b.rack.map(|r| r.as_str().to_owned()),
+                })
+                .collect(),
+        })
+    }
+}
+
+/// The controller id from metadata (no topics asked for).
+async fn controller_id(client: &Client) -> Result<Option<i32>> {
+    let metadata = client.metadata(Some(&[])).await?;
+    Ok(metadata.controller_id)
+}
+
+/// What to do about common CreateTopics errors.
+fn create_hint(code: ResponseError) -> &'static str {
+    match code {
+        ResponseError::InvalidReplicationFactor => {
+            " (the replication factor is larger than the number of brokers, or invalid)"
+        }
+        ResponseError::InvalidPartitions => " (the partition count must be at least 1)",
+        ResponseError::InvalidConfig => " (a topic configuration key or value is invalid)",
+        ResponseError::PolicyViolation => " (the cluster's create.topic.policy refused it)",
+        ResponseError::InvalidTopicException => " (the topic name is invalid or reserved)",
+        _ => "",
+    }
+}
+
+impl fmt::Display for CreateTopicOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CreateTopicOutcome::Created { .. } => f.write_str("created"),
+            CreateTopicOutcome::AlreadyExists { .. } => f.write_str("already exists"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for (op, code, _) in OPERATIONS {
+            assert_eq!(AclOperation::from_code(*code), *op);
+            assert_eq!(op.code(), *code);
+        }
+        assert_eq!(AclOperation::from_code(99), AclOperation::Unknown(99));
+        for t in 1..=7 {
+            assert_eq!(ResourceType::from_code(t).code(), t);
+        }
+        for p in 1..=4 {
+            assert_eq!(PatternType::from_code(p).code(), p);
+        }
+        for p in 1..=3 {
+            assert_eq!(AclPermission::from_code(p).code(), p);
+        }
+        assert_eq!(ConfigSource::from_code(1), ConfigSource::Topic);
+        assert_eq!(ConfigSource::from_code(42), ConfigSource::Unknown(42));
+    }
+
+    #[test]
+    fn acl_binding_reads_like_kafka_acls_output() {
+        let b = AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: "orders".into(),
+            pattern_type: PatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::Write,
+            permission: AclPermission::Allow,
+        };
+        assert_eq!(b.to_string(), "User:alice ALLOW Write on Topic:orders from host *");
+    }
+
+    #[test]
+    fn configs_lookup_and_overrides() {
+        let entry = |name: &str, source| ConfigEntry {
+            name: name.into(),
+            value: Some("v".into()),
+            source,
+            read_only: false,
+            sensitive: false,
+        };
+        let c = Configs {
+            entries: vec![
+                entry("cleanup.policy", ConfigSource::Topic),
+                entry("retention.ms", ConfigSource::Default),
+            ],
+        };
+        assert_eq!(c.value("cleanup.policy"), Some("v"));
+        assert!(c.get("nope").is_none());
+        assert_eq!(
+            c.overrides().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+            ["cleanup.policy"]
+        );
+        assert!(c.get("retention.ms").is_some_and(ConfigEntry::is_default));
+    }
+}

@@ -1,0 +1,516 @@
+//! The cluster client: bootstrap, metadata cache, one connection per broker, routing and retries.
+//!
+//! [`Client`] is cheap to clone. It keeps a metadata snapshot (refreshed on demand, when older
+//! than `metadata.max.age.ms`, and after leadership errors), and a connection slot per node that
+//! reconnects with exponential backoff (`reconnect.backoff.ms` .. `reconnect.backoff.max.ms`)
+//! when the connection broke. Typed operations (produce, fetch, list offsets) route each
+//! partition to its leader and retry retriable errors with backoff (`retry.backoff.ms` ..
+//! `retry.backoff.max.ms`) within `request.timeout.ms`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use rand::Rng;
+use rand::seq::SliceRandom;
+
+use crate::config::ClientConfig;
+use crate::conn::Connection;
+use crate::error::{Error, Result};
+use crate::metadata::{self, ClusterMetadata, describe_topic_error};
+use crate::tls::TlsContext;
+use crate::topic::{TopicId, TopicPartition};
+
+/// How many times an UNKNOWN_TOPIC_OR_PARTITION is retried (a new topic takes a moment to reach
+/// every broker) before it is reported.
+pub(crate) const UNKNOWN_TOPIC_RETRIES: u32 = 5;
+
+/// A client for one Kafka cluster.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) config: ClientConfig,
+    tls: Option<TlsContext>,
+    principal: Option<String>,
+    metadata: RwLock<Arc<ClusterMetadata>>,
+    refresh: tokio::sync::Mutex<()>,
+    nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
+    /// Group/transaction coordinators by (key type, key), filled by the group module.
+    pub(crate) coordinators: Mutex<HashMap<(i8, String), i32>>,
+}
+
+#[derive(Default)]
+struct NodeSlot {
+    state: tokio::sync::Mutex<SlotState>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    conn: Option<Connection>,
+    addr: String,
+    failures: u32,
+    last_failure: Option<Instant>,
+}
+
+/// Where a partition's requests go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Route {
+    pub(crate) leader: i32,
+    pub(crate) leader_epoch: i32,
+    pub(crate) topic_id: Option<TopicId>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("bootstrap", &self.inner.config.bootstrap_servers())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Reads the TLS files, connects to a bootstrap server and fetches the broker list.
+    ///
+    /// Bootstrap servers are tried in order; if none works the most telling error is returned
+    /// (a TLS, SASL or configuration error rather than "connection refused").
+    pub async fn connect(cfg: ClientConfig) -> Result<Client> {
+        let tls = if cfg.security_protocol().uses_tls() {
+            Some(TlsContext::new(cfg.tls())?)
+        } else {
+            None
+        };
+        let principal = cfg
+            .sasl_principal()
+            .or_else(|| tls.as_ref().and_then(|t| t.principal.clone()));
+        let client = Client {
+            inner: Arc::new(ClientInner {
+                config: cfg,
+                tls,
+                principal,
+                metadata: RwLock::new(Arc::new(ClusterMetadata::default())),
+                refresh: tokio::sync::Mutex::new(()),
+                nodes: Mutex::new(HashMap::new()),
+                coordinators: Mutex::new(HashMap::new()),
+            }),
+        };
+        client.metadata(Some(&[])).await?;
+        Ok(client)
+    }
+
+    /// The configuration this client was built from.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// The principal the brokers most likely see (`User:alice` with SASL, `CN=alice` of the
+    /// client certificate with mTLS), used in authorization errors.
+    pub fn principal(&self) -> Option<&str> {
+        self.inner.principal.as_deref()
+    }
+
+    /// The current metadata snapshot, without a network round trip.
+    pub fn cached_metadata(&self) -> Arc<ClusterMetadata> {
+        self.inner
+            .metadata
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn store_metadata(&self, md: ClusterMetadata) -> Arc<ClusterMetadata> {
+        let md = Arc::new(md);
+        *self.inner.metadata.write().unwrap_or_else(|p| p.into_inner()) = md.clone();
+        md
+    }
+
+    /// Fetches metadata and merges it into the cache; returns the merged snapshot.
+    /// `None` fetches every topic (and drops topics that no longer exist from the cache);
+    /// `Some(&[])` fetches only the broker list.
+    pub async fn metadata(&self, topics: Option<&[String]>) -> Result<Arc<ClusterMetadata>> {
+        let _one_at_a_time = self.inner.refresh.lock().await;
+        let mut last_err = None;
+        for target in self.metadata_candidates() {
+            let conn = match target {
+                Target::Node(id) => self.broker_known(id).await,
+                Target::Bootstrap(addr) => {
+                    Connection::open(&addr, None, &self.inner.config, self.inner.tls.as_ref()).await
+                }
+            };
+            let conn = match conn {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %e, "metadata: broker unavailable, trying the next");
+                    last_err = Some(pick_telling(last_err, e));
+                    continue;
+                }
+            };
+            match metadata::fetch_metadata(&conn, topics).await {
+                Ok(fresh) => {
+                    if let Some(id) = conn.node_id() {
+                        self.adopt(id, &conn, &fresh).await;
+                    }
+                    let merged = self.cached_metadata().merge(fresh, topics.is_none());
+                    return Ok(self.store_metadata(merged));
+                }
+                Err(e) if e.is_retriable() || matches!(e, Error::Protocol { .. }) => {
+                    conn.close();
+                    last_err = Some(pick_telling(last_err, e));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            Error::config("bootstrap.servers", "no broker to ask for metadata; set bootstrap.servers")
+        }))
+    }
+
+    /// Live connections first, then every known broker (random order), then bootstrap servers.
+    fn metadata_candidates(&self) -> Vec<Target> {
+        let md = self.cached_metadata();
+        let nodes = self.inner.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut live = Vec::new();
+        for (id, slot) in nodes.iter() {
+            if let Ok(st) = slot.state.try_lock()
+                && st.conn.as_ref().is_some_and(|c| !c.is_closed())
+            {
+                live.push(*id);
+            }
+        }
+        drop(nodes);
+        let mut others: Vec<i32> = md.brokers.keys().copied().filter(|id| !live.contains(id)).collect();
+        let mut rng = rand::rng();
+        live.shuffle(&mut rng);
+        others.shuffle(&mut rng);
+        live.into_iter()
+            .chain(others)
+            .map(Target::Node)
+            .chain(
+                self.inner
+                    .config
+                    .bootstrap_servers()
+                    .iter()
+                    .cloned()
+                    .map(Target::Bootstrap),
+            )
+            .collect()
+    }
+
+    /// Keeps a bootstrap connection as the connection of the node it turned out to be.
+    async fn adopt(&self, id: i32, conn: &Connection, md: &ClusterMetadata) {
+        let Some(info) = md.brokers.get(&id) else { return };
+        let slot = self.slot(id);
+        let mut st = slot.state.lock().await;
+        if st.conn.as_ref().is_none_or(|c| c.is_closed()) && info.address() == conn.broker() {
+            st.conn = Some(conn.clone());
+            st.addr = conn.broker().to_owned();
+        }
+    }
+
+    fn slot(&self, node_id: i32) -> Arc<NodeSlot> {
+        self.inner
+            .nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(node_id)
+            .or_default()
+            .clone()
+    }
+
+    /// A connection to node `node_id`: the cached one, or a new one (after the reconnect
+    /// backoff if the last attempt failed). Refreshes the broker list if the node is unknown.
+    pub async fn broker(&self, node_id: i32) -> Result<Connection> {
+        if !self.cached_metadata().brokers.contains_key(&node_id) {
+            self.metadata(Some(&[])).await?;
+        }
+        self.broker_known(node_id).await
+    }
+
+    /// Like [`broker`](Self::broker) without refreshing (used while refreshing).
+    async fn broker_known(&self, node_id: i32) -> Result<Connection> {
+        let Some(addr) = self.cached_metadata().brokers.get(&node_id).map(|b| b.address()) else {
+            return Err(Error::broker(
+                ResponseError::BrokerNotAvailable,
+                format!("node {node_id} is not in the cluster metadata (it may have left the cluster)"),
+            ));
+        };
+        let slot = self.slot(node_id);
+        let mut st = slot.state.lock().await;
+        if let Some(c) = &st.conn
+            && !c.is_closed()
+            && st.addr == addr
+        {
+            return Ok(c.clone());
+        }
+        st.conn = None;
+        if let Some(at) = st.last_failure {
+            let wait = backoff(
+                self.inner.config.reconnect_backoff(),
+                self.inner.config.reconnect_backoff_max(),
+                st.failures.saturating_sub(1),
+            );
+            if let Some(left) = wait.checked_sub(at.elapsed()) {
+                tokio::time::sleep(left).await;
+            }
+        }
+        match Connection::open(&addr, Some(node_id), &self.inner.config, self.inner.tls.as_ref()).await {
+            Ok(c) => {
+                st.conn = Some(c.clone());
+                st.addr = addr;
+                st.failures = 0;
+                st.last_failure = None;
+                Ok(c)
+            }
+            Err(e) => {
+                st.failures = st.failures.saturating_add(1);
+                st.last_failure = Some(Instant::now());
+                Err(e)
+            }
+        }
+    }
+
+    /// Any usable broker connection: a live one if there is one, else a new connection to a
+    /// known broker, else to a bootstrap server.
+    pub async fn any_broker(&self) -> Result<Connection> {
+        let mut last_err = None;
+        for target in self.metadata_candidates() {
+            let r = match target {
+                Target::Node(id) => self.broker_known(id).await,
+                Target::Bootstrap(addr) => {
+                    Connection::open(&addr, None, &self.inner.config, self.inner.tls.as_ref()).await
+                }
+            };
+            match r {
+                Ok(c) => return Ok(c),
+                Err(e) if e.is_retriable() => last_err = Some(pick_telling(last_err, e)),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            Error::config("bootstrap.servers", "no broker is known; set bootstrap.servers")
+        }))
+    }
+
+    /// Metadata that covers `topics` and is younger than `metadata.max.age.ms`; refreshes
+    /// those topics if needed (or if `force`).
+    pub(crate) async fn metadata_for(&self, topics: &[&str], force: bool) -> Result<Arc<ClusterMetadata>> {
+        let md = self.cached_metadata();
+        let stale = md.fetched_at.elapsed() > self.inner.config.metadata_max_age();
+        let missing = topics
+            .iter()
+            .any(|t| md.topic(t).is_none_or(|info| info.error.is_some()));
+        if !(force || stale || missing) {
+            return Ok(md);
+        }
+        let mut names: Vec<String> = topics.iter().map(|t| (*t).to_owned()).collect();
+        names.sort();
+        names.dedup();
+        self.metadata(Some(&names)).await
+    }
+
+    /// The route of one partition in a snapshot, or the error that explains why there is none.
+    pub(crate) fn route(&self, md: &ClusterMetadata, tp: &TopicPartition, operation: &str) -> Result<Route> {
+        let Some(topic) = md.topic(tp.topic()) else {
+            return Err(Error::broker(
+                ResponseError::UnknownTopicOrPartition,
+                describe_topic_error(tp.topic(), ResponseError::UnknownTopicOrPartition),
+            ));
+        };
+        if let Some(code) = topic.error {
+            return Err(self.code_error(code, operation, tp, "Metadata"));
+        }
+        let Some(p) = topic.partition(tp.partition()) else {
+            return Err(Error::broker(
+                ResponseError::UnknownTopicOrPartition,
+                format!(
+                    "topic `{}` has {} partitions, so partition {} does not exist",
+                    tp.topic(),
+                    topic.partitions.len(),
+                    tp.partition()
+                ),
+            ));
+        };
+        match p.leader {
+            Some(leader) => Ok(Route {
+                leader,
+                leader_epoch: p.leader_epoch,
+                topic_id: topic.id,
+            }),
+            None => Err(Error::broker(
+                p.error.unwrap_or(ResponseError::LeaderNotAvailable),
+                format!("{tp} has no leader right now"),
+            )),
+        }
+    }
+
+    /// Turns a partition-level error code into the crate error, naming the principal for ACL
+    /// errors.
+    pub(crate) fn code_error(&self, code: ResponseError, operation: &str, tp: &TopicPartition, api: &str) -> Error {
+        partition_error(code, self.principal(), operation, tp, api, None)
+    }
+
+    /// A retry budget for one operation.
+    pub(crate) fn retry(&self) -> Retry {
+        Retry {
+            start: Instant::now(),
+            budget: self.inner.config.request_timeout(),
+            attempt: 0,
+            base: self.inner.config.retry_backoff(),
+            max: self.inner.config.retry_backoff_max(),
+        }
+    }
+}
+
+enum Target {
+    Node(i32),
+    Bootstrap(String),
+}
+
+/// Keeps the error that best explains a failure: anything beats "cannot connect".
+fn pick_telling(prev: Option<Error>, new: Error) -> Error {
+    match prev {
+        Some(p) if !matches!(p, Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. })
+            && matches!(new, Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. }) =>
+        {
+            p
+        }
+        _ => new,
+    }
+}
+
+/// `base * 2^attempt`, capped at `max`, with ±20% jitter (as Kafka's clients).
+pub(crate) fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.min(16));
+    let d = exp.min(max);
+    if d.is_zero() {
+        return d;
+    }
+    let jitter = rand::rng().random_range(0.8..1.2);
+    d.mul_f64(jitter).min(max.max(base))
+}
+
+/// Retry bookkeeping for one operation: exponential backoff within a time budget.
+pub(crate) struct Retry {
+    start: Instant,
+    budget: Duration,
+    attempt: u32,
+    base: Duration,
+    max: Duration,
+}
+
+impl Retry {
+    /// Waits before the next attempt; `false` if the budget is spent.
+    pub(crate) async fn wait(&mut self) -> bool {
+        if self.start.elapsed() >= self.budget {
+            return false;
+        }
+        tokio::time::sleep(backoff(self.base, self.max, self.attempt)).await;
+        self.attempt += 1;
+        true
+    }
+
+    /// How many retries have happened.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempt
+    }
+}
+
+/// Maps a partition-level error code to the crate error with context and a fix.
+pub(crate) fn partition_error(
+    code: ResponseError,
+    principal: Option<&str>,
+    operation: &str,
+    tp: &TopicPartition,
+    api: &str,
+    broker_message: Option<&str>,
+) -> Error {
+    let msg = broker_message.map(|m| format!(" (broker says: {m})")).unwrap_or_default();
+    let authz = |operation: &str, resource: String| Error::Authorization {
+        code,
+        principal: principal.map(str::to_owned),
+        operation: operation.to_owned(),
+        resource,
+    };
+    match code {
+        ResponseError::TopicAuthorizationFailed => {
+            // Metadata answers this when Describe is missing.
+            let op = if api == "Metadata" { "Describe" } else { operation };
+            authz(op, format!("Topic:{}", tp.topic()))
+        }
+        ResponseError::ClusterAuthorizationFailed => authz(operation, "Cluster:kafka-cluster".into()),
+        ResponseError::UnknownTopicOrPartition => Error::broker(
+            code,
+            format!("{api} {tp}: {}{msg}", describe_topic_error(tp.topic(), code)),
+        ),
+        ResponseError::OffsetOutOfRange => Error::broker(
+            code,
+            format!("{api} {tp}: the offset is outside the partition's log (deleted by retention, or beyond its end); list offsets and restart from the earliest or latest{msg}"),
+        ),
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => Error::broker(
+            code,
+            format!("{api} {tp}: the batch is larger than the topic's max.message.bytes; raise max.message.bytes on the topic (or message.max.bytes on the brokers), or send smaller batches{msg}"),
+        ),
+        ResponseError::NotEnoughReplicas | ResponseError::NotEnoughReplicasAfterAppend => Error::broker(
+            code,
+            format!("{api} {tp}: fewer in-sync replicas than min.insync.replicas; bring the stopped brokers back{msg}"),
+        ),
+        ResponseError::NotLeaderOrFollower | ResponseError::LeaderNotAvailable | ResponseError::FencedLeaderEpoch
+        | ResponseError::UnknownLeaderEpoch => Error::broker(
+            code,
+            format!("{api} {tp}: leadership is moving and did not settle within request.timeout.ms; check that the partition has a live leader{msg}"),
+        ),
+        _ => Error::broker(code, format!("{api} {tp}{msg}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let base = Duration::from_millis(100);
+        let max = Duration::from_millis(1000);
+        for attempt in 0..20 {
+            let d = backoff(base, max, attempt);
+            assert!(d <= max, "attempt {attempt}: {d:?}");
+            assert!(d >= base.mul_f64(0.8), "attempt {attempt}: {d:?}");
+        }
+        let d3 = backoff(base, Duration::from_secs(100), 3);
+        assert!(d3 >= Duration::from_millis(640) && d3 <= Duration::from_millis(960));
+        assert_eq!(backoff(Duration::ZERO, Duration::ZERO, 5), Duration::ZERO);
+    }
+
+    #[test]
+    fn telling_errors_win_over_connect_errors() {
+        let tls = Error::Tls {
+            broker: "b:1".into(),
+            reason: crate::error::TlsFailure::UntrustedBrokerCertificate,
+            detail: "x".into(),
+        };
+        let conn = Error::Connect {
+            broker: "b:2".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert!(matches!(pick_telling(Some(tls), conn), Error::Tls { .. }));
+    }
+
+    #[test]
+    fn authorization_errors_name_principal_operation_and_resource() {
+        let tp = TopicPartition::new("orders", 0).unwrap();
+        let e = partition_error(ResponseError::TopicAuthorizationFailed, Some("User:bob"), "Write", &tp, "Produce", None);
+        match &e {
+            Error::Authorization { principal, operation, resource, .. } => {
+                assert_eq!(principal.as_deref(), Some("User:bob"));
+                assert_eq!(operation, "Write");
+                assert_eq!(resource, "Topic:orders");
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = partition_error(ResponseError::TopicAuthorizationFailed, None, "Write", &tp, "Metadata", None);
+        assert!(e.to_string().contains("may not Describe Topic:orders"), "{e}");
+    }
+}

@@ -1,0 +1,1101 @@
+//! Client configuration, read from Kafka's own client property names.
+//!
+//! Both spellings are accepted where Java and librdkafka differ (`sasl.mechanism` /
+//! `sasl.mechanisms`, `ssl.ca.location` / `ssl.truststore.location` with type PEM). Unknown keys
+//! and settings that contradict each other are errors that name the key and the fix; callers
+//! that own extra keys (the Strait binary mapping a MirrorMaker file) use
+//! [`ClientConfig::from_properties_lenient`] and get the keys this crate does not know back.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// `security.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    /// TCP, no authentication.
+    Plaintext,
+    /// TLS (server-authenticated; mutual TLS when a client certificate is configured).
+    Ssl,
+    /// SASL over TCP.
+    SaslPlaintext,
+    /// SASL over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Whether connections use TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether connections authenticate with SASL.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// Kafka's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+/// `sasl.mechanism`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    /// PLAIN (RFC 4616). Sends the password; use it over TLS only.
+    Plain,
+    /// SCRAM-SHA-256 (RFC 5802 / 7677).
+    ScramSha256,
+    /// SCRAM-SHA-512.
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// The IANA name Kafka uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// Where a PEM document comes from: a file, or the property value itself.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PemSource {
+    /// A file path (`ssl.ca.location`, ...).
+    File(PathBuf),
+    /// PEM text given inline (`ssl.ca.pem`, `ssl.keystore.key`, ...).
+    Inline(String),
+}
+
+impl fmt::Debug for PemSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PemSource::File(p) => write!(f, "File({})", p.display()),
+            PemSource::Inline(_) => f.write_str("Inline(..)"),
+        }
+    }
+}
+
+/// A PEM source together with the property it came from (for error messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PemSetting {
+    /// Where the PEM text is.
+    pub source: PemSource,
+    /// The property that set it, e.g. `ssl.ca.location`.
+    pub key: &'static str,
+}
+
+/// The TLS part of the configuration (used when `security.protocol` is SSL or SASL_SSL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// CA bundle to trust (`ssl.ca.location`). `None` = the system bundle.
+    pub ca: Option<PemSetting>,
+    /// Client certificate chain (`ssl.certificate.location`), for mTLS.
+    pub certificate: Option<PemSetting>,
+    /// Client private key (`ssl.key.location`), for mTLS.
+    pub key: Option<PemSetting>,
+    /// Whether `ssl.key.password` was set (encrypted keys are not supported; see the error).
+    pub key_password_set: bool,
+    /// Verify that the broker certificate names the host (`ssl.endpoint.identification.algorithm=https`,
+    /// the default). `false` is insecure.
+    pub verify_hostname: bool,
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        TlsSettings {
+            ca: None,
+            certificate: None,
+            key: None,
+            key_password_set: false,
+            verify_hostname: true,
+        }
+    }
+}
+
+/// The SASL part of the configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslSettings {
+    /// The mechanism.
+    pub mechanism: SaslMechanism,
+    /// `sasl.username`.
+    pub username: String,
+    /// `sasl.password`.
+    pub password: String,
+}
+
+impl fmt::Debug for SaslSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SaslSettings")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A validated client configuration. Build it with [`ClientConfig::from_properties`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    bootstrap_servers: Vec<String>,
+    security_protocol: SecurityProtocol,
+    tls: TlsSettings,
+    sasl: Option<SaslSettings>,
+    client_id: String,
+    request_timeout: Duration,
+    connection_setup_timeout: Duration,
+    retry_backoff: Duration,
+    retry_backoff_max: Duration,
+    reconnect_backoff: Duration,
+    reconnect_backoff_max: Duration,
+    metadata_max_age: Duration,
+    max_response_size: usize,
+}
+
+/// Every key this crate understands, for the "unknown key" error.
+const KNOWN_KEYS: &[&str] = &[
+    "bootstrap.servers",
+    "security.protocol",
+    "client.id",
+    "request.timeout.ms",
+    "socket.connection.setup.timeout.ms",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "metadata.max.age.ms",
+    "receive.message.max.bytes",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.certificates",
+    "ssl.truststore.password",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.password",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "sasl.jaas.config",
+];
+
+/// Default `receive.message.max.bytes`: 100 MiB.
+pub const DEFAULT_MAX_RESPONSE_SIZE: usize = 100 * 1024 * 1024;
+
+impl ClientConfig {
+    /// Parses Kafka client properties. Unknown keys and conflicting settings are errors.
+    pub fn from_properties<I, K, V>(props: I) -> Result<ClientConfig>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let (cfg, unknown) = Self::from_properties_lenient(props)?;
+        if let Some((key, _)) = unknown.into_iter().next() {
+            let hint = if key.starts_with("ssl.") || key.starts_with("sasl.") {
+                " (it is not supported; see the crate documentation for the supported SSL/SASL keys)"
+            } else {
+                ""
+            };
+            return Err(Error::config(
+                key,
+                format!(
+                    "unknown property{hint}; remove it. Known properties: {}",
+                    KNOWN_KEYS.join(", ")
+                ),
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// Like [`from_properties`](Self::from_properties), but returns the keys this crate does not
+    /// know (in input order) instead of failing, so a caller can handle its own keys. Invalid
+    /// values and conflicts among known keys are still errors.
+    pub fn from_properties_lenient<I, K, V>(props: I) -> Result<(ClientConfig, Vec<(String, String)>)>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut known: BTreeMap<&'static str, String> = BTreeMap::new();
+        let mut unknown = Vec::new();
+        for (k, v) in props {
+            let k = k.as_ref().trim();
+            let v = v.as_ref();
+            match KNOWN_KEYS.iter().find(|known| **known == k) {
+                Some(key) => {
+                    if known.insert(key, v.to_owned()).is_some() {
+                        return Err(Error::config(
+                            *key,
+                            "set more than once; keep a single value",
+                        ));
+                    }
+                }
+                None => unknown.push((k.to_owned(), v.to_owned())),
+            }
+        }
+        Ok((Props(known).build()?, unknown))
+    }
+
+    /// `bootstrap.servers`, as `host:port` strings.
+    pub fn bootstrap_servers(&self) -> &[String] {
+        &self.bootstrap_servers
+    }
+
+    /// `client.id`.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// `security.protocol`.
+    pub fn security_protocol(&self) -> SecurityProtocol {
+        self.security_protocol
+    }
+
+    /// TLS settings (meaningful when the protocol uses TLS).
+    pub fn tls(&self) -> &TlsSettings {
+        &self.tls
+    }
+
+    /// SASL settings (present exactly when the protocol uses SASL).
+    pub fn sasl(&self) -> Option<&SaslSettings> {
+        self.sasl.as_ref()
+    }
+
+    /// `request.timeout.ms`.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// `socket.connection.setup.timeout.ms`: TCP connect, TLS handshake, ApiVersions and SASL.
+    pub fn connection_setup_timeout(&self) -> Duration {
+        self.connection_setup_timeout
+    }
+
+    /// `retry.backoff.ms`.
+    pub fn retry_backoff(&self) -> Duration {
+        self.retry_backoff
+    }
+
+    /// `retry.backoff.max.ms`.
+    pub fn retry_backoff_max(&self) -> Duration {
+        self.retry_backoff_max
+    }
+
+    /// `reconnect.backoff.ms`.
+    pub fn reconnect_backoff(&self) -> Duration {
+        self.reconnect_backoff
+    }
+
+    /// `reconnect.backoff.max.ms`.
+    pub fn reconnect_backoff_max(&self) -> Duration {
+        self.reconnect_backoff_max
+    }
+
+    /// `metadata.max.age.ms`.
+    pub fn metadata_max_age(&self) -> Duration {
+        self.metadata_max_age
+    }
+
+    /// `receive.message.max.bytes`: the largest response frame accepted.
+    pub fn max_response_size(&self) -> usize {
+        self.max_response_size
+    }
+
+    /// Sets `client.id`.
+    pub fn with_client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = client_id.into();
+        self
+    }
+
+    /// Sets `request.timeout.ms`.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets `receive.message.max.bytes`.
+    pub fn with_max_response_size(mut self, bytes: usize) -> Self {
+        self.max_response_size = bytes;
+        self
+    }
+
+    /// The principal the broker most likely sees, for error messages: `User:<sasl.username>`
+    /// with SASL. (With mTLS the TLS module derives it from the certificate.)
+    pub(crate) fn sasl_principal(&self) -> Option<String> {
+        self.sasl.as_ref().map(|s| format!("User:{}", s.username))
+    }
+}
+
+/// The known keys of one configuration, consumed as they are validated.
+struct Props(BTreeMap<&'static str, String>);
+
+impl Props {
+    fn take(&mut self, key: &'static str) -> Option<String> {
+        self.0.remove(key)
+    }
+
+    fn take_trimmed(&mut self, key: &'static str) -> Option<String> {
+        self.take(key).map(|v| v.trim().to_owned())
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    fn millis(&mut self, key: &'static str, default_ms: u64, allow_zero: bool) -> Result<Duration> {
+        let Some(v) = self.take_trimmed(key) else {
+            return Ok(Duration::from_millis(default_ms));
+        };
+        let ms: u64 = v.parse().map_err(|_| {
+            Error::config(
+                key,
+                format!("`{v}` is not a number of milliseconds; use a whole number like {default_ms}"),
+            )
+        })?;
+        if ms == 0 && !allow_zero {
+            return Err(Error::config(
+                key,
+                format!("must be greater than 0 (default {default_ms})"),
+            ));
+        }
+        Ok(Duration::from_millis(ms))
+    }
+
+    fn build(mut self) -> Result<ClientConfig> {
+        let bootstrap_servers = parse_bootstrap(self.take("bootstrap.servers"))?;
+
+        let security_protocol = match self.take_trimmed("security.protocol") {
+            None => SecurityProtocol::Plaintext,
+            Some(v) => match v.to_ascii_uppercase().as_str() {
+                "PLAINTEXT" => SecurityProtocol::Plaintext,
+                "SSL" => SecurityProtocol::Ssl,
+                "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+                "SASL_SSL" => SecurityProtocol::SaslSsl,
+                _ => {
+                    return Err(Error::config(
+                        "security.protocol",
+                        format!("`{v}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+                    ));
+                }
+            },
+        };
+
+        let tls = self.tls(security_protocol)?;
+        let sasl = self.sasl(security_protocol)?;
+
+        let client_id = self
+            .take("client.id")
+            .unwrap_or_else(|| "strait".to_owned());
+        let request_timeout = self.millis("request.timeout.ms", 30_000, false)?;
+        let connection_setup_timeout =
+            self.millis("socket.connection.setup.timeout.ms", 10_000, false)?;
+        let retry_backoff = self.millis("retry.backoff.ms", 100, true)?;
+        let retry_backoff_max = self.millis("retry.backoff.max.ms", 1_000, true)?;
+        let reconnect_backoff = self.millis("reconnect.backoff.ms", 50, true)?;
+        let reconnect_backoff_max = self.millis("reconnect.backoff.max.ms", 1_000, true)?;
+        let metadata_max_age = self.millis("metadata.max.age.ms", 300_000, false)?;
+        let max_response_size = match self.take_trimmed("receive.message.max.bytes") {
+            None => DEFAULT_MAX_RESPONSE_SIZE,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n >= 1024 => n,
+                _ => {
+                    return Err(Error::config(
+                        "receive.message.max.bytes",
+                        format!("`{v}` is not a byte count of at least 1024 (default {DEFAULT_MAX_RESPONSE_SIZE})"),
+                    ));
+                }
+            },
+        };
+        if retry_backoff_max < retry_backoff {
+            return Err(Error::config(
+                "retry.backoff.max.ms",
+                "is smaller than retry.backoff.ms; make it at least as large",
+            ));
+        }
+        if reconnect_backoff_max < reconnect_backoff {
+            return Err(Error::config(
+                "reconnect.backoff.max.ms",
+                "is smaller than reconnect.backoff.ms; make it at least as large",
+            ));
+        }
+        debug_assert!(self.0.is_empty(), "unconsumed keys: {:?}", self.0.keys());
+
+        Ok(ClientConfig {
+            bootstrap_servers,
+            security_protocol,
+            tls,
+            sasl,
+            client_id,
+            request_timeout,
+            connection_setup_timeout,
+            retry_backoff,
+            retry_backoff_max,
+            reconnect_backoff,
+            reconnect_backoff_max,
+            metadata_max_age,
+            max_response_size,
+        })
+    }
+
+    fn tls(&mut self, protocol: SecurityProtocol) -> Result<TlsSettings> {
+        const SSL_KEYS: &[&str] = &[
+            "ssl.ca.location",
+            "ssl.ca.pem",
+            "ssl.certificate.location",
+            "ssl.certificate.pem",
+            "ssl.key.location",
+            "ssl.key.pem",
+            "ssl.key.password",
+            "ssl.endpoint.identification.algorithm",
+            "ssl.truststore.location",
+            "ssl.truststore.type",
+            "ssl.truststore.certificates",
+            "ssl.truststore.password",
+            "ssl.keystore.location",
+            "ssl.keystore.type",
+            "ssl.keystore.certificate.chain",
+            "ssl.keystore.key",
+            "ssl.keystore.password",
+        ];
+        if !protocol.uses_tls() {
+            if let Some(key) = SSL_KEYS.iter().find(|k| self.has(k)) {
+                return Err(Error::config(
+                    *key,
+                    format!(
+                        "is set but security.protocol is {}, which does not use TLS; set \
+                         security.protocol=SSL (or SASL_SSL), or remove {key}",
+                        protocol.name()
+                    ),
+                ));
+            }
+            return Ok(TlsSettings::default());
+        }
+
+        for key in ["ssl.truststore.password", "ssl.keystore.password"] {
+            if self.has(key) {
+                return Err(Error::config(
+                    key,
+                    "only applies to JKS/PKCS12 stores, and strait-wire reads PEM only (which has \
+                     no store password); remove it (an encrypted PEM key uses ssl.key.password)",
+                ));
+            }
+        }
+        for (key, location) in [
+            ("ssl.truststore.type", "ssl.truststore.location"),
+            ("ssl.keystore.type", "ssl.keystore.location"),
+        ] {
+            match self.take_trimmed(key) {
+                Some(t) if t.eq_ignore_ascii_case("PEM") => {}
+                Some(t) => {
+                    return Err(Error::config(
+                        key,
+                        format!(
+                            "`{t}` stores are not supported, only PEM; convert the store to PEM \
+                             (e.g. `keytool -importkeystore -deststoretype PKCS12` then `openssl \
+                             pkcs12 -nodes`) and set {key}=PEM, or use ssl.ca.location / \
+                             ssl.certificate.location / ssl.key.location"
+                        ),
+                    ));
+                }
+                None if self.has(location) => {
+                    return Err(Error::config(
+                        location,
+                        format!(
+                            "needs {key}=PEM (Java's default store type is JKS, which strait-wire \
+                             does not read); set {key}=PEM for a PEM file"
+                        ),
+                    ));
+                }
+                None => {}
+            }
+        }
+
+        let ca = self.one_pem(&[
+            ("ssl.ca.location", true),
+            ("ssl.ca.pem", false),
+            ("ssl.truststore.location", true),
+            ("ssl.truststore.certificates", false),
+        ])?;
+        let keystore = self.take("ssl.keystore.location");
+        let mut certificate = self.one_pem(&[
+            ("ssl.certificate.location", true),
+            ("ssl.certificate.pem", false),
+            ("ssl.keystore.certificate.chain", false),
+        ])?;
+        let mut key = self.one_pem(&[
+            ("ssl.key.location", true),
+            ("ssl.key.pem", false),
+            ("ssl.keystore.key", false),
+        ])?;
+        if let Some(path) = keystore {
+            // A Java PEM keystore file holds the private key and the certificate chain together.
+            if let Some(other) = certificate.as_ref().or(key.as_ref()) {
+                return Err(Error::config(
+                    "ssl.keystore.location",
+                    format!(
+                        "conflicts with {}; configure the client certificate one way only",
+                        other.key
+                    ),
+                ));
+            }
+            let source = PemSource::File(PathBuf::from(path.trim()));
+            certificate = Some(PemSetting {
+                source: source.clone(),
+                key: "ssl.keystore.location",
+            });
+            key = Some(PemSetting {
+                source,
+                key: "ssl.keystore.location",
+            });
+        }
+        match (&certificate, &key) {
+            (Some(c), None) => {
+                return Err(Error::config(
+                    c.key,
+                    "a client certificate needs its private key too; set ssl.key.location",
+                ));
+            }
+            (None, Some(k)) => {
+                return Err(Error::config(
+                    k.key,
+                    "a private key needs its client certificate too; set ssl.certificate.location",
+                ));
+            }
+            _ => {}
+        }
+        let key_password_set = self.take("ssl.key.password").is_some();
+        if key_password_set && key.is_none() {
+            return Err(Error::config(
+                "ssl.key.password",
+                "is set but no private key is configured; set ssl.key.location or remove ssl.key.password",
+            ));
+        }
+        let verify_hostname = match self.take_trimmed("ssl.endpoint.identification.algorithm") {
+            None => true,
+            Some(v) if v.eq_ignore_ascii_case("https") => true,
+            Some(v) if v.is_empty() || v.eq_ignore_ascii_case("none") => false,
+            Some(v) => {
+                return Err(Error::config(
+                    "ssl.endpoint.identification.algorithm",
+                    format!(
+                        "`{v}` is not supported; use `https` (the default, verifies the broker \
+                         host name) or an empty value (insecure: no host name verification)"
+                    ),
+                ));
+            }
+        };
+        Ok(TlsSettings {
+            ca,
+            certificate,
+            key,
+            key_password_set,
+            verify_hostname,
+        })
+    }
+
+    /// At most one of several alternative keys; `(key, is_path)`.
+    fn one_pem(&mut self, keys: &[(&'static str, bool)]) -> Result<Option<PemSetting>> {
+        let mut found: Option<PemSetting> = None;
+        for &(key, is_path) in keys {
+            let Some(v) = self.take(key) else { continue };
+            if let Some(prev) = &found {
+                return Err(Error::config(
+                    key,
+                    format!("conflicts with {}; set only one of them", prev.key),
+                ));
+            }
+            let source = if is_path {
+                let v = v.trim();
+                if v.is_empty() {
+                    return Err(Error::config(key, "is empty; set a file path or remove it"));
+                }
+                PemSource::File(PathBuf::from(v))
+            } else {
+                if !v.contains("-----BEGIN") {
+                    return Err(Error::config(
+                        key,
+                        "does not contain PEM text (-----BEGIN ...); use the matching .location key for a file path",
+                    ));
+                }
+                PemSource::Inline(v)
+            };
+            found = Some(PemSetting { source, key });
+        }
+        Ok(found)
+    }
+
+    fn sasl(&mut self, protocol: SecurityProtocol) -> Result<Option<SaslSettings>> {
+        let mechanism = match (self.take_trimmed("sasl.mechanism"), self.take_trimmed("sasl.mechanisms")) {
+            (Some(a), Some(b)) if !a.eq_ignore_ascii_case(&b) => {
+                return Err(Error::config(
+                    "sasl.mechanisms",
+                    format!("`{b}` conflicts with sasl.mechanism=`{a}`; set only one of them"),
+                ));
+            }
+            (Some(a), _) => Some(("sasl.mechanism", a)),
+            (None, Some(b)) => Some(("sasl.mechanisms", b)),
+            (None, None) => None,
+        };
+        let jaas = self.take("sasl.jaas.config");
+        let mut username = self.take("sasl.username");
+        let mut password = self.take("sasl.password");
+
+        if !protocol.uses_sasl() {
+            let set = mechanism
+                .as_ref()
+                .map(|(k, _)| *k)
+                .or(jaas.as_ref().map(|_| "sasl.jaas.config"))
+                .or(username.as_ref().map(|_| "sasl.username"))
+                .or(password.as_ref().map(|_| "sasl.password"));
+            if let Some(key) = set {
+                return Err(Error::config(
+                    key,
+                    format!(
+                        "is set but security.protocol is {}, which does not use SASL; set \
+                         security.protocol=SASL_SSL (or SASL_PLAINTEXT), or remove {key}",
+                        protocol.name()
+                    ),
+                ));
+            }
+            return Ok(None);
+        }
+
+        let Some((mech_key, mech)) = mechanism else {
+            return Err(Error::config(
+                "sasl.mechanism",
+                format!(
+                    "security.protocol={} needs a SASL mechanism; set sasl.mechanism to PLAIN, \
+                     SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Kafka's default, is not supported)",
+                    protocol.name()
+                ),
+            ));
+        };
+        let mechanism = match mech.to_ascii_uppercase().as_str() {
+            "PLAIN" => SaslMechanism::Plain,
+            "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
+            "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+            _ => {
+                return Err(Error::config(
+                    mech_key,
+                    format!(
+                        "`{mech}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 \
+                         (GSSAPI and OAUTHBEARER are not implemented)"
+                    ),
+                ));
+            }
+        };
+        if let Some(jaas) = jaas {
+            let parsed = parse_jaas(&jaas)?;
+            let expected_plain = mechanism == SaslMechanism::Plain;
+            if parsed.plain != expected_plain {
+                return Err(Error::config(
+                    "sasl.jaas.config",
+                    format!(
+                        "uses {} but {mech_key}={}; use PlainLoginModule with PLAIN and \
+                         ScramLoginModule with SCRAM-SHA-256/512",
+                        parsed.module,
+                        mechanism.name()
+                    ),
+                ));
+            }
+            for (key, value, from_jaas) in [
+                ("sasl.username", &mut username, parsed.username),
+                ("sasl.password", &mut password, parsed.password),
+            ] {
+                match (value.as_ref(), from_jaas) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::config(
+                            key,
+                            "conflicts with the value in sasl.jaas.config; set it in one place only",
+                        ));
+                    }
+                    (None, Some(v)) => *value = Some(v),
+                    _ => {}
+                }
+            }
+        }
+        let Some(username) = username.filter(|u| !u.is_empty()) else {
+            return Err(Error::config(
+                "sasl.username",
+                format!("{} needs a user name; set sasl.username", mechanism.name()),
+            ));
+        };
+        let Some(password) = password else {
+            return Err(Error::config(
+                "sasl.password",
+                format!("{} needs a password; set sasl.password", mechanism.name()),
+            ));
+        };
+        Ok(Some(SaslSettings {
+            mechanism,
+            username,
+            password,
+        }))
+    }
+}
+
+fn parse_bootstrap(value: Option<String>) -> Result<Vec<String>> {
+    let Some(value) = value else {
+        return Err(Error::config(
+            "bootstrap.servers",
+            "is required; set it to a comma-separated list of host:port",
+        ));
+    };
+    let mut servers = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        // Java tolerates a listener-name prefix nowhere in client configs, so neither do we.
+        let (host, port) = entry.rsplit_once(':').ok_or_else(|| {
+            Error::config(
+                "bootstrap.servers",
+                format!("`{entry}` has no port; write it as host:port (e.g. {entry}:9092)"),
+            )
+        })?;
+        let host_ok = !host.is_empty()
+            && !host.contains("://")
+            && (!host.contains(':') || (host.starts_with('[') && host.ends_with(']')));
+        if !host_ok {
+            return Err(Error::config(
+                "bootstrap.servers",
+                format!("`{entry}` is not host:port (IPv6 hosts go in brackets: [::1]:9092)"),
+            ));
+        }
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => {
+                return Err(Error::config(
+                    "bootstrap.servers",
+                    format!("`{entry}` has an invalid port `{port}`"),
+                ));
+            }
+        }
+        servers.push(entry.to_owned());
+    }
+    if servers.is_empty() {
+        return Err(Error::config(
+            "bootstrap.servers",
+            "is empty; set it to a comma-separated list of host:port",
+        ));
+    }
+    Ok(servers)
+}
+
+struct Jaas {
+    module: String,
+    plain: bool,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+/// Parses `<LoginModule class> required username="u" password="p";`.
+fn parse_jaas(value: &str) -> Result<Jaas> {
+    const KEY: &str = "sasl.jaas.config";
+    let bad = |why: &str| {
+        Error::config(
+            KEY,
+            format!(
+                "{why}; expected e.g. org.apache.kafka.common.security.scram.ScramLoginModule \
+                 required username=\"alice\" password=\"secret\";"
+            ),
+        )
+    };
+    let s = value.trim();
+    let s = s.strip_suffix(';').unwrap_or(s).trim_end();
+    let (module, rest) = s
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| bad("no login module flag"))?;
+    let plain = match module.rsplit('.').next() {
+        Some("PlainLoginModule") => true,
+        Some("ScramLoginModule") => false,
+        _ => {
+            return Err(bad(&format!(
+                "login module `{module}` is not supported (only PlainLoginModule and ScramLoginModule)"
+            )));
+        }
+    };
+    let rest = rest.trim_start();
+    let (flag, mut rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if !flag.eq_ignore_ascii_case("required") {
+        return Err(bad(&format!("control flag `{flag}` must be `required`")));
+    }
+    let mut username = None;
+    let mut password = None;
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            break;
+        }
+        let (name, after) = rest.split_once('=').ok_or_else(|| bad("option without `=`"))?;
+        let name = name.trim();
+        let after = after.trim_start();
+        let (val, remaining) = if let Some(quoted) = after.strip_prefix('"') {
+            let mut out = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, n)) = chars.next() {
+                            out.push(n);
+                        }
+                    }
+                    '"' => {
+                        end = Some(i);
+                        break;
+                    }
+                    c => out.push(c),
+                }
+            }
+            let end = end.ok_or_else(|| bad("unterminated quoted value"))?;
+            (out, &quoted[end + 1..])
+        } else {
+            let end = after.find(char::is_whitespace).unwrap_or(after.len());
+            (after[..end].to_owned(), &after[end..])
+        };
+        match name {
+            "username" => username = Some(val),
+            "password" => password = Some(val),
+            _ => {} // other options (e.g. tokenauth) are irrelevant here
+        }
+        rest = remaining;
+    }
+    Ok(Jaas {
+        module: module.to_owned(),
+        plain,
+        username,
+        password,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<ClientConfig> {
+        ClientConfig::from_properties(pairs.iter().copied())
+    }
+
+    fn err_key(pairs: &[(&str, &str)]) -> (String, String) {
+        match parse(pairs) {
+            Err(Error::Config { key, message }) => (key, message),
+            other => panic!("expected a config error for {pairs:?}, got {other:?}"),
+        }
+    }
+
+    const BS: (&str, &str) = ("bootstrap.servers", "a:9092, b:9093");
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[BS]).unwrap();
+        assert_eq!(c.bootstrap_servers(), ["a:9092", "b:9093"]);
+        assert_eq!(c.security_protocol(), SecurityProtocol::Plaintext);
+        assert_eq!(c.client_id(), "strait");
+        assert_eq!(c.request_timeout(), Duration::from_secs(30));
+        assert_eq!(c.connection_setup_timeout(), Duration::from_secs(10));
+        assert_eq!(c.retry_backoff(), Duration::from_millis(100));
+        assert_eq!(c.reconnect_backoff(), Duration::from_millis(50));
+        assert_eq!(c.metadata_max_age(), Duration::from_secs(300));
+        assert_eq!(c.max_response_size(), 100 * 1024 * 1024);
+        assert!(c.sasl().is_none());
+        assert!(c.tls().verify_hostname);
+    }
+
+    #[test]
+    fn full_sasl_ssl_config() {
+        let c = parse(&[
+            BS,
+            ("security.protocol", "sasl_ssl"),
+            ("ssl.ca.location", "/ca.pem"),
+            ("ssl.certificate.location", "/c.pem"),
+            ("ssl.key.location", "/k.pem"),
+            ("sasl.mechanisms", "SCRAM-SHA-512"),
+            ("sasl.username", "alice"),
+            ("sasl.password", " secret "),
+            ("client.id", "me"),
+            ("request.timeout.ms", "5000"),
+            ("receive.message.max.bytes", "2048"),
+        ])
+        .unwrap();
+        assert_eq!(c.security_protocol(), SecurityProtocol::SaslSsl);
+        let s = c.sasl().unwrap();
+        assert_eq!(s.mechanism, SaslMechanism::ScramSha512);
+        assert_eq!(s.password, " secret ", "passwords are not trimmed");
+        assert!(!format!("{c:?}").contains("secret"), "Debug must redact the password");
+        assert_eq!(
+            c.tls().ca.as_ref().unwrap().source,
+            PemSource::File("/ca.pem".into())
+        );
+        assert_eq!(c.request_timeout(), Duration::from_secs(5));
+        assert_eq!(c.max_response_size(), 2048);
+        assert_eq!(c.sasl_principal().as_deref(), Some("User:alice"));
+    }
+
+    #[test]
+    fn java_pem_stores_and_jaas() {
+        let c = parse(&[
+            BS,
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.truststore.location", "/ts.pem"),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.keystore.location", "/ks.pem"),
+            ("ssl.keystore.type", "pem"),
+            ("sasl.mechanism", "PLAIN"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="p\"w d";"#,
+            ),
+        ])
+        .unwrap();
+        let t = c.tls();
+        assert_eq!(t.ca.as_ref().unwrap().key, "ssl.truststore.location");
+        assert_eq!(t.certificate.as_ref().unwrap().key, "ssl.keystore.location");
+        assert_eq!(t.key.as_ref().unwrap().source, PemSource::File("/ks.pem".into()));
+        let s = c.sasl().unwrap();
+        assert_eq!((s.username.as_str(), s.password.as_str()), ("bob", "p\"w d"));
+    }
+
+    #[test]
+    fn hostname_verification_opt_out() {
+        let c = parse(&[
+            BS,
+            ("security.protocol", "SSL"),
+            ("ssl.endpoint.identification.algorithm", ""),
+        ])
+        .unwrap();
+        assert!(!c.tls().verify_hostname);
+    }
+
+    #[test]
+    fn lenient_returns_unknown_keys() {
+        let (c, unknown) = ClientConfig::from_properties_lenient([
+            ("bootstrap.servers", "x:1"),
+            ("group.id", "g"),
+            ("topics", "a,b"),
+        ])
+        .unwrap();
+        assert_eq!(c.bootstrap_servers(), ["x:1"]);
+        assert_eq!(
+            unknown,
+            vec![("group.id".into(), "g".into()), ("topics".into(), "a,b".into())]
+        );
+    }
+
+    #[test]
+    fn every_error_path_names_the_key_and_the_fix() {
+        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+            (&[("bootstrap.servers", "a:1"), ("foo.bar", "1")], "foo.bar", "remove it"),
+            (&[], "bootstrap.servers", "is required"),
+            (&[("bootstrap.servers", " , ")], "bootstrap.servers", "is empty"),
+            (&[("bootstrap.servers", "host")], "bootstrap.servers", "host:9092"),
+            (&[("bootstrap.servers", "h:0")], "bootstrap.servers", "invalid port"),
+            (&[("bootstrap.servers", "h:x")], "bootstrap.servers", "invalid port"),
+            (&[("bootstrap.servers", "::1:9092")], "bootstrap.servers", "brackets"),
+            (&[("bootstrap.servers", "PLAINTEXT://h:1")], "bootstrap.servers", "not host:port"),
+            (&[BS, ("security.protocol", "TLS")], "security.protocol", "SASL_SSL"),
+            (&[BS, ("ssl.ca.location", "/ca")], "ssl.ca.location", "security.protocol=SSL"),
+            (
+                &[BS, ("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "PLAIN"), ("sasl.username", "u"), ("sasl.password", "p"), ("ssl.key.password", "x")],
+                "ssl.key.password",
+                "does not use TLS",
+            ),
+            (&[BS, ("sasl.mechanism", "PLAIN")], "sasl.mechanism", "security.protocol=SASL_SSL"),
+            (&[BS, ("security.protocol", "SSL"), ("sasl.username", "u")], "sasl.username", "does not use SASL"),
+            (&[BS, ("security.protocol", "SASL_SSL")], "sasl.mechanism", "SCRAM-SHA-512"),
+            (&[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "GSSAPI")], "sasl.mechanism", "not supported"),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.mechanisms", "SCRAM-SHA-256")],
+                "sasl.mechanisms",
+                "conflicts",
+            ),
+            (&[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN")], "sasl.username", "set sasl.username"),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.username", "u")],
+                "sasl.password",
+                "set sasl.password",
+            ),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-256"), ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";")],
+                "sasl.jaas.config",
+                "ScramLoginModule",
+            ),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.username", "u"), ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";")],
+                "sasl.username",
+                "one place",
+            ),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;")],
+                "sasl.jaas.config",
+                "not supported",
+            ),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", "x.PlainLoginModule optional;")],
+                "sasl.jaas.config",
+                "required",
+            ),
+            (
+                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", "x.PlainLoginModule required username=\"u;")],
+                "sasl.jaas.config",
+                "unterminated",
+            ),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.ca.location", "/a"), ("ssl.truststore.location", "/b"), ("ssl.truststore.type", "PEM")], "ssl.truststore.location", "conflicts with ssl.ca.location"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.truststore.location", "/b")], "ssl.truststore.location", "ssl.truststore.type=PEM"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.truststore.location", "/b"), ("ssl.truststore.type", "JKS")], "ssl.truststore.type", "convert"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.keystore.location", "/b"), ("ssl.keystore.type", "PKCS12")], "ssl.keystore.type", "convert"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.truststore.password", "x")], "ssl.truststore.password", "remove it"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.certificate.location", "/c")], "ssl.certificate.location", "ssl.key.location"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.key.location", "/k")], "ssl.key.location", "ssl.certificate.location"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.key.password", "pw")], "ssl.key.password", "no private key"),
+            (
+                &[BS, ("security.protocol", "SSL"), ("ssl.keystore.location", "/ks"), ("ssl.keystore.type", "PEM"), ("ssl.key.location", "/k")],
+                "ssl.keystore.location",
+                "conflicts with ssl.key.location",
+            ),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.ca.pem", "/path")], "ssl.ca.pem", "PEM text"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.ca.location", " ")], "ssl.ca.location", "is empty"),
+            (&[BS, ("security.protocol", "SSL"), ("ssl.endpoint.identification.algorithm", "ldap")], "ssl.endpoint.identification.algorithm", "https"),
+            (&[BS, ("request.timeout.ms", "soon")], "request.timeout.ms", "whole number"),
+            (&[BS, ("request.timeout.ms", "0")], "request.timeout.ms", "greater than 0"),
+            (&[BS, ("receive.message.max.bytes", "10")], "receive.message.max.bytes", "at least 1024"),
+            (&[BS, ("retry.backoff.ms", "500"), ("retry.backoff.max.ms", "100")], "retry.backoff.max.ms", "at least as large"),
+            (&[BS, ("reconnect.backoff.ms", "500"), ("reconnect.backoff.max.ms", "100")], "reconnect.backoff.max.ms", "at least as large"),
+        ];
+        for (pairs, key, fix) in cases {
+            let (k, m) = err_key(pairs);
+            assert_eq!(&k, key, "wrong key for {pairs:?}: {m}");
+            assert!(m.contains(fix), "message for {pairs:?} lacks `{fix}`: {m}");
+        }
+    }
+
+    #[test]
+    fn duplicate_key_is_an_error() {
+        let e = ClientConfig::from_properties([("bootstrap.servers", "a:1"), ("bootstrap.servers", "b:1")])
+            .unwrap_err();
+        assert!(matches!(e, Error::Config { ref key, .. } if key == "bootstrap.servers"));
+    }
+}

@@ -1,0 +1,816 @@
+//! One connection to one broker: TCP (+ TLS) (+ SASL), ApiVersions, then pipelined requests.
+//!
+//! Setup runs in the caller's task: TCP connect (every resolved address in turn), the TLS
+//! handshake, ApiVersions and SASL, all within `socket.connection.setup.timeout.ms`. Then two
+//! tasks own the socket: a writer that drains a queue of encoded frames, and a reader that splits
+//! response frames (check-then-parse, capped at `receive.message.max.bytes`) and hands each to the
+//! waiter registered under its correlation id. Requests are encoded and responses decoded in the
+//! caller's task, from the frame's `Bytes`, so fetched records stay zero-copy.
+//!
+//! A request future can be dropped at any time: a guard removes its waiter, and a late response
+//! is discarded. When the socket breaks every waiter gets [`Error::Disconnected`]; a request that
+//! times out gets [`Error::Timeout`] and, as the Java client does, closes the connection.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request, StrBytes};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ClientConfig, SaslMechanism};
+use crate::error::{Error, Result, error_name};
+use crate::frame::{self, FrameError};
+use crate::sasl::{self, ScramClient, ScramHash};
+use crate::tls::TlsContext;
+use crate::version::{self, ApiVersionTable};
+
+/// Frames queued for the writer task before `send` waits (backpressure).
+const WRITE_QUEUE: usize = 256;
+
+/// The software name and version sent in ApiVersions v3+ (shown in broker metrics).
+const SOFTWARE_NAME: &str = "strait-wire";
+
+/// A byte stream: TCP or TLS over TCP.
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+type BoxStream = Box<dyn Stream>;
+
+/// A connection to one broker. Cheap to clone; all clones share the socket. Many requests can be
+/// in flight at once. Dropping the last clone closes the socket.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    broker: String,
+    node_id: OnceLock<i32>,
+    versions: ApiVersionTable,
+    client_id: Option<StrBytes>,
+    request_timeout: Duration,
+    principal: Option<String>,
+    next_correlation: AtomicI32,
+    pending: Arc<Pending>,
+    queue: mpsc::Sender<Bytes>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Why a connection ended; turned into an [`Error`] for every waiter.
+#[derive(Debug, Clone)]
+enum CloseReason {
+    Disconnected(String),
+    TooLarge { size: u64, max: usize },
+    Protocol(String),
+}
+
+impl CloseReason {
+    fn to_error(&self, broker: &str) -> Error {
+        match self {
+            CloseReason::Disconnected(reason) => Error::Disconnected {
+                broker: broker.to_owned(),
+                reason: reason.clone(),
+            },
+            CloseReason::TooLarge { size, max } => Error::FrameTooLarge {
+                broker: broker.to_owned(),
+                size: *size,
+                max: *max,
+            },
+            CloseReason::Protocol(m) => Error::protocol(broker, m.clone()),
+        }
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Bytes>>;
+
+/// Waiters by correlation id, shared by `send` and the reader task.
+struct Pending {
+    broker: String,
+    state: Mutex<PendingState>,
+}
+
+#[derive(Default)]
+struct PendingState {
+    waiters: HashMap<i32, Waiter>,
+    closed: Option<CloseReason>,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PendingState> {
+        // A panic while holding this lock leaves the map consistent (plain inserts/removes).
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a waiter, unless the connection is already closed.
+    fn register(&self, correlation: i32, waiter: Waiter) -> Result<()> {
+        let mut st = self.lock();
+        if let Some(reason) = &st.closed {
+            return Err(reason.to_error(&self.broker));
+        }
+        st.waiters.insert(correlation, waiter);
+        Ok(())
+    }
+
+    fn take(&self, correlation: i32) -> Option<Waiter> {
+        self.lock().waiters.remove(&correlation)
+    }
+
+    /// Marks the connection closed (first reason wins) and fails every waiter.
+    fn close(&self, reason: CloseReason) {
+        let waiters: Vec<Waiter> = {
+            let mut st = self.lock();
+            if st.closed.is_none() {
+                st.closed = Some(reason);
+            }
+            st.waiters.drain().map(|(_, w)| w).collect()
+        };
+        let reason = self.lock().closed.clone();
+        if let Some(reason) = reason {
+            for w in waiters {
+                let _ = w.send(Err(reason.to_error(&self.broker)));
+            }
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed.is_some()
+    }
+}
+
+/// Removes a waiter when the request future is dropped (cancel safety).
+struct WaiterGuard<'a> {
+    pending: &'a Pending,
+    correlation: i32,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.pending.take(self.correlation);
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("broker", &self.inner.broker)
+            .field("node_id", &self.node_id())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl Connection {
+    /// Opens a connection to `addr` (`host:port`) with the TLS/SASL settings of `cfg`.
+    /// (The [`Client`](crate::Client) reuses one TLS context for all its connections; this
+    /// standalone entry point reads the PEM files every time.)
+    pub async fn connect(addr: &str, cfg: &ClientConfig) -> Result<Connection> {
+        let tls = if cfg.security_protocol().uses_tls() {
+            Some(TlsContext::new(cfg.tls())?)
+        } else {
+            None
+        };
+        Connection::open(addr, None, cfg, tls.as_ref()).await
+    }
+
+    /// Connects and runs the setup (TLS, ApiVersions, SASL) under the setup timeout.
+    pub(crate) async fn open(
+        addr: &str,
+        node_id: Option<i32>,
+        cfg: &ClientConfig,
+        tls: Option<&TlsContext>,
+    ) -> Result<Connection> {
+        let limit = cfg.connection_setup_timeout();
+        match tokio::time::timeout(limit, Connection::open_inner(addr, node_id, cfg, tls)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout {
+                broker: addr.to_owned(),
+                api: "connection setup (TCP, TLS, ApiVersions, SASL)".into(),
+                after: limit,
+                setting: "socket.connection.setup.timeout.ms",
+            }),
+        }
+    }
+
+    async fn open_inner(
+        addr: &str,
+        node_id: Option<i32>,
+        cfg: &ClientConfig,
+        tls: Option<&TlsContext>,
+    ) -> Result<Connection> {
+        let tcp = tcp_connect(addr).await?;
+        let _ = tcp.set_nodelay(true);
+        let stream: BoxStream = match tls {
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                Box::new(tls.connect(host, addr, tcp).await?)
+            }
+            None => Box::new(tcp),
+        };
+        let client_id = Some(StrBytes::from_string(cfg.client_id().to_owned()));
+        let mut hs = Handshake {
+            stream,
+            buf: BytesMut::with_capacity(8 * 1024),
+            correlation: 0,
+            broker: addr,
+            max: cfg.max_response_size(),
+            client_id: client_id.clone(),
+            tls,
+        };
+        let versions = hs.api_versions().await?;
+        if let Some(sasl) = cfg.sasl() {
+            hs.authenticate(&versions, sasl.mechanism, &sasl.username, &sasl.password)
+                .await?;
+        }
+        let principal = cfg
+            .sasl_principal()
+            .or_else(|| tls.and_then(|t| t.principal.clone()));
+        let Handshake {
+            stream,
+            buf,
+            correlation,
+            ..
+        } = hs;
+
+        let (rd, wr) = tokio::io::split(stream);
+        let pending = Arc::new(Pending {
+            broker: addr.to_owned(),
+            state: Mutex::new(PendingState::default()),
+        });
+        let cancel = CancellationToken::new();
+        let (queue, rx) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write_loop(wr, rx, cancel.clone(), pending.clone()));
+        tokio::spawn(read_loop(
+            rd,
+            buf,
+            cfg.max_response_size(),
+            cancel.clone(),
+            pending.clone(),
+            tls.cloned(),
+        ));
+        let node = OnceLock::new();
+        if let Some(id) = node_id {
+            let _ = node.set(id);
+        }
+        tracing::debug!(broker = addr, node_id, "connected");
+        Ok(Connection {
+            inner: Arc::new(Shared {
+                broker: addr.to_owned(),
+                node_id: node,
+                versions,
+                client_id,
+                request_timeout: cfg.request_timeout(),
+                principal,
+                next_correlation: AtomicI32::new(correlation),
+                pending,
+                queue,
+                cancel,
+            }),
+        })
+    }
+
+    /// The broker's node id, if known (bootstrap connections learn it from metadata).
+    pub fn node_id(&self) -> Option<i32> {
+        self.inner.node_id.get().copied()
+    }
+
+    pub(crate) fn set_node_id(&self, id: i32) {
+        let _ = self.inner.node_id.set(id);
+    }
+
+    /// `host:port` this connection goes to.
+    pub fn broker(&self) -> &str {
+        &self.inner.broker
+    }
+
+    /// The principal the broker most likely sees (`User:alice` with SASL, `CN=alice` of the
+    /// client certificate with mTLS), for error messages.
+    pub fn principal(&self) -> Option<&str> {
+        self.inner.principal.as_deref()
+    }
+
+    /// Whether the connection is closed (broken, timed out, or closed by [`close`](Self::close)).
+    pub fn is_closed(&self) -> bool {
+        self.inner.pending.is_closed() || self.inner.cancel.is_cancelled()
+    }
+
+    /// Closes the connection; requests in flight fail with [`Error::Disconnected`].
+    pub fn close(&self) {
+        self.inner
+            .pending
+            .close(CloseReason::Disconnected("closed by the client".into()));
+        self.inner.cancel.cancel();
+    }
+
+    /// The broker's advertised range for `api_key` intersected with what kafka-protocol can
+    /// encode. `None` if the broker lacks the API or the ranges do not overlap.
+    pub fn supported_versions(&self, api_key: ApiKey) -> Option<RangeInclusive<i16>> {
+        let broker = self.inner.versions.broker_range(api_key as i16)?;
+        version::intersect(&broker, &version::crate_range(api_key.valid_versions()))
+    }
+
+    /// The highest version of `R` in (broker ∩ kafka-protocol ∩ `wanted`).
+    pub fn pick_version<R: Request>(&self, wanted: RangeInclusive<i16>) -> Result<i16> {
+        let broker = self.inner.versions.broker_range(R::KEY);
+        version::pick(broker.clone(), version::crate_range(R::VERSIONS), wanted.clone()).ok_or_else(
+            || Error::UnsupportedVersion {
+                broker: self.inner.broker.clone(),
+                api: version::api_name(R::KEY),
+                broker_versions: version::fmt_range(broker.as_ref()),
+                client_versions: version::fmt_range(Some(&version::crate_range(R::VERSIONS))),
+                wanted: version::fmt_range(Some(&wanted)),
+            },
+        )
+    }
+
+    /// Sends any kafka-protocol request at `version` and waits for its response, at most
+    /// `request.timeout.ms`.
+    ///
+    /// Not for requests the broker does not answer (Produce with acks=0).
+    pub async fn send<R: Request>(&self, req: R, version: i16) -> Result<R::Response> {
+        self.send_with_timeout(req, version, self.inner.request_timeout)
+            .await
+    }
+
+    /// [`send`](Self::send) with an explicit timeout (Fetch adds its max wait to it).
+    pub async fn send_with_timeout<R: Request>(
+        &self,
+        req: R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
+        let frame = self.send_raw::<R>(&req, version, timeout).await?;
+        decode_response::<R>(frame, version).map_err(|m| Error::protocol(&self.inner.broker, m))
+    }
+
+    /// Sends and returns the response frame after the length prefix (still holding the header).
+    async fn send_raw<R: Request>(&self, req: &R, version: i16, timeout: Duration) -> Result<Bytes> {
+        let inner = &*self.inner;
+        let broker_range = inner.versions.broker_range(R::KEY);
+        let crate_range = version::crate_range(R::VERSIONS);
+        let broker_ok = broker_range.as_ref().is_some_and(|r| r.contains(&version));
+        if !broker_ok || !crate_range.contains(&version) {
+            return Err(Error::UnsupportedVersion {
+                broker: inner.broker.clone(),
+                api: version::api_name(R::KEY),
+                broker_versions: version::fmt_range(broker_range.as_ref()),
+                client_versions: version::fmt_range(Some(&crate_range)),
+                wanted: format!("v{version}"),
+            });
+        }
+        let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let frame = encode_request(req, version, correlation, inner.client_id.as_ref())
+            .map_err(|m| Error::InvalidArgument(format!("cannot encode {}: {m}", version::api_name(R::KEY))))?;
+
+        let (tx, rx) = oneshot::channel();
+        inner.pending.register(correlation, tx)?;
+        let _guard = WaiterGuard {
+            pending: &inner.pending,
+            correlation,
+        };
+        if inner.queue.send(frame).await.is_err() {
+            return Err(self.closed_error());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => {
+                let api = version::api_name(R::KEY);
+                tracing::warn!(broker = %inner.broker, api, ?timeout, "request timed out; closing the connection");
+                inner.pending.close(CloseReason::Disconnected(format!(
+                    "a {api} request timed out after {timeout:?}, so the connection was closed"
+                )));
+                inner.cancel.cancel();
+                Err(Error::Timeout {
+                    broker: inner.broker.clone(),
+                    api,
+                    after: timeout,
+                    setting: "request.timeout.ms",
+                })
+            }
+        }
+    }
+
+    fn closed_error(&self) -> Error {
+        let reason = self.inner.pending.lock().closed.clone();
+        reason
+            .unwrap_or_else(|| CloseReason::Disconnected("the connection is closed".into()))
+            .to_error(&self.inner.broker)
+    }
+}
+
+/// Opens TCP to the first address of `addr` that accepts.
+async fn tcp_connect(addr: &str) -> Result<TcpStream> {
+    let addrs: Vec<_> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|source| Error::Connect {
+            broker: addr.to_owned(),
+            source,
+        })?
+        .collect();
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address");
+    for a in addrs {
+        match TcpStream::connect(a).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(Error::Connect {
+        broker: addr.to_owned(),
+        source: last,
+    })
+}
+
+/// Encodes header + body behind a 4-byte size, in one exactly-sized buffer.
+pub(crate) fn encode_request<R: Request>(
+    req: &R,
+    version: i16,
+    correlation: i32,
+    client_id: Option<&StrBytes>,
+) -> std::result::Result<Bytes, String> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(client_id.cloned());
+    let hv = R::header_version(version);
+    let size = header.compute_size(hv).map_err(|e| e.to_string())?
+        + req.compute_size(version).map_err(|e| e.to_string())?;
+    let size32 = u32::try_from(size).map_err(|_| format!("request of {size} bytes is too large"))?;
+    let mut buf = BytesMut::with_capacity(frame::PREFIX + size);
+    buf.put_u32(size32);
+    header.encode(&mut buf, hv).map_err(|e| e.to_string())?;
+    req.encode(&mut buf, version).map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
+}
+
+/// Decodes a response frame (after the size prefix) for request type `R`.
+pub(crate) fn decode_response<R: Request>(
+    mut frame: Bytes,
+    version: i16,
+) -> std::result::Result<R::Response, String> {
+    let api = version::api_name(R::KEY);
+    ResponseHeader::decode(&mut frame, R::Response::header_version(version))
+        .map_err(|e| format!("cannot decode the {api} v{version} response header: {e}"))?;
+    let resp = R::Response::decode(&mut frame, version)
+        .map_err(|e| format!("cannot decode the {api} v{version} response: {e}"))?;
+    if !frame.is_empty() {
+        tracing::debug!(api, version, trailing = frame.len(), "response has trailing bytes");
+    }
+    Ok(resp)
+}
+
+/// Request/response over the raw stream, before the connection is handed to its tasks.
+struct Handshake<'a> {
+    stream: BoxStream,
+    buf: BytesMut,
+    correlation: i32,
+    broker: &'a str,
+    max: usize,
+    client_id: Option<StrBytes>,
+    tls: Option<&'a TlsContext>,
+}
+
+impl Handshake<'_> {
+    fn io_error(&self, e: io::Error, during: &str) -> Error {
+        if let Some(tls) = self.tls
+            && let Some(err) = tls.classify(self.broker, &e)
+        {
+            return err;
+        }
+        Error::Disconnected {
+            broker: self.broker.to_owned(),
+            reason: format!("{during}: {e}"),
+        }
+    }
+
+    /// One round trip; returns the response frame (header included).
+    async fn round_trip<R: Request>(&mut self, req: &R, version: i16) -> Result<Bytes> {
+        let api = version::api_name(R::KEY);
+        self.correlation += 1;
+        let frame = encode_request(req, version, self.correlation, self.client_id.as_ref())
+            .map_err(|m| Error::InvalidArgument(format!("cannot encode {api}: {m}")))?;
+        let during = format!("during {api}");
+        if let Err(e) = self.stream.write_all(&frame).await {
+            return Err(self.io_error(e, &during));
+        }
+        if let Err(e) = self.stream.flush().await {
+            return Err(self.io_error(e, &during));
+        }
+        match frame::read_frame(&mut self.stream, &mut self.buf, self.max).await {
+            Ok(Some(f)) => Ok(f),
+            Ok(None) | Err(FrameError::Truncated { .. }) => Err(Error::Disconnected {
+                broker: self.broker.to_owned(),
+                reason: format!(
+                    "the broker closed the connection {during} (wrong security.protocol for this \
+                     listener, or the broker rejected the client)"
+                ),
+            }),
+            Err(FrameError::Io(e)) => Err(self.io_error(e, &during)),
+            Err(FrameError::TooLarge { size, max }) => Err(Error::FrameTooLarge {
+                broker: self.broker.to_owned(),
+                size,
+                max,
+            }),
+            Err(FrameError::Malformed(m)) => Err(Error::protocol(self.broker, format!("{during}: {m}"))),
+        }
+    }
+
+    async fn call<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response> {
+        let frame = self.round_trip(req, version).await?;
+        decode_response::<R>(frame, version).map_err(|m| Error::protocol(self.broker, m))
+    }
+
+    /// ApiVersions at the highest version we know; on UNSUPPORTED_VERSION the broker answers in
+    /// v0 format with its own ApiVersions range, and we retry at the highest common version.
+    async fn api_versions(&mut self) -> Result<ApiVersionTable> {
+        let ours = version::crate_range(ApiVersionsRequest::VERSIONS);
+        let mut v = *ours.end();
+        for _attempt in 0..2 {
+            let req = ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str(SOFTWARE_NAME))
+                .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+            let mut frame = self.round_trip(&req, v).await?;
+            // The header is v0 for every ApiVersions version; the body starts with error_code.
+            ResponseHeader::decode(&mut frame, 0)
+                .map_err(|e| Error::protocol(self.broker, format!("ApiVersions header: {e}")))?;
+            let code = frame
+                .get(..2)
+                .map(|b| i16::from_be_bytes([b[0], b[1]]))
+                .ok_or_else(|| Error::protocol(self.broker, "empty ApiVersions response"))?;
+            let body_version = if code == ResponseError::UnsupportedVersion.code() { 0 } else { v };
+            let resp = ApiVersionsResponse::decode(&mut frame, body_version).map_err(|e| {
+                Error::protocol(self.broker, format!("cannot decode ApiVersions v{body_version}: {e}"))
+            })?;
+            if resp.error_code == 0 {
+                return Ok(ApiVersionTable::from_response(&resp));
+            }
+            if resp.error_code == ResponseError::UnsupportedVersion.code() {
+                let table = ApiVersionTable::from_response(&resp);
+                let broker = table.broker_range(ApiKey::ApiVersions as i16);
+                match version::pick(broker, ours.clone(), 0..=v - 1) {
+                    Some(next) => {
+                        tracing::debug!(broker = self.broker, from = v, to = next, "ApiVersions fallback");
+                        v = next;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            let code = ResponseError::try_from_code(resp.error_code).unwrap_or(ResponseError::Unknown(0));
+            return Err(Error::broker(code, format!("ApiVersions v{v} to {}", self.broker)));
+        }
+        Err(Error::UnsupportedVersion {
+            broker: self.broker.to_owned(),
+            api: "ApiVersions".into(),
+            broker_versions: "unknown".into(),
+            client_versions: version::fmt_range(Some(&ours)),
+            wanted: "any".into(),
+        })
+    }
+
+    async fn authenticate(
+        &mut self,
+        versions: &ApiVersionTable,
+        mechanism: SaslMechanism,
+        username: &str,
+        password: &str,
+    ) -> Result<()> {
+        let mech = mechanism.name();
+        let auth_err = |message: String| Error::Authentication {
+            broker: self.broker.to_owned(),
+            mechanism: mech.to_owned(),
+            message,
+        };
+        let pick = |key: ApiKey, range: RangeInclusive<i16>, crate_r| {
+            version::pick(versions.broker_range(key as i16), crate_r, range)
+        };
+        let Some(hs_version) = pick(
+            ApiKey::SaslHandshake,
+            1..=1,
+            version::crate_range(SaslHandshakeRequest::VERSIONS),
+        ) else {
+            return Err(auth_err(
+                "the broker does not offer SASL on this listener (no SaslHandshake v1); check \
+                 security.protocol and the broker port"
+                    .into(),
+            ));
+        };
+        let auth_version = pick(
+            ApiKey::SaslAuthenticate,
+            0..=i16::MAX,
+            version::crate_range(SaslAuthenticateRequest::VERSIONS),
+        )
+        .ok_or_else(|| auth_err("the broker does not support SaslAuthenticate".into()))?;
+
+        let hs = self
+            .call(
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mech)),
+                hs_version,
+            )
+            .await?;
+        if hs.error_code != 0 {
+            let enabled: Vec<&str> = hs.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(auth_err(format!(
+                "the broker listener does not enable {mech} ({}); it enables [{}]: set \
+                 sasl.mechanism to one of them",
+                ResponseError::try_from_code(hs.error_code).map_or_else(String::new, error_name),
+                enabled.join(", ")
+            )));
+        }
+
+        let credentials_hint = |m: Option<StrBytes>| {
+            format!(
+                "{}; check sasl.username and sasl.password (and that the user has {mech} \
+                 credentials on the broker, e.g. kafka-configs.sh --alter --add-config \
+                 '{mech}=[password=...]' --entity-type users --entity-name {username})",
+                m.as_deref().unwrap_or("the broker rejected the credentials")
+            )
+        };
+        match ScramHash::for_mechanism(mechanism) {
+            None => {
+                let resp = self
+                    .sasl_round(sasl::plain_token(username, password), auth_version)
+                    .await?;
+                if resp.error_code != 0 {
+                    return Err(auth_err(credentials_hint(resp.error_message)));
+                }
+            }
+            Some(hash) => {
+                let scram = ScramClient::new(hash, username, password);
+                let first = self.sasl_round(scram.client_first(), auth_version).await?;
+                if first.error_code != 0 {
+                    return Err(auth_err(credentials_hint(first.error_message)));
+                }
+                let (client_final, fin) = scram
+                    .client_final(&first.auth_bytes)
+                    .map_err(|m| auth_err(format!("invalid SCRAM server-first message: {m}")))?;
+                let last = self.sasl_round(client_final, auth_version).await?;
+                if last.error_code != 0 {
+                    return Err(auth_err(credentials_hint(last.error_message)));
+                }
+                fin.verify(&last.auth_bytes).map_err(auth_err)?;
+            }
+        }
+        tracing::debug!(broker = self.broker, mechanism = mech, "SASL authenticated");
+        Ok(())
+    }
+
+    async fn sasl_round(&mut self, token: Vec<u8>, version: i16) -> Result<SaslAuthenticateResponse> {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        self.call(&req, version).await
+    }
+}
+
+async fn write_loop(
+    wr: tokio::io::WriteHalf<BoxStream>,
+    mut rx: mpsc::Receiver<Bytes>,
+    cancel: CancellationToken,
+    pending: Arc<Pending>,
+) {
+    let mut wr = BufWriter::with_capacity(64 * 1024, wr);
+    let result: io::Result<()> = async {
+        loop {
+            let frame = tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                f = rx.recv() => f,
+            };
+            let Some(frame) = frame else { return Ok(()) };
+            let write = async {
+                wr.write_all(&frame).await?;
+                // Coalesce whatever else is queued into as few writes as possible.
+                while let Ok(more) = rx.try_recv() {
+                    wr.write_all(&more).await?;
+                }
+                wr.flush().await
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                r = write => r?,
+            }
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        pending.close(CloseReason::Disconnected(format!("write failed: {e}")));
+    }
+    cancel.cancel();
+    let _ = wr.shutdown().await;
+}
+
+async fn read_loop(
+    mut rd: tokio::io::ReadHalf<BoxStream>,
+    mut buf: BytesMut,
+    max: usize,
+    cancel: CancellationToken,
+    pending: Arc<Pending>,
+    tls: Option<TlsContext>,
+) {
+    let reason = loop {
+        let next = tokio::select! {
+            _ = cancel.cancelled() => break CloseReason::Disconnected("the connection was closed".into()),
+            r = frame::read_frame(&mut rd, &mut buf, max) => r,
+        };
+        match next {
+            Ok(Some(frame)) => {
+                // `check` guarantees at least the 4-byte correlation id.
+                let correlation = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+                match pending.take(correlation) {
+                    Some(w) => {
+                        let _ = w.send(Ok(frame));
+                    }
+                    None => tracing::debug!(
+                        broker = %pending.broker,
+                        correlation,
+                        "response for a request that was cancelled or timed out"
+                    ),
+                }
+            }
+            Ok(None) => break CloseReason::Disconnected("the broker closed the connection".into()),
+            Err(FrameError::Truncated { buffered }) => {
+                break CloseReason::Disconnected(format!(
+                    "the broker closed the connection in the middle of a response ({buffered} bytes buffered)"
+                ));
+            }
+            Err(FrameError::TooLarge { size, max }) => break CloseReason::TooLarge { size, max },
+            Err(FrameError::Malformed(m)) => break CloseReason::Protocol(m),
+            Err(FrameError::Io(e)) => {
+                let msg = tls
+                    .as_ref()
+                    .and_then(|t| t.classify(&pending.broker, &e))
+                    .map_or_else(|| format!("read failed: {e}"), |tls_err| tls_err.to_string());
+                break CloseReason::Disconnected(msg);
+            }
+        }
+    };
+    tracing::debug!(broker = %pending.broker, ?reason, "connection closed");
+    pending.close(reason);
+    cancel.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::MetadataRequest;
+
+    #[test]
+    fn request_frames_carry_size_and_correlation() {
+        let req = MetadataRequest::default();
+        let f = encode_request(&req, 12, 77, Some(&StrBytes::from_static_str("me"))).unwrap();
+        let size = u32::from_be_bytes([f[0], f[1], f[2], f[3]]) as usize;
+        assert_eq!(size, f.len() - 4);
+        assert_eq!(i16::from_be_bytes([f[4], f[5]]), 3, "api key Metadata");
+        assert_eq!(i16::from_be_bytes([f[6], f[7]]), 12, "version");
+        assert_eq!(i32::from_be_bytes([f[8], f[9], f[10], f[11]]), 77);
+    }
+
+    #[test]
+    fn pending_close_fails_all_waiters_and_later_registrations() {
+        let p = Pending {
+            broker: "b:1".into(),
+            state: Mutex::new(PendingState::default()),
+        };
+        let (tx1, mut rx1) = oneshot::channel();
+        let (tx2, mut rx2) = oneshot::channel();
+        p.register(1, tx1).unwrap();
+        p.register(2, tx2).unwrap();
+        p.close(CloseReason::Disconnected("boom".into()));
+        assert!(matches!(rx1.try_recv(), Ok(Err(Error::Disconnected { .. }))));
+        assert!(matches!(rx2.try_recv(), Ok(Err(Error::Disconnected { .. }))));
+        let (tx3, _rx3) = oneshot::channel();
+        assert!(matches!(p.register(3, tx3), Err(Error::Disconnected { .. })));
+    }
+
+    #[test]
+    fn guard_removes_waiter() {
+        let p = Pending {
+            broker: "b:1".into(),
+            state: Mutex::new(PendingState::default()),
+        };
+        let (tx, _rx) = oneshot::channel();
+        p.register(5, tx).unwrap();
+        drop(WaiterGuard {
+            pending: &p,
+            correlation: 5,
+        });
+        assert!(p.take(5).is_none());
+    }
+}

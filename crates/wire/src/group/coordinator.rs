@@ -1,0 +1,230 @@
+//! FindCoordinator: which broker coordinates a consumer group (or a transactional id), with
+//! retries while the coordinator is loading or moving, and a per-key cache.
+
+use std::collections::HashMap;
+use std::sync::{Arc, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::FindCoordinatorRequest;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::error::{Error, Result};
+use crate::{Client, ClientConfig, Connection};
+
+/// How long a coordinator lookup keeps retrying retriable errors (Java's
+/// `default.api.timeout.ms` default). A fresh cluster creates `__consumer_offsets` on the first
+/// lookup and answers COORDINATOR_NOT_AVAILABLE until it is ready.
+pub(crate) const LOOKUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which kind of coordinator to look up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CoordinatorType {
+    /// The group coordinator of a consumer group (key = group id).
+    Group,
+    /// The transaction coordinator of a transactional producer (key = transactional id).
+    Transaction,
+}
+
+impl CoordinatorType {
+    fn key_type(self) -> i8 {
+        match self {
+            CoordinatorType::Group => 0,
+            CoordinatorType::Transaction => 1,
+        }
+    }
+
+    fn resource(self, key: &str) -> String {
+        match self {
+            CoordinatorType::Group => format!("Group:{key}"),
+            CoordinatorType::Transaction => format!("TransactionalId:{key}"),
+        }
+    }
+}
+
+impl Client {
+    /// Finds the coordinator for `key` and returns a connection to it.
+    ///
+    /// The answer is cached per (type, key) in the client; a cached coordinator whose
+    /// connection cannot be opened is looked up again. Callers that get NOT_COORDINATOR or
+    /// COORDINATOR_NOT_AVAILABLE from it call [`Client::forget_coordinator`]. The lookup
+    /// retries COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR and
+    /// connection errors with backoff for up to 60 s (a fresh cluster creates
+    /// `__consumer_offsets` on the first lookup).
+    pub async fn coordinator(&self, key_type: CoordinatorType, key: &str) -> Result<Connection> {
+        let slot = (key_type.key_type(), key.to_owned());
+        let cached = self.coordinators().get(&slot).copied();
+        if let Some(node_id) = cached {
+            match self.broker(node_id).await {
+                Ok(conn) => return Ok(conn),
+                Err(e) if e.is_retriable() => {
+                    tracing::debug!(key, node_id, error = %e, "cached coordinator unreachable; looking it up again");
+                    self.forget_coordinator(key_type, key);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let deadline = Instant::now() + LOOKUP_TIMEOUT;
+        let mut backoff = Backoff::new(self.config());
+        loop {
+            let attempt = match lookup_once(self, key_type, key).await {
+                Ok(node_id) => self.broker(node_id).await.map(|c| (node_id, c)),
+                Err(e) => Err(e),
+            };
+            let err = match attempt {
+                Ok((node_id, conn)) => {
+                    self.coordinators().insert(slot, node_id);
+                    return Ok(conn);
+                }
+                Err(e) => e,
+            };
+            let wait = backoff.next_delay();
+            if !err.is_retriable() || Instant::now() + wait > deadline {
+                return Err(err);
+            }
+            tracing::debug!(key, error = %err, "coordinator lookup failed; retrying");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Drops the cached coordinator of `key` (it moved, or its connection broke).
+    pub fn forget_coordinator(&self, key_type: CoordinatorType, key: &str) {
+        self.coordinators()
+            .remove(&(key_type.key_type(), key.to_owned()));
+    }
+
+    fn coordinators(&self) -> MutexGuard<'_, HashMap<(i8, String), i32>> {
+        self.inner
+            .coordinators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One FindCoordinator round trip: the coordinator's node id, or the error.
+async fn lookup_once(client: &Client, key_type: CoordinatorType, key: &str) -> Result<i32> {
+    let conn = client.any_broker().await?;
+    // v0 cannot name a key type (groups only).
+    let min = if key_type == CoordinatorType::Group { 0 } else { 1 };
+    let version = conn.pick_version::<FindCoordinatorRequest>(min..=6)?;
+    let mut req = FindCoordinatorRequest::default();
+    let key_bytes = StrBytes::from_string(key.to_owned());
+    if version >= 4 {
+        req.coordinator_keys = vec![key_bytes];
+    } else {
+        req.key = key_bytes;
+    }
+    if version >= 1 {
+        req.key_type = key_type.key_type();
+    }
+    let resp = conn.send(req, version).await?;
+    let (code, message, node_id) = if version >= 4 {
+        let Some(c) = resp.coordinators.into_iter().find(|c| c.key.as_str() == key) else {
+            return Err(Error::Broker {
+                code: ResponseError::CoordinatorNotAvailable,
+                context: format!("FindCoordinator for '{key}': the response has no entry for the key"),
+            });
+        };
+        (c.error_code, c.error_message, c.node_id.0)
+    } else {
+        (resp.error_code, resp.error_message, resp.node_id.0)
+    };
+    match ResponseError::try_from_code(code) {
+        None => Ok(node_id),
+        Some(
+            code @ (ResponseError::GroupAuthorizationFailed
+            | ResponseError::TransactionalIdAuthorizationFailed),
+        ) => Err(Error::Authorization {
+            code,
+            principal: conn.principal().or(client.principal()).map(str::to_owned),
+            operation: "Describe".to_owned(),
+            resource: key_type.resource(key),
+        }),
+        Some(code) => Err(Error::Broker {
+            code,
+            context: format!(
+                "FindCoordinator for {}{}",
+                key_type.resource(key),
+                message
+                    .map(|m| format!(": {}", m.as_str()))
+                    .unwrap_or_default()
+            ),
+        }),
+    }
+}
+
+/// The coordinator of one key, as used by a long-lived owner (a group member, group offsets).
+#[derive(Clone)]
+pub(crate) struct CoordinatorCache {
+    client: Client,
+    key_type: CoordinatorType,
+    key: Arc<str>,
+}
+
+impl CoordinatorCache {
+    pub fn new(client: Client, key_type: CoordinatorType, key: &str) -> CoordinatorCache {
+        CoordinatorCache {
+            client,
+            key_type,
+            key: Arc::from(key),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The cached coordinator, or a fresh lookup.
+    pub async fn get(&self) -> Result<Connection> {
+        self.client.coordinator(self.key_type, &self.key).await
+    }
+
+    /// Forgets the coordinator (it moved, or its connection broke).
+    pub fn invalidate(&self) {
+        self.client.forget_coordinator(self.key_type, &self.key);
+    }
+}
+
+/// Exponential backoff with jitter between `retry.backoff.ms` and `retry.backoff.max.ms`.
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempt: u32,
+}
+
+impl Backoff {
+    pub fn new(config: &ClientConfig) -> Backoff {
+        Backoff {
+            base: config.retry_backoff(),
+            max: config.retry_backoff_max().max(config.retry_backoff()),
+            attempt: 0,
+        }
+    }
+
+    /// The delay to wait now; the following one is about twice as long, up to the maximum.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = crate::cluster::backoff(self.base, self.max, self.attempt);
+        self.attempt = self.attempt.saturating_add(1);
+        d
+    }
+}
+
+/// Whether an error means "the coordinator moved or its connection broke: look it up again".
+pub(crate) fn is_coordinator_error(e: &Error) -> bool {
+    match e.code() {
+        Some(code) => matches!(
+            code,
+            ResponseError::NotCoordinator
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::RequestTimedOut
+                | ResponseError::NetworkException
+        ),
+        None => e.is_retriable(),
+    }
+}

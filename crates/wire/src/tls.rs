@@ -1,0 +1,516 @@
+//! TLS and mutual TLS with rustls (ring provider).
+//!
+//! PEM inputs: a CA bundle, a client certificate chain and a private key (PKCS#8, RSA PKCS#1 or
+//! EC SEC1), read with rustls-pki-types' `PemObject`. Host name verification is on by default;
+//! `ssl.endpoint.identification.algorithm=` (empty, Kafka's own switch) turns it off, which is
+//! insecure and logged as a warning. The certificate chain is still verified in that mode.
+//! Encrypted private keys are not supported: the error says how to decrypt the key.
+
+use std::io;
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{AlertDescription, CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use crate::config::{PemSetting, PemSource, TlsSettings};
+use crate::error::{Error, Result, TlsFailure};
+
+/// Well-known system CA bundle locations, used when `ssl.ca.location` is not set.
+const SYSTEM_CA_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// A ready TLS client configuration for all connections of a client.
+#[derive(Clone)]
+pub(crate) struct TlsContext {
+    connector: TlsConnector,
+    has_client_cert: bool,
+    /// `CN=...` of the client certificate, for authorization error messages.
+    pub(crate) principal: Option<String>,
+}
+
+impl std::fmt::Debug for TlsContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsContext")
+            .field("has_client_cert", &self.has_client_cert)
+            .field("principal", &self.principal)
+            .finish()
+    }
+}
+
+impl TlsContext {
+    /// Reads the PEM files and builds the rustls configuration. Errors name the property.
+    pub(crate) fn new(settings: &TlsSettings) -> Result<TlsContext> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let roots = Arc::new(load_roots(settings.ca.as_ref())?);
+
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::config("security.protocol", format!("TLS setup failed: {e}")))?;
+        let builder = if settings.verify_hostname {
+            builder.with_root_certificates(roots)
+        } else {
+            tracing::warn!(
+                "ssl.endpoint.identification.algorithm is empty: broker host names are NOT verified \
+                 (insecure; anyone with a certificate from the trusted CA can impersonate a broker)"
+            );
+            let inner = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                .build()
+                .map_err(|e| {
+                    Error::config(
+                        settings.ca.as_ref().map_or("ssl.ca.location", |c| c.key),
+                        format!("cannot use the CA bundle: {e}"),
+                    )
+                })?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoHostnameVerification { inner }))
+        };
+
+        let (config, has_client_cert, principal) = match (&settings.certificate, &settings.key) {
+            (Some(cert), Some(key)) => {
+                let chain = load_chain(cert)?;
+                let principal = chain.first().and_then(|c| subject_cn(c)).map(|cn| format!("CN={cn}"));
+                let key_der = load_key(key, settings.key_password_set)?;
+                let config = builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+                    Error::config(
+                        key.key,
+                        format!("the private key does not fit the client certificate or is unsupported: {e}"),
+                    )
+                })?;
+                (config, true, principal)
+            }
+            _ => (builder.with_no_client_auth(), false, None),
+        };
+        Ok(TlsContext {
+            connector: TlsConnector::from(Arc::new(config)),
+            has_client_cert,
+            principal,
+        })
+    }
+
+    /// Runs the TLS handshake over `tcp`. `host` is the name to verify (and send as SNI).
+    pub(crate) async fn connect(
+        &self,
+        host: &str,
+        broker: &str,
+        tcp: TcpStream,
+    ) -> Result<TlsStream<TcpStream>> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_owned()).map_err(|e| {
+            Error::config(
+                "bootstrap.servers",
+                format!("`{host}` is not a valid TLS server name: {e}"),
+            )
+        })?;
+        self.connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| self.classify(broker, &e).unwrap_or_else(|| tls_io(broker, e)))
+    }
+
+    /// Turns an I/O error from a TLS stream into a precise [`Error::Tls`], if it is one.
+    pub(crate) fn classify(&self, broker: &str, e: &io::Error) -> Option<Error> {
+        classify(broker, e, self.has_client_cert)
+    }
+}
+
+fn tls_io(broker: &str, e: io::Error) -> Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return Error::Tls {
+            broker: broker.to_owned(),
+            reason: TlsFailure::NotTls,
+            detail: "the broker closed the connection during the TLS handshake".into(),
+        };
+    }
+    Error::Tls {
+        broker: broker.to_owned(),
+        reason: TlsFailure::Handshake,
+        detail: e.to_string(),
+    }
+}
+
+/// Maps rustls errors (wrapped in `io::Error` by tokio-rustls) to a [`TlsFailure`].
+pub(crate) fn classify(broker: &str, e: &io::Error, has_client_cert: bool) -> Option<Error> {
+    let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let reason = failure_of(inner, has_client_cert);
+    Some(Error::Tls {
+        broker: broker.to_owned(),
+        reason,
+        detail: inner.to_string(),
+    })
+}
+
+fn failure_of(e: &rustls::Error, has_client_cert: bool) -> TlsFailure {
+    use rustls::Error as E;
+    match e {
+        E::InvalidCertificate(c) => match c {
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                TlsFailure::BrokerHostnameMismatch
+            }
+            CertificateError::Expired
+            | CertificateError::ExpiredContext { .. }
+            | CertificateError::NotValidYet
+            | CertificateError::NotValidYetContext { .. } => TlsFailure::BrokerCertificateExpired,
+            _ => TlsFailure::UntrustedBrokerCertificate,
+        },
+        E::AlertReceived(alert) => match alert {
+            AlertDescription::CertificateExpired => TlsFailure::ClientCertificateExpired,
+            AlertDescription::CertificateRequired => TlsFailure::ClientCertificateRequired,
+            AlertDescription::BadCertificate
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::UnknownCA
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::CertificateRevoked
+            | AlertDescription::HandshakeFailure
+            | AlertDescription::AccessDenied => {
+                if has_client_cert {
+                    TlsFailure::ClientCertificateRejected
+                } else {
+                    TlsFailure::ClientCertificateRequired
+                }
+            }
+            _ => TlsFailure::Handshake,
+        },
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } | E::InappropriateHandshakeMessage { .. } => {
+            TlsFailure::NotTls
+        }
+        _ => TlsFailure::Handshake,
+    }
+}
+
+/// Wraps the WebPKI verifier and accepts certificates whose only fault is the host name.
+/// Chain, expiry and signatures are still checked (the WebPKI verifier checks the name last).
+#[derive(Debug)]
+struct NoHostnameVerification {
+    inner: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for NoHostnameVerification {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// Reads a PEM source into memory. Errors name the property and the path.
+fn read_pem(setting: &PemSetting) -> Result<Vec<u8>> {
+    match &setting.source {
+        PemSource::Inline(text) => Ok(text.as_bytes().to_vec()),
+        PemSource::File(path) => std::fs::read(path).map_err(|e| {
+            Error::config(
+                setting.key,
+                format!("cannot read {}: {e}; check the path and its permissions", path.display()),
+            )
+        }),
+    }
+}
+
+fn describe(setting: &PemSetting) -> String {
+    match &setting.source {
+        PemSource::File(p) => p.display().to_string(),
+        PemSource::Inline(_) => "the inline PEM".to_owned(),
+    }
+}
+
+fn load_roots(ca: Option<&PemSetting>) -> Result<RootCertStore> {
+    let (pem, key, what) = match ca {
+        Some(setting) => (read_pem(setting)?, setting.key, describe(setting)),
+        None => {
+            let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+            let found = from_env
+                .into_iter()
+                .chain(SYSTEM_CA_BUNDLES.iter().map(std::path::PathBuf::from))
+                .find_map(|p| std::fs::read(&p).ok().map(|b| (b, p)));
+            match found {
+                Some((bytes, path)) => (bytes, "ssl.ca.location", path.display().to_string()),
+                None => {
+                    return Err(Error::config(
+                        "ssl.ca.location",
+                        "is not set and no system CA bundle was found; set ssl.ca.location to the \
+                         PEM file of the CA that signed the broker certificates",
+                    ));
+                }
+            }
+        }
+    };
+    not_a_store(&pem, key, &what)?;
+    let mut roots = RootCertStore::empty();
+    let mut rejected = 0usize;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| Error::config(key, format!("{what} is not valid PEM: {e}")))?;
+        if roots.add(cert).is_err() {
+            rejected += 1;
+        }
+    }
+    if roots.is_empty() {
+        return Err(Error::config(
+            key,
+            format!(
+                "{what} contains no usable CERTIFICATE ({rejected} rejected); it must hold the \
+                 PEM-encoded CA certificate(s)"
+            ),
+        ));
+    }
+    Ok(roots)
+}
+
+fn load_chain(setting: &PemSetting) -> Result<Vec<CertificateDer<'static>>> {
+    let pem = read_pem(setting)?;
+    let what = describe(setting);
+    not_a_store(&pem, setting.key, &what)?;
+    let chain = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(setting.key, format!("{what} is not valid PEM: {e}")))?;
+    if chain.is_empty() {
+        return Err(Error::config(
+            setting.key,
+            format!("{what} contains no CERTIFICATE; it must hold the client certificate (then any intermediates)"),
+        ));
+    }
+    Ok(chain)
+}
+
+fn load_key(setting: &PemSetting, password_set: bool) -> Result<PrivateKeyDer<'static>> {
+    let pem = read_pem(setting)?;
+    let what = describe(setting);
+    let text = String::from_utf8_lossy(&pem);
+    if text.contains("ENCRYPTED PRIVATE KEY") || text.contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(Error::config(
+            setting.key,
+            format!(
+                "the private key in {what} is encrypted, and strait-wire does not decrypt keys \
+                 (ssl.key.password); decrypt it once, e.g. `openssl pkcs8 -in key.pem -out \
+                 key-plain.pem` (enter the password), protect the result with file permissions, \
+                 and point {} at it",
+                setting.key
+            ),
+        ));
+    }
+    if password_set {
+        tracing::warn!(
+            "ssl.key.password is set but the key in {what} is not encrypted; the password is ignored"
+        );
+    }
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        Error::config(
+            setting.key,
+            format!(
+                "{what} holds no usable private key ({e}); expected a PEM \"PRIVATE KEY\" (PKCS#8), \
+                 \"RSA PRIVATE KEY\" (PKCS#1) or \"EC PRIVATE KEY\" (SEC1) block"
+            ),
+        )
+    })
+}
+
+/// JKS and PKCS#12 files are binary; say so instead of "invalid PEM".
+fn not_a_store(bytes: &[u8], key: &str, what: &str) -> Result<()> {
+    if !bytes.windows(10).any(|w| w == b"-----BEGIN") {
+        return Err(Error::config(
+            key,
+            format!(
+                "{what} is not a PEM file (no -----BEGIN line); if it is a JKS or PKCS#12 store, \
+                 convert it to PEM (e.g. `openssl pkcs12 -in store.p12 -nodes -out store.pem`)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The subject common name of a DER certificate. A minimal DER walk (the crate has no X.509
+/// parser dependency and needs only this one field, for error messages).
+pub(crate) fn subject_cn(cert: &[u8]) -> Option<String> {
+    let (_, cert_body, _) = der_tlv(cert).filter(|t| t.0 == 0x30)?;
+    let (_, tbs, _) = der_tlv(cert_body).filter(|t| t.0 == 0x30)?;
+    let mut rest = tbs;
+    // [0] version (optional), serial, signature algorithm, issuer, validity, subject.
+    let (tag, _, after) = der_tlv(rest)?;
+    if tag == 0xa0 {
+        rest = after;
+    }
+    for _ in 0..4 {
+        rest = der_tlv(rest)?.2;
+    }
+    let (_, subject, _) = der_tlv(rest).filter(|t| t.0 == 0x30)?;
+    let mut rdns = subject;
+    let mut cn = None;
+    while !rdns.is_empty() {
+        let (_, set, next) = der_tlv(rdns).filter(|t| t.0 == 0x31)?;
+        let mut attrs = set;
+        while !attrs.is_empty() {
+            let (_, atv, more) = der_tlv(attrs).filter(|t| t.0 == 0x30)?;
+            let (oid_tag, oid, value) = der_tlv(atv)?;
+            if oid_tag == 0x06 && oid == [0x55, 0x04, 0x03] {
+                let (_, v, _) = der_tlv(value)?;
+                cn = Some(String::from_utf8_lossy(v).into_owned());
+            }
+            attrs = more;
+        }
+        rdns = next;
+    }
+    cn
+}
+
+/// One DER tag-length-value: (tag, content, rest).
+fn der_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (first as usize, rest)
+    } else {
+        let n = (first & 0x7f) as usize;
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A self-signed certificate with subject O=strait, CN=alice (openssl req -x509, P-256).
+    const ALICE: &str = "-----BEGIN CERTIFICATE-----
+MIIBmjCCAT+gAwIBAgIUOlQAt+JMe3u0TiB429Y4jvWePZUwCgYIKoZIzj0EAwIw
+ITEPMA0GA1UECgwGc3RyYWl0MQ4wDAYDVQQDDAVhbGljZTAgFw0yNjEyMDIxNTI0
+MDJaGA8yMTI2MTEwODE1MjQwMlowITEPMA0GA1UECgwGc3RyYWl0MQ4wDAYDVQQD
+DAVhbGljZTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABFYqOeQgsmvPUra1jdYn
+YQqc1rsBWkwaV1VUcsFwZHkVOBNcGOYjK66VoVJ9mqFIgl1WiSVAHOkrgzfIWuXX
+n0KjUzBRMB0GA1UdDgQWBBS0UB3OTStFwhRLd/pkmo4Rgh2I3TAfBgNVHSMEGDAW
+gBS0UB3OTStFwhRLd/pkmo4Rgh2I3TAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49
+BAMCA0kAMEYCIQC5bCA1rgbN3ciw2nLYQNtEjNv3tzyCzcpn2srPQnHMYQIhALHA
+/BqJBz7PteHNglVh55hi23T3xwhkmOBeq7XCobhn
+-----END CERTIFICATE-----
+";
+
+    #[test]
+    fn subject_cn_from_der() {
+        let der = CertificateDer::from_pem_slice(ALICE.as_bytes()).unwrap();
+        assert_eq!(subject_cn(&der).as_deref(), Some("alice"));
+        assert_eq!(subject_cn(&[0x30, 0x05, 1, 2]), None, "garbage is not a panic");
+        assert_eq!(subject_cn(&[]), None);
+    }
+
+    #[test]
+    fn encrypted_keys_get_a_decrypt_hint() {
+        let setting = PemSetting {
+            source: PemSource::Inline(
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n".into(),
+            ),
+            key: "ssl.key.pem",
+        };
+        match load_key(&setting, true) {
+            Err(Error::Config { key, message }) => {
+                assert_eq!(key, "ssl.key.pem");
+                assert!(message.contains("openssl pkcs8"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn binary_store_is_named() {
+        let dir = std::env::temp_dir().join(format!("strait-wire-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("store.jks");
+        std::fs::write(&p, [0xfe, 0xed, 0xfe, 0xed, 0, 0, 0, 2]).unwrap();
+        let setting = PemSetting {
+            source: PemSource::File(p),
+            key: "ssl.ca.location",
+        };
+        match load_roots(Some(&setting)) {
+            Err(Error::Config { key, message }) => {
+                assert_eq!(key, "ssl.ca.location");
+                assert!(message.contains("JKS or PKCS#12"), "{message}");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        let missing = PemSetting {
+            source: PemSource::File(dir.join("nope.pem")),
+            key: "ssl.ca.location",
+        };
+        assert!(matches!(load_roots(Some(&missing)), Err(Error::Config { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn alert_mapping() {
+        let alert = |a| rustls::Error::AlertReceived(a);
+        assert_eq!(
+            failure_of(&alert(AlertDescription::CertificateExpired), true),
+            TlsFailure::ClientCertificateExpired
+        );
+        assert_eq!(
+            failure_of(&alert(AlertDescription::CertificateRequired), false),
+            TlsFailure::ClientCertificateRequired
+        );
+        assert_eq!(
+            failure_of(&alert(AlertDescription::BadCertificate), false),
+            TlsFailure::ClientCertificateRequired
+        );
+        assert_eq!(
+            failure_of(&alert(AlertDescription::CertificateUnknown), true),
+            TlsFailure::ClientCertificateRejected
+        );
+        assert_eq!(
+            failure_of(&rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer), true),
+            TlsFailure::UntrustedBrokerCertificate
+        );
+        assert_eq!(
+            failure_of(&rustls::Error::InvalidCertificate(CertificateError::NotValidForName), true),
+            TlsFailure::BrokerHostnameMismatch
+        );
+    }
+}

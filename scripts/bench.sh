@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Side-by-side mirror benchmark (Strait vs MirrorMaker 2 vs MirrorMaker 1), on a fresh machine, in one command:
+#   scripts/bench.sh            # full: 6 datasets x 2 repetitions + latency + broker limits (long on 2 cores)
+#   scripts/bench.sh --quick    # 1 dataset, 200k records, 1 repetition, 15 s latency window (a few minutes)
+# Every other option goes to benches/mirror/run.py (--help lists them). This script only prepares:
+#   Java + Maven (scripts/install-prereqs.sh), the Kafka 4.x and 3.9 jars (scripts/kafka-jars.sh), a Python venv with
+#   matplotlib under ${STRAIT_CACHE:-~/.cache/strait}/bench-venv, and `cargo build --release -p strait`
+#   (skipped with --no-build; a failed build does not stop the bench, Strait is then reported as not measured).
+# Results: bench-results/<date>/{results.md,results.csv,chart.png,logs/}; see benches/README.md.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+cache=${STRAIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strait}
+
+build=1
+args=()
+for a in "$@"; do
+  case "$a" in
+    --no-build) build=0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+
+# Java/Maven only; the fuzz toolchain that install-prereqs.sh can also install is not needed here.
+STRAIT_FUZZ_SECONDS=0 scripts/install-prereqs.sh
+command -v javac >/dev/null || { echo "javac not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
+lib4=$(scripts/kafka-jars.sh 4)
+lib39=$(scripts/kafka-jars.sh 3.9)
+
+venv="$cache/bench-venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  echo "creating $venv (matplotlib from PyPI)" >&2
+  python3 -m venv "$venv" || { echo "python3 -m venv failed: install python3-venv" >&2; exit 1; }
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "matplotlib>=3.8,<4"
+fi
+
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+export STRAIT_BENCH_STRAIT_BIN=${STRAIT_BENCH_STRAIT_BIN:-$target_dir/release/strait}
+if [ "$build" = 1 ]; then
+  echo "cargo build --release -p strait" >&2
+  buildlog=bench-results/tmp/strait-build.log   # bench-results/tmp is git-ignored
+  mkdir -p bench-results/tmp
+  if ! cargo build --release -p strait 2> >(tee "$buildlog" >&2); then
+    export STRAIT_BENCH_BUILD_ERROR="cargo build --release -p strait failed: $(grep -m1 '^error' "$buildlog" || tail -n1 "$buildlog")"
+    echo "$STRAIT_BENCH_BUILD_ERROR (continuing without Strait)" >&2
+  fi
+fi
+
+exec "$venv/bin/python" "$root/benches/mirror/run.py" --kafka-lib4 "$lib4" --kafka-lib39 "$lib39" ${args[@]+"${args[@]}"}
