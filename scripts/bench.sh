@@ -46,4 +46,5 @@ if [ "$build" = 1 ]; then
   fi
 fi
 
+export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the source tree
 exec "$venv/bin/python" "$root/benches/mirror/run.py" --kafka-lib4 "$lib4" --kafka-lib39 "$lib39" ${args[@]+"${args[@]}"}

@@ -15,7 +15,9 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestH
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use strait_testkit::{AdminOp, Cluster, ConsumeOptions, KafkaVersion, Listener, Resource};
+use strait_testkit::{
+    AdminOp, Cluster, ConsumeOptions, KafkaVersion, Listener, Resource, Validity,
+};
 
 fn lines(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
@@ -112,12 +114,47 @@ fn single_node_plaintext_round_trip() {
     assert_eq!(cluster.node_ids(), vec![1]);
     assert_eq!(cluster.default_listener(), Listener::Plaintext);
     let sent = lines("plain", 20);
+
+    // A background consumer (spawn_java, as MirrorMaker runs) waiting before anything is produced.
+    let bootstrap = cluster.bootstrap();
+    let max = sent.len().to_string();
+    let mut background = cluster
+        .spawn_java(
+            cluster.version().console_consumer_class(),
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--topic",
+                "roundtrip",
+                "--from-beginning",
+                "--max-messages",
+                &max,
+                "--timeout-ms",
+                "120000",
+            ],
+            &[],
+        )
+        .unwrap();
+
     // The topic is auto-created (one partition), so the order is kept.
     cluster.console_produce("roundtrip", &sent, None).unwrap();
     let got = cluster
         .console_consume("roundtrip", sent.len(), None)
         .unwrap();
     assert_eq!(got, sent);
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while background.is_running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = background.exit_status();
+    let output = background.output();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "background consumer: {status:?}\n{output}"
+    );
+    let printed: Vec<&str> = output.lines().filter(|l| l.starts_with("plain-")).collect();
+    assert_eq!(printed, sent.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
 #[test]
@@ -154,6 +191,17 @@ fn mtls_cluster_enforces_certificates_and_acls() {
         "a client without certificate got a response: {refused:?}"
     );
     eprintln!("without a client certificate: {}", refused.unwrap_err());
+
+    // An expired certificate from the right CA is refused.
+    let expired = pki.issue("my-europe-user", Validity::Expired).unwrap();
+    let refused = api_versions_over_tls(
+        &addr,
+        tls_config(pki.ca_pem(), Some((&expired.cert_pem, &expired.key_pem))),
+    );
+    assert!(
+        refused.is_err(),
+        "an expired certificate got a response: {refused:?}"
+    );
 
     // A certificate from an untrusted CA (CN=admin, the super user's name) is refused too.
     let foreign = &pki.foreign_ca().user;
@@ -254,13 +302,37 @@ fn three_nodes_survive_one_stopped_node() {
 
 #[test]
 fn kafka_3_9_round_trip() {
+    // mTLS + SASL on 3.9 too: MirrorMaker 1 comparisons run against 3.9 clusters with the same security setup.
     let cluster = timed_start(
-        "single node, 3.9, plaintext",
-        Cluster::builder("legacy").version(KafkaVersion::V3_9),
+        "single node, 3.9, mTLS + SASL",
+        Cluster::builder("legacy")
+            .version(KafkaVersion::V3_9)
+            .mtls()
+            .sasl()
+            .user("legacy-user", "legacy-secret"),
     );
     assert_eq!(cluster.version(), KafkaVersion::V3_9);
+    cluster
+        .admin(&[
+            AdminOp::topic("legacy", 1, 1),
+            AdminOp::allow(
+                "User:legacy-user",
+                Resource::Topic("legacy".into()),
+                &["Write", "Describe"],
+            ),
+        ])
+        .unwrap();
+    let mut props = cluster.client_properties(Listener::SaslSsl, Some("legacy-user"));
+    for (k, v) in &mut props {
+        if k == "sasl.mechanism" {
+            *v = "SCRAM-SHA-256".to_string();
+        }
+    }
     let sent = vec!["from 3.9".to_string()];
-    cluster.console_produce("legacy", &sent, None).unwrap();
+    cluster
+        .console_produce_with("legacy", &sent, &props)
+        .unwrap();
+    // Read back as admin over mTLS.
     assert_eq!(cluster.console_consume("legacy", 1, None).unwrap(), sent);
 }
 

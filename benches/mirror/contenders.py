@@ -125,8 +125,10 @@ sync.group.offsets.enabled = false
 sync.topic.configs.enabled = true
 sync.topic.acls.enabled = false
 emit.heartbeats.enabled = true
-# Connect's own advice at startup ("All plugins have ServiceLoader manifests"): skips the classpath scan
+# Connect's own advice at startup ("All plugins have ServiceLoader manifests"): skips a reflective classpath scan
+# (~10 s on 2 cores). The top-level key covers MirrorMaker's own plugin loading, the dst. one the herder's worker.
 plugin.discovery = service_load
+dst.plugin.discovery = service_load
 # producer like the dataset's (MM2 re-compresses every record batch it writes)
 dst.producer.compression.type = {spec.compression}
 dst.producer.linger.ms = {spec.linger_ms}

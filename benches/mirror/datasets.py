@@ -50,12 +50,12 @@ def parse(name: str, records_by_size: dict[str, int]) -> Dataset:
     return Dataset(name, SIZES[size], compression, records_by_size[size])
 
 
-_WORDS = (
+_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "order payment checkout cart user session login logout search product inventory shipment invoice refund "
-    "catalog price discount coupon review rating address billing account profile settings notification email "
-    "sms push retry timeout accepted rejected pending completed failed cancelled created updated deleted "
-    "warehouse carrier tracking delivered returned exchange subscription renewal trial upgrade downgrade "
-    "europe-west us-east ap-south frontend backend gateway worker scheduler cache database queue stream"
+    "catalog price discount coupon review rating address billing account profile settings notification email sms "
+    "push retry timeout accepted rejected pending completed failed cancelled created updated deleted warehouse "
+    "carrier tracking delivered returned exchange subscription renewal trial upgrade downgrade europe-west us-east "
+    "ap-south frontend backend gateway worker scheduler cache database queue stream"
 ).split()
 _LEVELS = ("INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR")
 _SERVICES = ("checkout", "payments", "catalog", "search", "accounts", "shipping", "notifications", "gateway")
@@ -64,8 +64,10 @@ _SERVICES = ("checkout", "payments", "catalog", "search", "accounts", "shipping"
 def _line(rng: random.Random, size: int) -> str:
     """One log-like JSON event, cut or padded to exactly `size` ASCII bytes, without newline."""
     parts = [
-        f'{{"ts":"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:'
-        f'{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}.{rng.randint(0, 999):03d}Z"',
+        (
+            f'{{"ts":"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:'
+            f'{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}.{rng.randint(0, 999):03d}Z"'
+        ),
         f'"level":"{rng.choice(_LEVELS)}"',
         f'"service":"{rng.choice(_SERVICES)}"',
         f'"host":"node-{rng.randint(1, 64)}"',

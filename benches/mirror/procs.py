@@ -36,7 +36,7 @@ class Registry:
     ) -> subprocess.Popen:
         """Starts `cmd`; stderr (and stdout unless piped) go to `log`."""
         log.parent.mkdir(parents=True, exist_ok=True)
-        logf = open(log, "ab")
+        logf = open(log, "ab")  # noqa: SIM115 - handed to the child, closed right after the fork
         logf.write(f"# {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n".encode())
         logf.flush()
         proc = subprocess.Popen(

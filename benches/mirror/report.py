@@ -14,14 +14,57 @@ README_START = "<!-- bench:start -->"
 README_END = "<!-- bench:end -->"
 
 RUN_FIELDS = [
-    "kind", "run", "rep", "order", "dataset", "contender", "status", "reason", "records", "payload_bytes",
-    "elapsed_s", "mb_s", "records_s", "first_record_s", "mb_s_after_first", "cpu_s", "cpu_s_per_gb", "peak_rss_mb",
-    "src_broker_cpu_s", "dst_broker_cpu_s", "broker_cpu_s_per_gb", "limit_mb_s", "fraction_of_limit",
-    "source_log_bytes", "target_log_bytes", "stop_s", "verify", "timestamps_preserved", "other_cpu_cores",
+    "kind",
+    "run",
+    "rep",
+    "order",
+    "dataset",
+    "contender",
+    "status",
+    "reason",
+    "records",
+    "payload_bytes",
+    "elapsed_s",
+    "mb_s",
+    "records_s",
+    "first_record_s",
+    "mb_s_after_first",
+    "cpu_s",
+    "cpu_s_per_gb",
+    "cpu_s_at_exit",
+    "peak_rss_mb",
+    "src_broker_cpu_s",
+    "dst_broker_cpu_s",
+    "broker_cpu_s_per_gb",
+    "limit_mb_s",
+    "fraction_of_limit",
+    "source_log_bytes",
+    "target_log_bytes",
+    "stop_s",
+    "verify",
+    "timestamps_preserved",
+    "other_cpu_cores",
     "load_avg_start",
-    "sent", "received", "missing", "duplicates", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
-    "added_p50_ms", "added_p99_ms", "added_max_ms", "cpu_pct_at_rate",
-    "produce_mb_s", "produce_records_s", "consume_mb_s", "consume_records_s",
+    "sent",
+    "received",
+    "missing",
+    "duplicates",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "mean_ms",
+    "added_p50_ms",
+    "added_p99_ms",
+    "added_max_ms",
+    "p50_first10_ms",
+    "p50_last10_ms",
+    "cpu_pct_at_rate",
+    "produce_mb_s",
+    "produce_records_s",
+    "consume_mb_s",
+    "consume_records_s",
 ]
 
 
@@ -73,12 +116,10 @@ def throughput_table(runs: list[dict], datasets: list[str], contenders: list[tup
             continue
         if not ok:
             status = mine[-1]["status"]
-            lines.append(
-                f"| {s['dataset']} | {s['label']} | 0/{len(mine)} | {status} | | | | | | | | | |"
-            )
+            lines.append(f"| {s['dataset']} | {s['label']} | 0/{len(mine)} | {status} | | | | | | | | | |")
             continue
 
-        def col(key: str) -> list[float]:
+        def col(key: str, ok: list[dict] = ok) -> list[float]:
             return [r[key] for r in ok if r.get(key) is not None]
 
         ratio = [r["target_log_bytes"] / r["source_log_bytes"] for r in ok if r.get("source_log_bytes")]
@@ -96,16 +137,23 @@ def latency_table(lat: list[dict]) -> str:
     if not lat:
         return "_latency phase not run_\n"
     head = (
-        "| Rep | Path | Status | p50 ms | p99 ms | max ms | added p50 ms | added p99 ms | mirror CPU % at rate "
-        "| Peak RSS (MB) | sent | missing | duplicates |\n"
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| Rep | Path | Status | p50 ms | p99 ms | max ms | added p50 ms | added p99 ms | p50 first → last 10% ms "
+        "| mirror CPU % at rate | Peak RSS (MB) | sent | missing | duplicates |\n"
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     lines = []
     for r in lat:
+        status = r["status"]
+        if status == "FAILED" and r.get("reason"):
+            status += ": " + r["reason"].replace("|", "/")
+        trend = "–"
+        if r.get("p50_first10_ms") is not None:
+            trend = f"{fmt(r['p50_first10_ms'], 1)} → {fmt(r['p50_last10_ms'], 1)}"
         lines.append(
-            f"| {r['rep']} | {r['label']} | {r['status']}{(': ' + r['reason']) if r.get('reason') else ''} "
+            f"| {r['rep']} | {r['label']} | {status} "
             f"| {fmt(r.get('p50_ms'), 2)} | {fmt(r.get('p99_ms'), 2)} | {fmt(r.get('max_ms'), 2)} "
-            f"| {fmt(r.get('added_p50_ms'), 2)} | {fmt(r.get('added_p99_ms'), 2)} | {fmt(r.get('cpu_pct_at_rate'), 0)} "
+            f"| {fmt(r.get('added_p50_ms'), 2)} | {fmt(r.get('added_p99_ms'), 2)} | {trend} "
+            f"| {fmt(r.get('cpu_pct_at_rate'), 0)} "
             f"| {fmt(r.get('peak_rss_mb'), 0)} | {fmt(r.get('sent'))} | {fmt(r.get('missing'))} "
             f"| {fmt(r.get('duplicates'))} |"
         )
@@ -161,7 +209,9 @@ def write_csv(path: Path, runs: list[dict], lat: list[dict], limits: list[dict])
             w.writerow({"kind": "limit", **r})
 
 
-def chart(path: Path, runs: list[dict], datasets: list[str], contenders: list[tuple[str, str]], title: str) -> str | None:
+def chart(
+    path: Path, runs: list[dict], datasets: list[str], contenders: list[tuple[str, str]], title: str
+) -> str | None:
     """Grouped bars (median of OK runs, one dot per run) of MB/s and CPU s/GB; returns an error text if it could not."""
     try:
         import matplotlib
@@ -170,6 +220,8 @@ def chart(path: Path, runs: list[dict], datasets: list[str], contenders: list[tu
         import matplotlib.pyplot as plt
     except ImportError as e:
         return f"no chart: matplotlib not importable ({e}); run through scripts/bench.sh, which installs it"
+    # only contenders with at least one good run get a slot (a skipped one would leave a hole in every group)
+    contenders = [(n, lb) for n, lb in contenders if any(r["contender"] == n and r["status"] == "OK" for r in runs)]
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(datasets) + 4), 4.8))
     width = 0.8 / max(1, len(contenders))
     for ax, key, ylabel in (
@@ -179,8 +231,11 @@ def chart(path: Path, runs: list[dict], datasets: list[str], contenders: list[tu
         for ci, (name, label) in enumerate(contenders):
             xs, meds = [], []
             for di, ds in enumerate(datasets):
-                vals = [r[key] for r in runs if r["dataset"] == ds and r["contender"] == name
-                        and r["status"] == "OK" and r.get(key) is not None]
+                vals = [
+                    r[key]
+                    for r in runs
+                    if r["dataset"] == ds and r["contender"] == name and r["status"] == "OK" and r.get(key) is not None
+                ]
                 x = di - 0.4 + width * (ci + 0.5)
                 if vals:
                     xs.append(x)
@@ -192,7 +247,8 @@ def chart(path: Path, runs: list[dict], datasets: list[str], contenders: list[tu
         ax.set_xticklabels(datasets)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=8)
+    if contenders:
+        axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

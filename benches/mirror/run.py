@@ -36,6 +36,7 @@ from pathlib import Path
 import cluster
 import datasets as dsets
 import report
+import verdict
 from contenders import Contender, MirrorMaker1, MirrorMaker2, RunSpec, Strait
 from procs import Registry, Sampler, cpu_seconds, load_average, machine_busy_seconds
 from tools import ToolError, Tools, tail
@@ -56,19 +57,34 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0],
         epilog="Every option also reads STRAIT_BENCH_<NAME> from the environment (e.g. STRAIT_BENCH_REPS=3).",
     )
-    p.add_argument("--quick", action="store_true", default=env("QUICK", "") not in ("", "0"),
-                   help="1 dataset (1k-lz4), 200k records, 1 repetition, 15 s latency phase")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        default=env("QUICK", "") not in ("", "0"),
+        help="1 dataset (1k-lz4), 200k records, 1 repetition, 15 s latency phase",
+    )
     p.add_argument("--reps", type=int, default=env("REPS", 0), help="repetitions of every mirror run (default 2)")
-    p.add_argument("--datasets", default=env("DATASETS", ""),
-                   help=f"comma-separated, from {','.join(dsets.ALL)} (default: all)")
+    p.add_argument(
+        "--datasets", default=env("DATASETS", ""), help=f"comma-separated, from {','.join(dsets.ALL)} (default: all)"
+    )
     p.add_argument("--records-1k", type=int, default=env("RECORDS_1K", 0), help="records per 1 KiB dataset (1,000,000)")
-    p.add_argument("--records-100", type=int, default=env("RECORDS_100", 0), help="records per 100 B dataset (5,000,000)")
+    p.add_argument(
+        "--records-100", type=int, default=env("RECORDS_100", 0), help="records per 100 B dataset (5,000,000)"
+    )
     p.add_argument("--partitions", type=int, default=env("PARTITIONS", 12))
     p.add_argument("--contenders", default=env("CONTENDERS", "strait,mm2,mm1"), help="subset/order of strait,mm2,mm1")
-    p.add_argument("--producer-linger-ms", type=int, default=env("LINGER_MS", 10),
-                   help="linger.ms of the preloading producer (and of MM1/MM2's producers)")
-    p.add_argument("--producer-batch-size", type=int, default=env("BATCH_SIZE", 65536),
-                   help="batch.size of the preloading producer (and of MM1/MM2's producers)")
+    p.add_argument(
+        "--producer-linger-ms",
+        type=int,
+        default=env("LINGER_MS", 10),
+        help="linger.ms of the preloading producer (and of MM1/MM2's producers)",
+    )
+    p.add_argument(
+        "--producer-batch-size",
+        type=int,
+        default=env("BATCH_SIZE", 65536),
+        help="batch.size of the preloading producer (and of MM1/MM2's producers)",
+    )
     p.add_argument("--mm2-tasks", type=int, default=env("MM2_TASKS", 2))
     p.add_argument("--mm1-streams", type=int, default=env("MM1_STREAMS", 2))
     p.add_argument("--mirror-heap", default=env("MIRROR_HEAP", "1g"), help="-Xms/-Xmx of the MM1/MM2 JVMs")
@@ -80,21 +96,36 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-linger-ms", type=int, default=env("LATENCY_LINGER_MS", 5))
     p.add_argument("--no-limits", action="store_true", help="skip the broker-limit phase")
     p.add_argument("--watch-interval-ms", type=int, default=env("WATCH_INTERVAL_MS", 20))
-    p.add_argument("--first-timeout", type=float, default=env("FIRST_TIMEOUT", 180.0),
-                   help="fail a run whose first record is not on the target after this many s")
-    p.add_argument("--stall-timeout", type=float, default=env("STALL_TIMEOUT", 60.0),
-                   help="fail a run whose target stops growing for this many s")
+    p.add_argument(
+        "--first-timeout",
+        type=float,
+        default=env("FIRST_TIMEOUT", 180.0),
+        help="fail a run whose first record is not on the target after this many s",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=env("STALL_TIMEOUT", 60.0),
+        help="fail a run whose target stops growing for this many s",
+    )
     p.add_argument("--run-timeout", type=float, default=env("RUN_TIMEOUT", 1800.0))
-    p.add_argument("--strait-bin", default=env("STRAIT_BIN", ""),
-                   help="default: $CARGO_TARGET_DIR or <repo>/target, /release/strait")
+    p.add_argument(
+        "--strait-bin",
+        default=env("STRAIT_BIN", ""),
+        help="default: $CARGO_TARGET_DIR or <repo>/target, /release/strait",
+    )
     p.add_argument("--kafka-lib4", default=env("KAFKA_LIB4", ""), help="lib dir of Kafka 4.x (scripts/kafka-jars.sh 4)")
     p.add_argument("--kafka-lib39", default=env("KAFKA_LIB39", ""), help="lib dir of Kafka 3.9 (kafka-jars.sh 3.9)")
     p.add_argument("--java", default=env("JAVA", ""), help="java binary (default: $JAVA_HOME/bin/java or java)")
     p.add_argument("--out", default=env("OUT", ""), help="results dir (default <repo>/bench-results/<date>)")
     p.add_argument("--work", default=env("WORK", ""), help="scratch dir (default <repo>/bench-results/tmp/<date>)")
     p.add_argument("--keep-work", action="store_true", help="keep broker data and logs of the scratch dir")
-    p.add_argument("--update-readme", choices=("auto", "yes", "no"), default=env("UPDATE_README", "auto"),
-                   help="write the summary into benches/README.md (auto = only for full runs)")
+    p.add_argument(
+        "--update-readme",
+        choices=("auto", "yes", "no"),
+        default=env("UPDATE_README", "auto"),
+        help="write the summary into benches/README.md (auto = only for full runs)",
+    )
     a = p.parse_args(argv)
     if a.quick:
         a.datasets = a.datasets or "1k-lz4"
@@ -126,8 +157,10 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.logs = self.out / "logs"
         self.logs.mkdir(exist_ok=True)
-        self.logf = open(self.out / "bench.log", "a")
-        java = args.java or (str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else "java")
+        self.logf = open(self.out / "bench.log", "a")  # noqa: SIM115 - open for the whole bench
+        java = args.java or (
+            str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else "java"
+        )
         java = shutil.which(java) or java
         for name, val in (("--kafka-lib4", args.kafka_lib4), ("--kafka-lib39", args.kafka_lib39)):
             if not val or not Path(val).is_dir():
@@ -144,8 +177,11 @@ class Bench:
         self.tools = Tools(reg, self.kafka, self.work, self.logs / "tools")
         sizes = {"1k": args.records_1k, "100": args.records_100}
         self.datasets = [dsets.parse(n.strip(), sizes) for n in args.datasets.split(",") if n.strip()]
-        strait_bin = Path(args.strait_bin) if args.strait_bin else (
-            Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait")
+        strait_bin = (
+            Path(args.strait_bin)
+            if args.strait_bin
+            else (Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait")
+        )
         available = {
             "strait": lambda: Strait(strait_bin, os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None),
             "mm2": lambda: MirrorMaker2(self.kafka, args.mirror_heap, args.mm2_tasks),
@@ -196,7 +232,9 @@ class Bench:
             self.target = None
         self.target_seq += 1
         t = time.monotonic()
-        self.target = cluster.start(self.reg, self.kafka, f"dst-{self.target_seq:02d}", self.work, self.args.broker_heap)
+        self.target = cluster.start(
+            self.reg, self.kafka, f"dst-{self.target_seq:02d}", self.work, self.args.broker_heap
+        )
         self.log(f"target cluster {self.target.name} on {self.target.bootstrap} ready in {time.monotonic() - t:.1f} s")
         return self.target
 
@@ -217,22 +255,35 @@ class Bench:
         a = self.args
         self.tools.create_topics(self.source.bootstrap, a.partitions, *[d.topic for d in self.datasets])
         for d in self.datasets:
-            r = self.tools.producer_perf(f"preload-{d.name}", self.source.bootstrap, d.topic, d.records,
-                                         self.payload(d.record_size), d.compression, a.producer_linger_ms,
-                                         a.producer_batch_size)
-            self.log(f"preloaded {d.topic}: {d.records:,} records in {r['elapsed_s']:.1f} s "
-                     f"({r['mb_s']:.1f} MB/s by ProducerPerformance)")
+            r = self.tools.producer_perf(
+                f"preload-{d.name}",
+                self.source.bootstrap,
+                d.topic,
+                d.records,
+                self.payload(d.record_size),
+                d.compression,
+                a.producer_linger_ms,
+                a.producer_batch_size,
+            )
+            self.log(
+                f"preloaded {d.topic}: {d.records:,} records in {r['elapsed_s']:.1f} s "
+                f"({r['mb_s']:.1f} MB/s by ProducerPerformance)"
+            )
         offs = self.tools.offsets(self.source.bootstrap, *[d.topic for d in self.datasets])
         for d in self.datasets:
             t = time.monotonic()
             dig = self.tools.digest(self.source.bootstrap, d.topic)
             ends = offs[d.topic]["partitions"]
             if dig["count"] != d.records or sum(ends) != d.records:
-                raise RuntimeError(f"source topic {d.topic} holds {dig['count']} records (end offsets sum "
-                                   f"{sum(ends)}), expected {d.records}")
+                raise RuntimeError(
+                    f"source topic {d.topic} holds {dig['count']} records (end offsets sum "
+                    f"{sum(ends)}), expected {d.records}"
+                )
             self.src_state[d.name] = {"ends": ends, "bytes": offs[d.topic]["bytes"], "digest": dig}
-            self.log(f"source {d.topic}: {d.records:,} records, {offs[d.topic]['bytes'] / MB:.1f} MB on disk, "
-                     f"digest read in {time.monotonic() - t:.1f} s")
+            self.log(
+                f"source {d.topic}: {d.records:,} records, {offs[d.topic]['bytes'] / MB:.1f} MB on disk, "
+                f"digest read in {time.monotonic() - t:.1f} s"
+            )
 
     def broker_limits(self) -> None:
         a = self.args
@@ -240,11 +291,23 @@ class Bench:
         for d in self.datasets:
             topic = f"limit-{d.name}"
             self.tools.create_topics(target.bootstrap, a.partitions, topic)
-            prod = self.tools.producer_perf(f"limit-produce-{d.name}", target.bootstrap, topic, d.records,
-                                            self.payload(d.record_size), d.compression, a.producer_linger_ms,
-                                            a.producer_batch_size)
-            cons = self.tools.consumer_perf(f"limit-consume-{d.name}", self.source.bootstrap, d.topic, d.records,
-                                            f"bench-limit-{d.name}-{self.started_at:%H%M%S}")
+            prod = self.tools.producer_perf(
+                f"limit-produce-{d.name}",
+                target.bootstrap,
+                topic,
+                d.records,
+                self.payload(d.record_size),
+                d.compression,
+                a.producer_linger_ms,
+                a.producer_batch_size,
+            )
+            cons = self.tools.consumer_perf(
+                f"limit-consume-{d.name}",
+                self.source.bootstrap,
+                d.topic,
+                d.records,
+                f"bench-limit-{d.name}-{self.started_at:%H%M%S}",
+            )
             row = {
                 "dataset": d.name,
                 "produce_mb_s": prod["mb_s"],
@@ -254,8 +317,10 @@ class Bench:
                 "limit_mb_s": min(prod["mb_s"], cons["mb_s"]),
             }
             self.limits.append(row)
-            self.log(f"limits {d.name}: produce {prod['mb_s']:.1f} MB/s ({prod['records_s']:,.0f} rec/s), "
-                     f"consume {cons['mb_s']:.1f} MB/s ({cons['records_s']:,.0f} rec/s)")
+            self.log(
+                f"limits {d.name}: produce {prod['mb_s']:.1f} MB/s ({prod['records_s']:,.0f} rec/s), "
+                f"consume {cons['mb_s']:.1f} MB/s ({cons['records_s']:,.0f} rec/s)"
+            )
 
     def order(self, k: int) -> list[Contender]:
         """Rotation k of the contender list: over consecutive groups every contender takes every position."""
@@ -269,11 +334,16 @@ class Bench:
                 for pos, c in enumerate(self.order(k), start=1):
                     row = self.mirror_run(c, d, rep, pos)
                     self.runs.append(row)
-                    self.log(f"run {row['run']} {c.name} {d.name} rep {rep}: {row['status']} "
-                             + (f"{row['mb_s']:.1f} MB/s, {row['records_s']:,.0f} rec/s, first record "
-                                f"{row['first_record_s']:.2f} s, {row['cpu_s_per_gb']:.2f} CPU s/GB, "
-                                f"RSS {row['peak_rss_mb']:.0f} MB; {row['verify']}"
-                                if row["status"] == "OK" else row.get("reason", "")))
+                    self.log(
+                        f"run {row['run']} {c.name} {d.name} rep {rep}: {row['status']} "
+                        + (
+                            f"{row['mb_s']:.1f} MB/s, {row['records_s']:,.0f} rec/s, first record "
+                            f"{row['first_record_s']:.2f} s, {row['cpu_s_per_gb']:.2f} CPU s/GB, "
+                            f"RSS {row['peak_rss_mb']:.0f} MB; {row['verify']}"
+                            if row["status"] == "OK"
+                            else row.get("reason", "")
+                        )
+                    )
                 k += 1
 
     # --- one mirror run ------------------------------------------------------------------------------------------
@@ -282,8 +352,16 @@ class Bench:
         a = self.args
         self.run_seq += 1
         rid = f"t{self.run_seq:02d}"
-        row = {"run": rid, "rep": rep, "order": pos, "dataset": d.name, "contender": c.name, "label": c.label,
-               "records": d.records, "payload_bytes": d.payload_bytes}
+        row = {
+            "run": rid,
+            "rep": rep,
+            "order": pos,
+            "dataset": d.name,
+            "contender": c.name,
+            "label": c.label,
+            "records": d.records,
+            "payload_bytes": d.payload_bytes,
+        }
         if c.name in self.disabled:
             row.update(status="SKIPPED", reason=self.disabled[c.name])
             return row
@@ -294,11 +372,20 @@ class Bench:
         target = self.fresh_target()
         if not c.keeps_partitions:
             self.tools.create_topics(target.bootstrap, len(expected), d.topic)
-        watch = self.tools.start_watch(f"watch-{rid}", target.bootstrap, d.topic, c.keeps_partitions, expected,
-                                       a.watch_interval_ms)
+        watch = self.tools.start_watch(
+            f"watch-{rid}", target.bootstrap, d.topic, c.keeps_partitions, expected, a.watch_interval_ms
+        )
         watch.wait_for("ready", 120)
-        spec = RunSpec(rid, run_dir, self.source.bootstrap, target.bootstrap, d.topic, d.compression,
-                       a.producer_linger_ms, a.producer_batch_size)
+        spec = RunSpec(
+            rid,
+            run_dir,
+            self.source.bootstrap,
+            target.bootstrap,
+            d.topic,
+            d.compression,
+            a.producer_linger_ms,
+            a.producer_batch_size,
+        )
         cmd, cenv = c.command(spec)
         (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
         b0 = (cpu_seconds(self.source.pid), cpu_seconds(target.pid))
@@ -308,7 +395,7 @@ class Bench:
         proc = self.reg.spawn(c.name, cmd, log, env=cenv)
         sampler = Sampler(proc.pid)
         sampler.start()
-        first = done = None
+        first = done = target_partitions = None
         total, last_change = 0, t0
         fail = None
         while True:
@@ -322,7 +409,9 @@ class Bench:
                 break
             if line:
                 ev, ts, tot = line.split()
-                if int(tot) != total:
+                if ev == "topic":
+                    target_partitions = int(tot)
+                elif int(tot) != total:
                     total, last_change = int(tot), now
                 if ev == "first":
                     first = int(ts) / 1000
@@ -330,8 +419,10 @@ class Bench:
                     done = int(ts) / 1000
                     break
             if proc.poll() is not None:
-                fail = (f"{c.label} exited with code {proc.returncode} after {now - t0:.1f} s, before completion "
-                        f"({total:,}/{d.records:,} records on the target): {tail(log)}")
+                fail = (
+                    f"{c.label} exited with code {proc.returncode} after {now - t0:.1f} s, before completion "
+                    f"({total:,}/{d.records:,} records on the target): {tail(log)}"
+                )
                 break
             if first is None and now - t0 > a.first_timeout:
                 fail = f"no record on the target {a.first_timeout:.0f} s after start: {tail(log)}"
@@ -345,11 +436,16 @@ class Bench:
         cpu, hwm = sampler.sample()
         b1 = (cpu_seconds(self.source.pid), cpu_seconds(target.pid))
         w1, m1, h1 = cpu_seconds(watch.proc.pid) or w0, machine_busy_seconds(), _self_cpu()
-        sampler.finish()
         stop_s = self.reg.stop(proc, timeout=30)
+        sampler.finish()
         watch.stop()
         row["stop_s"] = stop_s
+        row["cpu_s_at_exit"] = sampler.cpu  # last sample (<= 100 ms before exit): includes the shutdown
         if fail:
+            if target_partitions is not None and target_partitions != len(expected):
+                fail += f" [the target topic has {target_partitions} partitions, the source {len(expected)}]"
+            elif target_partitions is None and first is None:
+                fail += " [the target topic was never created]"
             row.update(status="FAILED", reason=fail)
             self.disabled[c.name] = f"not run after it failed in run {rid} ({d.name}): {fail}"
             return row
@@ -387,70 +483,45 @@ class Bench:
     def verify(self, target: cluster.Cluster, d: dsets.Dataset, per_partition: bool) -> tuple[bool, str, bool, int]:
         """Compares the target topic with the source: (exact?, text for the report, timestamps equal?, target bytes)."""
         src = self.src_state[d.name]
-        sd = src["digest"]
         try:
             offs = self.tools.offsets(target.bootstrap, d.topic)[d.topic]
             td = self.tools.digest(target.bootstrap, d.topic)
         except ToolError as e:
             return False, f"cannot read the target topic: {e}", False, 0
-        problems = []
-        ends = offs["partitions"]
-        if per_partition:
-            if len(ends) != len(src["ends"]):
-                problems.append(f"{len(ends)} partitions on the target, {len(src['ends'])} on the source")
-            for p, (se, sp) in enumerate(zip(src["ends"], sd["partitions"])):
-                if p >= len(td["partitions"]):
-                    break
-                tp = td["partitions"][p]
-                if ends[p] != se:
-                    problems.append(f"p{p} end offset {ends[p]} != {se}")
-                if tp["count"] != sp["count"]:
-                    problems.append(f"p{p} holds {tp['count']} records, source {sp['count']}")
-                elif tp["seq"] != sp["seq"]:
-                    problems.append(f"p{p} content/order differs")
-            ts_ok = all(t["seq_ts"] == s["seq_ts"] for t, s in zip(td["partitions"], sd["partitions"]))
-            good = "exact: every partition has the source's end offset, record count, order and content"
-        else:
-            if td["count"] != sd["count"]:
-                problems.append(f"{td['count']:,} records on the target, {sd['count']:,} on the source")
-            elif td["set"] != sd["set"]:
-                problems.append("record contents differ")
-            if sum(ends) != td["count"]:
-                problems.append(f"target end offsets sum to {sum(ends):,} for {td['count']:,} records")
-            ts_ok = td["set_ts"] == sd["set_ts"]
-            good = "exact per topic: same record count and contents (MM1 re-partitions, so not per partition)"
-        if problems:
-            shown = "; ".join(problems[:6]) + (f"; ... {len(problems) - 6} more" if len(problems) > 6 else "")
-            return False, f"MISMATCH: {shown}", ts_ok, offs["bytes"]
-        return True, good + ("" if ts_ok else "; timestamps NOT preserved"), ts_ok, offs["bytes"]
+        return verdict.compare(src, offs, td, per_partition)
 
     # --- latency -------------------------------------------------------------------------------------------------
 
     def latency_phase(self) -> None:
         a = self.args
-        k = 0
         for rep in range(1, a.latency_reps + 1):
             self.latency.append(self.latency_run(None, rep))
             base = self.latency[-1]
-            for c in self.order(k):
+            for c in self.order(rep - 1):
                 row = self.latency_run(c, rep)
                 if row["status"] == "OK" and base["status"] == "OK":
                     for q in ("p50", "p99", "max"):
                         row[f"added_{q}_ms"] = row[f"{q}_ms"] - base[f"{q}_ms"]
                 self.latency.append(row)
-            k += 1
         for r in self.latency:
-            self.log(f"latency rep {r['rep']} {r['label']}: {r['status']} p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} "
-                     f"max {r.get('max_ms')} ms, mirror CPU {report.fmt(r.get('cpu_pct_at_rate'), 0)} % "
-                     f"{r.get('reason', '')}")
+            self.log(
+                f"latency rep {r['rep']} {r['label']}: {r['status']} p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} "
+                f"max {r.get('max_ms')} ms, mirror CPU {report.fmt(r.get('cpu_pct_at_rate'), 0)} % "
+                f"{r.get('reason', '')}"
+            )
 
     def latency_run(self, c: Contender | None, rep: int) -> dict:
         a = self.args
         self.run_seq += 1
         rid = f"l{self.run_seq:02d}"
         name = c.name if c else "direct"
-        row = {"run": rid, "rep": rep, "contender": name, "dataset": "latency-1k-lz4",
-               "label": c.label if c else "source only (no mirror)"}
+        row = {
+            "run": rid,
+            "rep": rep,
+            "contender": name,
+            "dataset": "latency-1k-lz4",
+            "label": c.label if c else "source only (no mirror)",
+        }
         if c and c.name in self.disabled:
             row.update(status="SKIPPED", reason=self.disabled[c.name])
             return row
@@ -468,39 +539,62 @@ class Bench:
             consume = target.bootstrap
             if not c.keeps_partitions:
                 self.tools.create_topics(target.bootstrap, a.partitions, topic)
-            spec = RunSpec(rid, run_dir, self.source.bootstrap, target.bootstrap, topic, "lz4", a.latency_linger_ms,
-                           a.producer_batch_size)
+            spec = RunSpec(
+                rid,
+                run_dir,
+                self.source.bootstrap,
+                target.bootstrap,
+                topic,
+                "lz4",
+                a.latency_linger_ms,
+                a.producer_batch_size,
+            )
             cmd, cenv = c.command(spec)
             (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
             proc = self.reg.spawn(c.name, cmd, run_dir / "stdout.log", env=cenv)
             sampler = Sampler(proc.pid)
             sampler.start()
         probe = self.tools.start_latency_probe(
-            f"latency-{rid}", self.source.bootstrap, consume, topic, a.latency_rate, 1024, self.payload(1024),
-            a.latency_warmup, a.latency_seconds, "lz4", a.latency_linger_ms, a.producer_batch_size)
+            f"latency-{rid}",
+            self.source.bootstrap,
+            consume,
+            topic,
+            a.latency_rate,
+            1024,
+            self.payload(1024),
+            a.latency_warmup,
+            a.latency_seconds,
+            "lz4",
+            a.latency_linger_ms,
+            a.producer_batch_size,
+        )
         fail = None
         result = None
         marks: dict[str, tuple[float, float]] = {}
         t0 = time.time()
         deadline = t0 + a.first_timeout + a.latency_warmup + a.latency_seconds + 120
+        probe_out = open(run_dir / "probe.txt", "w")  # noqa: SIM115 - closed after the loop
         while result is None and fail is None:
             try:
                 line = probe.events.get(timeout=0.1)
             except queue.Empty:
                 line = ""
+            if line:
+                probe_out.write(f"{time.time():.3f} {line}\n")
             if line is None:
                 fail = f"latency probe exited: {tail(probe.log)}"
             elif line.startswith("phase "):
                 ph = line.split()[1]
                 marks[ph] = (time.time(), sampler.sample()[0] if sampler else 0.0)
             elif line.startswith("result "):
-                result = json.loads(line[len("result "):])
+                result = json.loads(line[len("result ") :])
             if proc is not None and proc.poll() is not None:
                 fail = f"{c.label} exited with code {proc.returncode}: {tail(run_dir / 'stdout.log')}"
             elif "warmup" not in marks and time.time() - t0 > a.first_timeout:
                 fail = f"no record arrived {a.first_timeout:.0f} s after start"
             elif time.time() > deadline:
                 fail = "latency probe did not finish in time"
+        probe_out.close()
         if sampler:
             row["peak_rss_mb"] = sampler.sample()[1] / MB
             sampler.finish()
@@ -526,7 +620,7 @@ class Bench:
     def environment(self) -> dict:
         def cmd_out(cmd: list[str], stderr: bool = False) -> str:
             try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+                r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=10)
                 return (r.stderr if stderr else r.stdout).strip()
             except (OSError, subprocess.TimeoutExpired):
                 return ""
@@ -571,42 +665,66 @@ class Bench:
         names = [d.name for d in self.datasets]
         cons = [(c.name, c.label) for c in self.contenders]
         mode = "quick" if a.quick else "full"
-        title = (f"Strait mirror bench {self.started_at:%Y-%m-%d %H:%M} ({mode}; {envi['cores']} cores, "
-                 f"Kafka {envi['kafka_brokers']}, Strait {envi['strait_commit']})")
+        title = (
+            f"Strait mirror bench {self.started_at:%Y-%m-%d %H:%M} ({mode}; {envi['cores']} cores, "
+            f"Kafka {envi['kafka_brokers']}, Strait {envi['strait_commit']})"
+        )
         chart_err = report.chart(self.out / "chart.png", self.runs, names, cons, title)
         report.write_csv(self.out / "results.csv", self.runs, self.latency, self.limits)
         java = envi["java"][0] if envi["java"] else "?"
-        machine = (f"{envi['cpu']}, {envi['cores']} cores, {envi['ram_gib']} GiB RAM, Linux {envi['kernel']}; "
-                   f"{java}; Kafka {envi['kafka_brokers']} brokers (single-node KRaft) and MM2, Kafka "
-                   f"{envi['kafka_mm1']} MM1; Strait commit {envi['strait_commit']}"
-                   + (f" ({envi['strait_version']})" if envi["strait_version"] else ""))
+        machine = (
+            f"{envi['cpu']}, {envi['cores']} cores, {envi['ram_gib']} GiB RAM, Linux {envi['kernel']}; "
+            f"{java}; Kafka {envi['kafka_brokers']} brokers (single-node KRaft) and MM2, Kafka "
+            f"{envi['kafka_mm1']} MM1; Strait commit {envi['strait_commit']}"
+            + (f" ({envi['strait_version']})" if envi["strait_version"] else "")
+        )
         skipped = []
         for c in self.contenders:
             if c.name in self.disabled:
                 skipped.append(f"- **{c.label}**: {self.disabled[c.name]}")
         dsl = ", ".join(f"`{d.topic}` ({d.records:,} x {d.record_size} B, {d.compression})" for d in self.datasets)
-        lat = (f"{a.latency_rate:,} records/s of 1 KiB, lz4, linger.ms={a.latency_linger_ms}; {a.latency_warmup:g} s "
-               f"warm-up, {a.latency_seconds:g} s measured")
+        lat = (
+            f"{a.latency_rate:,} records/s of 1 KiB, lz4, linger.ms={a.latency_linger_ms}; {a.latency_warmup:g} s "
+            f"warm-up, {a.latency_seconds:g} s measured"
+        )
         summary = report.throughput_table(self.runs, names, cons)
-        md = [f"# {title}\n", f"Machine: {machine}.\n", f"Results dir: `{self.out.relative_to(REPO) if self.out.is_relative_to(REPO) else self.out}`.\n"]
+        md = [
+            f"# {title}\n",
+            f"Machine: {machine}.\n",
+            f"Results dir: `{self.out.relative_to(REPO) if self.out.is_relative_to(REPO) else self.out}`.\n",
+        ]
         others = [r["other_cpu_cores"] for r in self.runs if r.get("other_cpu_cores") is not None]
         noise = ""
         if self.load_at_start > 0.5 or (others and max(others) > 0.2):
-            noise = (f"**The machine was not idle**: load average {self.load_at_start:.1f} at start"
-                     + (f"; other processes used {min(others):.2f}–{max(others):.2f} cores during the mirror runs "
-                        "(column *Other CPU*)" if others else "")
-                     + ". Treat the figures as noisy.\n")
+            noise = (
+                f"**The machine was not idle**: load average {self.load_at_start:.1f} at start"
+                + (
+                    f"; other processes used {min(others):.2f}–{max(others):.2f} cores during the mirror runs "
+                    "(column *Other CPU*)"
+                    if others
+                    else ""
+                )
+                + ". Treat the figures as noisy.\n"
+            )
             md.append(noise)
         if skipped:
             md += ["## Contenders not measured\n", "\n".join(skipped) + "\n"]
         md += [
-            f"## Throughput (median over {a.reps} repetition(s), (min–max) when several; MB = 2^20 bytes of record "
-            "values)\n",
-            f"Datasets: {dsl}; {a.partitions} partitions; preloaded by ProducerPerformance with acks=all, "
-            f"linger.ms={a.producer_linger_ms}, batch.size={a.producer_batch_size}.\n",
+            (
+                f"## Throughput (median over {a.reps} repetition(s), (min–max) when several; MB = 2^20 bytes of record "
+                "values)\n"
+            ),
+            (
+                f"Datasets: {dsl}; {a.partitions} partitions; preloaded by ProducerPerformance with acks=all, "
+                f"linger.ms={a.producer_linger_ms}, batch.size={a.producer_batch_size}.\n"
+            ),
             summary,
             "\n## Latency added by the mirror (fixed rate)\n",
-            f"{lat}. *added* = mirror path minus the source-only path of the same repetition.\n",
+            (
+                f"{lat}. *added* = mirror path minus the source-only path of the same repetition. *p50 first → last "
+                "10%*: median latency of the first and of the last tenth of the window; a large rise means the mirror "
+                "did not keep up with the rate and its backlog grew.\n"
+            ),
             report.latency_table(self.latency),
             "\n## What the brokers allow on the same data\n",
             report.limits_table(self.limits),
@@ -616,12 +734,18 @@ class Bench:
             "\n".join(
                 [f"- {c.label}: {c.settings()}" for c in self.contenders]
                 + [
-                    f"- MM1/MM2 producers: compression.type = the dataset's, linger.ms={a.producer_linger_ms}, "
-                    f"batch.size={a.producer_batch_size} (latency phase: lz4, linger.ms={a.latency_linger_ms})",
-                    f"- Brokers: -Xmx{a.broker_heap}, num.network.threads=2, num.io.threads=4, "
-                    "auto.create.topics.enable=false; a fresh target cluster for every run",
-                    f"- Completion: offset watcher polling every {a.watch_interval_ms} ms; first-record timeout "
-                    f"{a.first_timeout:g} s, stall timeout {a.stall_timeout:g} s",
+                    (
+                        f"- MM1/MM2 producers: compression.type = the dataset's, linger.ms={a.producer_linger_ms}, "
+                        f"batch.size={a.producer_batch_size} (latency phase: lz4, linger.ms={a.latency_linger_ms})"
+                    ),
+                    (
+                        f"- Brokers: -Xmx{a.broker_heap}, num.network.threads=2, num.io.threads=4, "
+                        "auto.create.topics.enable=false; a fresh target cluster for every run"
+                    ),
+                    (
+                        f"- Completion: offset watcher polling every {a.watch_interval_ms} ms; first-record timeout "
+                        f"{a.first_timeout:g} s, stall timeout {a.stall_timeout:g} s"
+                    ),
                     f"- Command: `{' '.join(sys.argv)}`",
                 ]
             )
@@ -639,15 +763,17 @@ class Bench:
         upd = a.update_readme == "yes" or (a.update_readme == "auto" and not a.quick)
         if upd:
             rel = self.out.relative_to(REPO) if self.out.is_relative_to(REPO) else self.out
-            block = "\n".join([
-                f"_{title}_ — full results in `{rel}/results.md`.\n",
-                f"Machine: {machine}.\n",
-                *([noise] if noise else []),
-                *(["Not measured:\n", "\n".join(skipped) + "\n"] if skipped else []),
-                summary,
-                f"\nLatency ({lat}):\n",
-                report.latency_table(self.latency),
-            ])
+            block = "\n".join(
+                [
+                    f"_{title}_ — full results in `{rel}/results.md`.\n",
+                    f"Machine: {machine}.\n",
+                    *([noise] if noise else []),
+                    *(["Not measured:\n", "\n".join(skipped) + "\n"] if skipped else []),
+                    summary,
+                    f"\nLatency ({lat}):\n",
+                    report.latency_table(self.latency),
+                ]
+            )
             if not report.update_readme(HERE.parent / "README.md", block):
                 self.log("benches/README.md has no bench markers: not updated")
         return text

@@ -41,6 +41,7 @@ class Tools:
         sources = sorted(str(p) for p in JAVA_DIR.glob("*.java"))
         r = subprocess.run(
             [javac, "-nowarn", "-d", str(self.classes), "-cp", self.kafka.cp4(), *sources],
+            check=False,
             capture_output=True,
             text=True,
         )
@@ -78,8 +79,9 @@ class Tools:
         out = self._run(f"digest-{topic}", "RecordDigest", bootstrap, topic, heap="1g", timeout=1800)
         return json.loads(out.strip().splitlines()[-1])
 
-    def start_watch(self, name: str, bootstrap: str, topic: str, per_partition: bool, expected: list[int],
-                    interval_ms: int) -> "Watch":
+    def start_watch(
+        self, name: str, bootstrap: str, topic: str, per_partition: bool, expected: list[int], interval_ms: int
+    ) -> Watch:
         cmd = self.kafka.tool_cmd(
             "OffsetWatch",
             bootstrap,
@@ -93,9 +95,21 @@ class Tools:
         proc = self.reg.spawn(name, cmd, self.logs / f"{name}.log", stdout_pipe=True)
         return Watch(self.reg, proc, self.logs / f"{name}.log")
 
-    def start_latency_probe(self, name: str, produce: str, consume: str, topic: str, rate: int, size: int,
-                            payload: Path, warmup_s: float, measure_s: float, compression: str, linger_ms: int,
-                            batch_size: int) -> "Watch":
+    def start_latency_probe(
+        self,
+        name: str,
+        produce: str,
+        consume: str,
+        topic: str,
+        rate: int,
+        size: int,
+        payload: Path,
+        warmup_s: float,
+        measure_s: float,
+        compression: str,
+        linger_ms: int,
+        batch_size: int,
+    ) -> Watch:
         cmd = self.kafka.tool_cmd(
             "LatencyProbe",
             produce,
@@ -117,8 +131,17 @@ class Tools:
 
     # --- Kafka's perf tools --------------------------------------------------------------------------------------
 
-    def producer_perf(self, name: str, bootstrap: str, topic: str, records: int, payload: Path, compression: str,
-                      linger_ms: int, batch_size: int) -> dict:
+    def producer_perf(
+        self,
+        name: str,
+        bootstrap: str,
+        topic: str,
+        records: int,
+        payload: Path,
+        compression: str,
+        linger_ms: int,
+        batch_size: int,
+    ) -> dict:
         """Kafka's ProducerPerformance, unthrottled; returns {"records_s", "mb_s", "elapsed_s"}."""
         start = time.monotonic()
         out = self._run(

@@ -10,8 +10,8 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use strait_forward::{
-    Compression, FetchedBatch, FetchedRecords, ProducerStamp, RecordBatch, TargetPolicy,
-    reencode, rewrite_for_produce,
+    Compression, FetchedBatch, FetchedRecords, ProducerStamp, RecordBatch, TargetPolicy, reencode,
+    rewrite_for_produce,
 };
 
 fn check_v2(batch: &RecordBatch, mode: u8) {
@@ -42,16 +42,29 @@ fn check_v2(batch: &RecordBatch, mode: u8) {
 
 fn check_output(out: Vec<strait_forward::ReencodedBatch>) {
     for o in out {
-        let b = RecordBatch::parse(o.batch().as_bytes().clone()).expect("re-encoded batch must parse");
-        assert_eq!(i64::from(b.last_offset_delta()) + 1, i64::from(b.record_count()));
+        let b =
+            RecordBatch::parse(o.batch().as_bytes().clone()).expect("re-encoded batch must parse");
+        assert_eq!(
+            i64::from(b.last_offset_delta()) + 1,
+            i64::from(b.record_count())
+        );
         assert_eq!(b.record_count() as usize, o.source_offsets().len());
-        let decoded = b.decode_records(64 << 20).expect("re-encoded batch must decompress");
-        assert_eq!(decoded.validate().expect("re-encoded records must be valid"), o.source_offsets().len());
+        let decoded = b
+            .decode_records(64 << 20)
+            .expect("re-encoded batch must decompress");
+        assert_eq!(
+            decoded
+                .validate()
+                .expect("re-encoded records must be valid"),
+            o.source_offsets().len()
+        );
     }
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else { return };
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
     let mut bytes = rest.to_vec();
     if mode & 0x80 != 0 && bytes.len() >= 61 {
         // Repair batchLength, magic and CRC so the batch passes the header checks.
@@ -79,5 +92,8 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    assert_eq!(walker.position() + walker.truncated_tail_bytes(), bytes.len());
+    assert_eq!(
+        walker.position() + walker.truncated_tail_bytes(),
+        bytes.len()
+    );
 });

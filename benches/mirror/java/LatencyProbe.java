@@ -79,6 +79,7 @@ public final class LatencyProbe {
 
         int capacity = (int) Math.min(Integer.MAX_VALUE - 8, rate * (measureNs / 1e9) * 1.5 + 10_000);
         long[] lat = new long[capacity];
+        long[] bySeq = new long[capacity]; // latency of measured record i (0 = not received), for the trend
         AtomicBoolean arrived = new AtomicBoolean(false);
         AtomicBoolean producerDone = new AtomicBoolean(false);
         AtomicLong measuredFirst = new AtomicLong(-1);
@@ -135,6 +136,9 @@ public final class LatencyProbe {
                         results[0]++;
                         if (results[2] < lat.length) {
                             lat[(int) results[2]++] = now - sent;
+                        }
+                        if (idx < bySeq.length) {
+                            bySeq[idx] = Math.max(1, now - sent);
                         }
                     }
                     if (producerDone.get()) {
@@ -226,6 +230,12 @@ public final class LatencyProbe {
                     .append(", \"p99_ms\": ").append(ms(pct(sorted, 0.99)))
                     .append(", \"p999_ms\": ").append(ms(pct(sorted, 0.999)))
                     .append(", \"max_ms\": ").append(ms(sorted[n - 1]));
+            // p50 of the first and of the last tenth of the window (by send order): a mirror that cannot keep up
+            // with the rate shows a growing backlog, i.e. last >> first
+            int tenth = (int) Math.max(1, Math.min(bySeq.length, sent) / 10);
+            int end = (int) Math.min(bySeq.length, sent);
+            out.append(", \"p50_first10_ms\": ").append(ms(decileMedian(bySeq, 0, tenth)))
+                    .append(", \"p50_last10_ms\": ").append(ms(decileMedian(bySeq, end - tenth, end)));
         }
         System.out.println(out.append('}'));
         System.out.flush();
@@ -239,6 +249,12 @@ public final class LatencyProbe {
             b.put(filler, 0, Math.min(filler.length, b.remaining()));
         }
         return b.array();
+    }
+
+    private static long decileMedian(long[] bySeq, int from, int to) {
+        long[] part = Arrays.stream(Arrays.copyOfRange(bySeq, Math.max(0, from), Math.max(from, to)))
+                .filter(v -> v > 0).sorted().toArray();
+        return part.length == 0 ? 0 : pct(part, 0.5);
     }
 
     private static long pct(long[] sorted, double q) {

@@ -5,7 +5,8 @@
 //   partition: complete when every target partition p has end offset >= expected[p] (mirrors that keep partitions)
 //   total:     complete when the sum over target partitions >= sum(expected) (MirrorMaker 1 re-partitions)
 // Prints lines "<event> <epoch ms> <target total>" on stdout: ready (connected, before the mirror starts), topic (the
-// target topic exists), first (first record seen), progress (about once a second), done; then exits 0.
+// target topic exists; the number is its partition count), first (first record seen), progress (about once a
+// second), done; then exits 0.
 // A watch that never completes is stopped by the harness.
 
 import java.util.HashMap;
@@ -56,7 +57,7 @@ public final class OffsetWatch {
                 if (req == null) {
                     req = describe(admin, topic);
                     if (req != null) {
-                        emit("topic", 0);
+                        emit("topic", req.size()); // here the number is the partition count
                     }
                 }
                 if (req != null) {

@@ -22,6 +22,7 @@
 
 use bytes::Bytes;
 
+use crate::checksum::batch_crc;
 use crate::compression::Compression;
 use crate::error::{Error, Result};
 use crate::legacy::LegacyBatch;
@@ -146,8 +147,9 @@ impl Attributes {
 ///
 /// Construction ([`RecordBatch::parse`]) checks the length fields, magic 2, a known codec,
 /// non-negative lastOffsetDelta and recordsCount, and the CRC-32C over bytes 21..end. It does not
-/// look inside the records section (see [`RecordBatch::decode_records`]). Cloning is a reference
-/// count increment.
+/// look inside the records section (see [`RecordBatch::decode_records`]). The stored CRC of a
+/// `RecordBatch` is therefore always correct, which lets the rewriter update it instead of
+/// recomputing it. Cloning is a reference count increment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordBatch {
     bytes: Bytes,
@@ -166,11 +168,6 @@ fn i64_at(b: &[u8], at: usize) -> i64 {
     let mut a = [0; 8];
     a.copy_from_slice(&b[at..at + 8]);
     i64::from_be_bytes(a)
-}
-
-/// CRC-32C exactly as the v2 header's crc field covers it: bytes 21..end.
-pub(crate) fn batch_crc(batch: &[u8]) -> u32 {
-    crc32c::crc32c(&batch[ATTRIBUTES..])
 }
 
 impl RecordBatch {

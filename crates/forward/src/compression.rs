@@ -1,7 +1,7 @@
 //! Kafka's record compression codecs, with a hard cap on decompressed output.
 //!
 //! The pass-through path never calls into this module: it forwards compressed payloads
-//! untouched. Only re-encoding (see [`crate::reencode`]) and legacy conversion decompress.
+//! untouched. Only re-encoding (see [`crate::reencode()`]) and legacy conversion decompress.
 //!
 //! | Codec  | Wire format (what Java's producer writes)                                   | Library |
 //! |--------|-----------------------------------------------------------------------------|---------|

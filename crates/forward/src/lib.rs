@@ -16,7 +16,7 @@
 //! | [`batch`] | [`FetchedRecords`] splits a fetch response's `records` into complete entries (Java's `ByteBufferLogInputStream` rules; a truncated tail ends iteration, it is not an error). [`RecordBatch`] is a validated (lengths, magic 2, codec, CRC-32C) zero-copy view of one v2 batch. |
 //! | [`txn`] | [`AbortedTransactionFilter`]: read_committed filtering of aborted transactional batches and transaction markers. |
 //! | [`rewrite`] | The pass-through path: [`rewrite_for_produce`] (baseOffset 0, leader epoch -1, the mirror's [`ProducerStamp`], attribute bits 3/4/6, new CRC; records copied verbatim), and the decisions [`drop_reason`] and [`needs_reencode`]. |
-//! | [`reencode`] | The slow path: decode, drop records below the fetch offset, renumber offsets, fix timestamps, change codec, split to the target's `max.message.bytes`; reports each output batch's source offsets. |
+//! | [`mod@reencode`] | The slow path: decode, drop records below the fetch offset, renumber offsets, fix timestamps, change codec, split to the target's `max.message.bytes`; reports each output batch's source offsets. |
 //! | [`legacy`] | Magic 0/1 message sets (including compressed wrappers) converted to v2. |
 //! | [`records`] | Zero-allocation walker over an uncompressed records section. |
 //! | [`compression`] | gzip, xerial snappy, lz4 frame and zstd, with a hard cap on decompressed size. |
@@ -84,6 +84,7 @@
 //!   (keyless records for compacted targets, the timestamp window) are not made here.
 
 pub mod batch;
+mod checksum;
 pub mod compression;
 pub mod error;
 pub mod legacy;

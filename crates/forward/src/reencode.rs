@@ -10,7 +10,7 @@
 //! * keep every record's timestamp (baseTimestamp = the first record's, deltas recomputed,
 //!   maxTimestamp = the largest, as Java's builder does) and are CreateTime; for a LogAppendTime
 //!   source the record timestamps are the create times, or the source append time with
-//!   [`LogAppendTimePolicy::KeepAppendTime`](crate::LogAppendTimePolicy::KeepAppendTime);
+//!   [`crate::LogAppendTimePolicy::KeepAppendTime`];
 //! * use the source codec unless the policy names another;
 //! * are each at most `max_message_bytes` (12-byte log overhead included), splitting as needed;
 //! * carry baseOffset 0, partitionLeaderEpoch -1, the given [`ProducerStamp`] (the sequence
@@ -23,8 +23,8 @@ use crate::batch::{
     ATTRIBUTES, Attributes, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, CRC,
     LAST_OFFSET_DELTA, LOG_OVERHEAD, MAGIC, MAGIC_V2, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH,
     PRODUCER_EPOCH, PRODUCER_ID, RECORD_BATCH_OVERHEAD, RECORDS_COUNT, RecordBatch, TimestampType,
-    batch_crc,
 };
+use crate::checksum::batch_crc;
 use crate::compression::Compression;
 use crate::error::{Error, Result};
 use crate::records::RecordParts;

@@ -12,7 +12,8 @@
 //!   horizon (bit 6) and LogAppendTime (bit 3) cleared; codec and the other bits kept.
 //! * the CRC-32C over bytes 21..end.
 //!
-//! Bytes 61.. (the records section) are copied verbatim: one `memcpy` plus one CRC pass.
+//! Bytes 61.. (the records section) are copied verbatim with one `memcpy`; the CRC is updated
+//! arithmetically for the 40 changed header bytes, so the records are not read a second time.
 //!
 //! **LogAppendTime.** Clearing bit 3 makes the target read every record's timestamp as its
 //! stored create time (baseTimestamp + timestampDelta) instead of the source broker's append time
@@ -20,7 +21,7 @@
 //! LogAppendTime targets and inconsistent timestamps on CreateTime targets, so it is always cleared
 //! here. To keep the source append time instead, re-encode with
 //! [`LogAppendTimePolicy::KeepAppendTime`]: [`needs_reencode`] then answers
-//! [`ReencodeReason::TimestampFix`] and [`crate::reencode`] writes maxTimestamp into every record.
+//! [`ReencodeReason::TimestampFix`] and [`crate::reencode()`] writes maxTimestamp into every record.
 //!
 //! **Delete horizon.** Clearing bit 6 leaves every record's timestamp unchanged: the log cleaner
 //! rebuilt the deltas relative to the horizon it stored in baseTimestamp.
@@ -33,6 +34,7 @@ use crate::batch::{
     ATTRIBUTES, Attributes, BASE_OFFSET, BASE_SEQUENCE, CRC, PARTITION_LEADER_EPOCH,
     PRODUCER_EPOCH, PRODUCER_ID, RECORD_BATCH_OVERHEAD, RecordBatch, TimestampType,
 };
+use crate::checksum::updated_crc;
 use crate::compression::Compression;
 
 /// The producer identity stamped on every batch sent to the target.
@@ -126,7 +128,14 @@ pub fn rewrite_for_produce_into(batch: &RecordBatch, stamp: ProducerStamp, out: 
     header[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&stamp.producer_epoch.to_be_bytes());
     header[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&stamp.base_sequence.to_be_bytes());
     let records = &src[RECORD_BATCH_OVERHEAD..];
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES..]), records);
+    // The source CRC is known to be right (RecordBatch verified it), so it is updated for the
+    // header change instead of being recomputed over the records.
+    let crc = updated_crc(
+        batch.crc(),
+        &src[ATTRIBUTES..RECORD_BATCH_OVERHEAD],
+        &header[ATTRIBUTES..],
+        records.len(),
+    );
     header[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     out.reserve(src.len());
     out.put_slice(&header);
@@ -282,7 +291,8 @@ pub fn drop_reason(batch: &RecordBatch) -> Option<DropReason> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::batch::{ATTRIBUTES, LOG_OVERHEAD, MAGIC, batch_crc};
+    use crate::batch::{LOG_OVERHEAD, MAGIC};
+    use crate::checksum::batch_crc;
 
     /// A header-valid batch with an opaque 100-byte "records" payload (rewrite never reads it).
     fn raw_batch(attributes: i16, pid: i64, epoch: i16, seq: i32) -> RecordBatch {

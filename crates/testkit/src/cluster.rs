@@ -22,8 +22,9 @@ pub const ADMIN_PASSWORD: &str = "admin-secret";
 const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Attempts at starting a cluster when a port turned out to be taken by someone else.
 const START_ATTEMPTS: usize = 3;
-/// How long `Drop` lets the JVMs shut down cleanly before SIGKILL.
-const DROP_GRACE: Duration = Duration::from_secs(5);
+/// How long `Drop` lets the JVMs shut down cleanly before SIGKILL. A single node needs about 0.7 s; the nodes of
+/// a multi-node cluster stopping together wait for a quorum that is going away, and the dir is deleted anyway.
+const DROP_GRACE: Duration = Duration::from_secs(2);
 /// The same while a node writes the AppCDS archive (see `cds`) at exit.
 const DROP_GRACE_DUMPING: Duration = Duration::from_secs(20);
 /// How long `stop_node` lets a node shut down cleanly (controlled shutdown) before SIGKILL.
@@ -391,7 +392,7 @@ impl ClusterBuilder {
         } else {
             Some(tmp)
         };
-        for sub in ["tools", "clients", "tmp"] {
+        for sub in ["tools", "clients", "tmp", "procs"] {
             let p = dir.join(sub);
             fs::create_dir_all(&p)
                 .map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
@@ -470,14 +471,16 @@ impl ClusterBuilder {
                 .map_err(|e| Error::io(format!("creating {}", node.dir().display()), e))?;
             write_properties(&node.config, &props)?;
         }
+        let formatting = Instant::now();
         cluster.format()?;
+        let format_secs = formatting.elapsed().as_secs_f64();
         for node in &mut cluster.nodes {
             node.spawn(&cluster.launch)?;
         }
         let ids = cluster.node_ids();
         cluster.wait_ready(&ids)?;
         eprintln!(
-            "strait-testkit: cluster {} ({} node{}, {}{}{}) ready in {:.1} s at {} (dir {})",
+            "strait-testkit: cluster {} ({} node{}, {}{}{}) ready in {:.1} s (storage format {:.1} s) at {} (dir {})",
             cluster.name,
             cluster.nodes.len(),
             if cluster.nodes.len() == 1 { "" } else { "s" },
@@ -485,6 +488,7 @@ impl ClusterBuilder {
             if cluster.mtls { ", mTLS" } else { "" },
             if cluster.sasl { ", SASL" } else { "" },
             began.elapsed().as_secs_f64(),
+            format_secs,
             cluster.bootstrap(),
             cluster.dir.display()
         );
@@ -732,6 +736,9 @@ impl Cluster {
     }
 
     /// Starts a stopped node again with the same config, ports and data, and waits until it is ready.
+    ///
+    /// Right after a stop this can take up to `broker.session.timeout.ms` (9 s): the controller refuses the new
+    /// registration (DUPLICATE_BROKER_REGISTRATION) until the previous incarnation's session has expired.
     pub fn start_node(&mut self, node_id: i32) -> Result<(), Error> {
         let launch = self.launch.clone();
         let node = self.node_mut(node_id)?;
@@ -1052,6 +1059,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        let began = Instant::now();
         // SIGTERM everyone first so the nodes shut down in parallel, then SIGKILL whoever is left.
         for node in &mut self.nodes {
             node.terminate();
@@ -1071,6 +1079,11 @@ impl Drop for Cluster {
         if let Some(mut w) = self.watchdog.take() {
             w.finish();
         }
+        eprintln!(
+            "strait-testkit: cluster {} stopped in {:.1} s",
+            self.name,
+            began.elapsed().as_secs_f64()
+        );
         // `_tmp` (if any) removes the directory when it drops right after this.
     }
 }

@@ -55,8 +55,8 @@ pub enum Error {
     },
     /// A broker JVM exited or did not become ready in time.
     #[error(
-        "node {node} of cluster {cluster} did not become ready: {reason}. Files: {dir}. \
-         Last lines of its output (stdout+stderr, which also carry the broker log):\n{log_tail}"
+        "node {node} of cluster {cluster} did not become ready: {reason}. Files: {dir} (removed on drop unless \
+         STRAIT_KEEP_CLUSTERS=1). Last lines of its output (stdout+stderr, which also carry the broker log):\n{log_tail}"
     )]
     NotReady {
         /// The cluster name.

@@ -22,7 +22,8 @@
 //! Every JVM carries `-Dstrait.testkit=1` (`pkill -f strait.testkit` kills strays). A watchdog process per
 //! cluster kills its JVMs if the test process dies without running `Drop`. Environment:
 //! `STRAIT_KEEP_CLUSTERS=1` keeps cluster dirs, `STRAIT_CACHE` moves the jar cache, `STRAIT_START_TIMEOUT_SECS`
-//! changes the readiness timeout (120 s), `STRAIT_JAVA` picks the `java` binary.
+//! changes the readiness timeout (120 s), `STRAIT_JAVA` picks the `java` binary, `STRAIT_CDS=0` turns off the
+//! AppCDS archives that speed up JVM starts (kept next to the jars, in `<cache>/kafka-<version>/strait-cds`).
 
 mod cds;
 mod cluster;
@@ -30,6 +31,7 @@ mod error;
 mod node;
 mod pki;
 mod ports;
+mod process;
 mod props;
 mod tools;
 mod version;
@@ -38,5 +40,18 @@ mod watchdog;
 pub use cluster::{ADMIN_PASSWORD, AdminOp, Cluster, ClusterBuilder, Listener, Resource};
 pub use error::Error;
 pub use pki::{ForeignCa, Pki, UserCert, Validity};
+pub use process::JavaProcess;
 pub use tools::ConsumeOptions;
 pub use version::{KafkaVersion, kafka_lib_dir};
+
+#[cfg(test)]
+mod tests {
+    /// Tests share clusters across threads (`Arc<Cluster>`, `spawn_blocking`).
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Cluster>();
+        check::<crate::Pki>();
+        check::<crate::Error>();
+    }
+}

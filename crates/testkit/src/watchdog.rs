@@ -1,6 +1,7 @@
-//! A tiny `sh` process per cluster that SIGKILLs the cluster's JVMs (and removes its dir) if this process dies
-//! without running `Drop` (SIGKILL, abort, a test harness timeout). It waits for EOF on a pipe that only this
-//! process holds open: the kernel closes it however we exit.
+//! A tiny `sh` process per cluster that SIGKILLs the cluster's JVMs (brokers and `spawn_java` processes) and
+//! removes its dir if this process dies without running `Drop` (SIGKILL, abort, a test harness timeout). It waits
+//! for EOF on a pipe that only this process holds open: the kernel closes it however we exit. Pipes are
+//! close-on-exec, so the JVMs we start do not hold it open.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -11,7 +12,7 @@ use crate::error::Error;
 const SCRIPT: &str = r#"
 trap '' INT HUP
 while read -r _; do :; done
-for f in "$1"/node-*/jvm.pid; do
+for f in "$1"/node-*/jvm.pid "$1"/procs/*/jvm.pid; do
   [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 done
 [ "$2" = keep ] || rm -rf "$1"

@@ -522,11 +522,19 @@ pub struct BrokerDescription {
     pub rack: Option<String>,
 }
 
+/// How many times UNKNOWN_TOPIC_OR_PARTITION is retried before it is reported.
+const UNKNOWN_TOPIC_RETRIES: u32 = 5;
+
 fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
-fn authorization(conn: &Connection, code: ResponseError, operation: &str, resource: String) -> Error {
+fn authorization(
+    conn: &Connection,
+    code: ResponseError,
+    operation: &str,
+    resource: String,
+) -> Error {
     with_principal(
         Error::Authorization {
             code,
@@ -641,7 +649,10 @@ impl Admin {
             {
                 return Err(Error::Broker {
                     code: ResponseError::NotController,
-                    context: format!("CreateTopics for '{}' reached a broker that is not the controller", r.name.as_str()),
+                    context: format!(
+                        "CreateTopics for '{}' reached a broker that is not the controller",
+                        r.name.as_str()
+                    ),
                 });
             }
             let mut out = BTreeMap::new();
@@ -650,17 +661,25 @@ impl Admin {
                 let result = match ResponseError::try_from_code(r.error_code) {
                     None => Ok(CreateTopicOutcome::Created {
                         topic_id: TopicId::from_uuid(r.topic_id),
-                        partitions: (version >= 5 && r.num_partitions > 0).then_some(r.num_partitions),
+                        partitions: (version >= 5 && r.num_partitions > 0)
+                            .then_some(r.num_partitions),
                         replication_factor: (version >= 5 && r.replication_factor > 0)
                             .then_some(r.replication_factor),
                     }),
-                    Some(ResponseError::TopicAlreadyExists) => Ok(CreateTopicOutcome::AlreadyExists {
-                        message: r.error_message.map(|m| m.as_str().to_owned()),
-                    }),
+                    Some(ResponseError::TopicAlreadyExists) => {
+                        Ok(CreateTopicOutcome::AlreadyExists {
+                            message: r.error_message.map(|m| m.as_str().to_owned()),
+                        })
+                    }
                     Some(
                         code @ (ResponseError::TopicAuthorizationFailed
                         | ResponseError::ClusterAuthorizationFailed),
-                    ) => Err(authorization(&conn, code, "Create", format!("Topic:{name}"))),
+                    ) => Err(authorization(
+                        &conn,
+                        code,
+                        "Create",
+                        format!("Topic:{name}"),
+                    )),
                     Some(code) => Err(Error::Broker {
                         code,
                         context: with_message(
@@ -675,7 +694,10 @@ impl Admin {
                 if !out.contains_key(&t.name) {
                     return Err(Error::Protocol {
                         broker: conn.broker().to_owned(),
-                        message: format!("CreateTopics response does not mention topic '{}'", t.name),
+                        message: format!(
+                            "CreateTopics response does not mention topic '{}'",
+                            t.name
+                        ),
                     });
                 }
             }
@@ -686,7 +708,9 @@ impl Admin {
 
     /// Creates one topic; [`CreateTopicOutcome::AlreadyExists`] if it exists.
     pub async fn create_topic(&self, topic: &NewTopic) -> Result<CreateTopicOutcome> {
-        let mut results = self.create_topics(std::slice::from_ref(topic), false).await?;
+        let mut results = self
+            .create_topics(std::slice::from_ref(topic), false)
+            .await?;
         results.remove(&topic.name).unwrap_or_else(|| {
             Err(Error::InvalidArgument(format!(
                 "CreateTopics gave no result for '{}'",
@@ -720,9 +744,15 @@ impl Admin {
             };
             match ResponseError::try_from_code(r.error_code) {
                 None => Ok(()),
-                Some(code @ (ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed)) => {
-                    Err(authorization(&conn, code, "Alter", format!("Topic:{topic}")))
-                }
+                Some(
+                    code @ (ResponseError::TopicAuthorizationFailed
+                    | ResponseError::ClusterAuthorizationFailed),
+                ) => Err(authorization(
+                    &conn,
+                    code,
+                    "Alter",
+                    format!("Topic:{topic}"),
+                )),
                 Some(code) => Err(Error::Broker {
                     code,
                     context: with_message(
@@ -738,32 +768,63 @@ impl Admin {
     /// All configuration entries of `topic`.
     pub async fn describe_topic_configs(&self, topic: &str) -> Result<Configs> {
         validate_topic_name(topic)?;
-        self.describe_configs(&ConfigResource::Topic(topic.to_owned())).await
+        self.describe_configs(&ConfigResource::Topic(topic.to_owned()))
+            .await
     }
 
     /// All configuration entries of a topic or broker. Retries UNKNOWN_TOPIC_OR_PARTITION
     /// briefly (a just-created topic takes a moment to reach every broker).
     pub async fn describe_configs(&self, resource: &ConfigResource) -> Result<Configs> {
+        self.retrying("DescribeConfigs", || self.describe_configs_once(resource))
+            .await
+    }
+
+    /// Retries connection errors within `request.timeout.ms`, and UNKNOWN_TOPIC_OR_PARTITION
+    /// a few times only (a new topic reaches every broker within moments; a missing one
+    /// should not cost the whole timeout).
+    async fn retrying<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let config = self.client.config().clone();
         let deadline = Instant::now() + config.request_timeout();
         let mut backoff = Backoff::new(&config);
+        let mut unknown_topic = 0u32;
         loop {
-            let err = match self.describe_configs_once(resource).await {
-                Ok(c) => return Ok(c),
+            let err = match attempt().await {
+                Ok(v) => return Ok(v),
                 Err(e) => e,
             };
+            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
+                unknown_topic += 1;
+                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
+                    return Err(err);
+                }
+            }
             let wait = backoff.next_delay();
             if !err.is_retriable() || Instant::now() + wait > deadline {
                 return Err(err);
             }
+            tracing::debug!(api, error = %err, "retrying");
             tokio::time::sleep(wait).await;
         }
     }
 
     async fn describe_configs_once(&self, resource: &ConfigResource) -> Result<Configs> {
         let (conn, type_code, name, label) = match resource {
-            ConfigResource::Topic(t) => (self.client.any_broker().await?, 2i8, t.clone(), format!("Topic:{t}")),
-            ConfigResource::Broker(id) => (self.client.broker(*id).await?, 4i8, id.to_string(), format!("Broker:{id}")),
+            ConfigResource::Topic(t) => (
+                self.client.any_broker().await?,
+                2i8,
+                t.clone(),
+                format!("Topic:{t}"),
+            ),
+            ConfigResource::Broker(id) => (
+                self.client.broker(*id).await?,
+                4i8,
+                id.to_string(),
+                format!("Broker:{id}"),
+            ),
         };
         let version = conn.pick_version::<DescribeConfigsRequest>(1..=4)?;
         let mut r = DescribeConfigsResource::default();
@@ -773,7 +834,11 @@ impl Admin {
         let mut req = DescribeConfigsRequest::default();
         req.resources = vec![r];
         let resp = conn.send(req, version).await?;
-        let Some(result) = resp.results.into_iter().find(|r| r.resource_name.as_str() == name) else {
+        let Some(result) = resp
+            .results
+            .into_iter()
+            .find(|r| r.resource_name.as_str() == name)
+        else {
             return Err(Error::Protocol {
                 broker: conn.broker().to_owned(),
                 message: format!("DescribeConfigs response does not mention {label}"),
@@ -781,13 +846,21 @@ impl Admin {
         };
         if let Some(code) = ResponseError::try_from_code(result.error_code) {
             return Err(match code {
-                ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed => {
-                    let resource = if type_code == 4 { "Cluster:kafka-cluster".to_owned() } else { label };
+                ResponseError::TopicAuthorizationFailed
+                | ResponseError::ClusterAuthorizationFailed => {
+                    let resource = if type_code == 4 {
+                        "Cluster:kafka-cluster".to_owned()
+                    } else {
+                        label
+                    };
                     authorization(&conn, code, "DescribeConfigs", resource)
                 }
                 _ => Error::Broker {
                     code,
-                    context: with_message(format!("DescribeConfigs for {label}"), result.error_message.as_ref()),
+                    context: with_message(
+                        format!("DescribeConfigs for {label}"),
+                        result.error_message.as_ref(),
+                    ),
                 },
             });
         }
@@ -810,6 +883,11 @@ impl Admin {
     /// The ACLs matching `filter`. Needs Describe on the cluster; a cluster without an
     /// authorizer answers SECURITY_DISABLED.
     pub async fn describe_acls(&self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
+        self.retrying("DescribeAcls", || self.describe_acls_once(filter))
+            .await
+    }
+
+    async fn describe_acls_once(&self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
         let conn = self.client.any_broker().await?;
         let version = conn.pick_version::<DescribeAclsRequest>(1..=3)?;
         let mut req = DescribeAclsRequest::default();
@@ -855,6 +933,11 @@ impl Admin {
 
     /// DescribeCluster (Kafka 2.8+): cluster id, controller and brokers.
     pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
+        self.retrying("DescribeCluster", || self.describe_cluster_once())
+            .await
+    }
+
+    async fn describe_cluster_once(&self) -> Result<ClusterDescription> {
         let conn = self.client.any_broker().await?;
         let version = conn.pick_version::<DescribeClusterRequest>(0..=2)?;
         let mut req = DescribeClusterRequest::default();
@@ -869,7 +952,10 @@ impl Admin {
                 }
                 _ => Error::Broker {
                     code,
-                    context: with_message("DescribeCluster".to_owned(), resp.error_message.as_ref()),
+                    context: with_message(
+                        "DescribeCluster".to_owned(),
+                        resp.error_message.as_ref(),
+                    ),
                 },
             });
         }
@@ -920,6 +1006,7 @@ impl fmt::Display for CreateTopicOutcome {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -954,7 +1041,10 @@ mod tests {
             operation: AclOperation::Write,
             permission: AclPermission::Allow,
         };
-        assert_eq!(b.to_string(), "User:alice ALLOW Write on Topic:orders from host *");
+        assert_eq!(
+            b.to_string(),
+            "User:alice ALLOW Write on Topic:orders from host *"
+        );
     }
 
     #[test]

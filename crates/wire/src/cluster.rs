@@ -123,7 +123,11 @@ impl Client {
 
     fn store_metadata(&self, md: ClusterMetadata) -> Arc<ClusterMetadata> {
         let md = Arc::new(md);
-        *self.inner.metadata.write().unwrap_or_else(|p| p.into_inner()) = md.clone();
+        *self
+            .inner
+            .metadata
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = md.clone();
         md
     }
 
@@ -164,7 +168,10 @@ impl Client {
             }
         }
         Err(last_err.unwrap_or_else(|| {
-            Error::config("bootstrap.servers", "no broker to ask for metadata; set bootstrap.servers")
+            Error::config(
+                "bootstrap.servers",
+                "no broker to ask for metadata; set bootstrap.servers",
+            )
         }))
     }
 
@@ -181,7 +188,12 @@ impl Client {
             }
         }
         drop(nodes);
-        let mut others: Vec<i32> = md.brokers.keys().copied().filter(|id| !live.contains(id)).collect();
+        let mut others: Vec<i32> = md
+            .brokers
+            .keys()
+            .copied()
+            .filter(|id| !live.contains(id))
+            .collect();
         let mut rng = rand::rng();
         live.shuffle(&mut rng);
         others.shuffle(&mut rng);
@@ -201,7 +213,9 @@ impl Client {
 
     /// Keeps a bootstrap connection as the connection of the node it turned out to be.
     async fn adopt(&self, id: i32, conn: &Connection, md: &ClusterMetadata) {
-        let Some(info) = md.brokers.get(&id) else { return };
+        let Some(info) = md.brokers.get(&id) else {
+            return;
+        };
         let slot = self.slot(id);
         let mut st = slot.state.lock().await;
         if st.conn.as_ref().is_none_or(|c| c.is_closed()) && info.address() == conn.broker() {
@@ -231,10 +245,17 @@ impl Client {
 
     /// Like [`broker`](Self::broker) without refreshing (used while refreshing).
     async fn broker_known(&self, node_id: i32) -> Result<Connection> {
-        let Some(addr) = self.cached_metadata().brokers.get(&node_id).map(|b| b.address()) else {
+        let Some(addr) = self
+            .cached_metadata()
+            .brokers
+            .get(&node_id)
+            .map(|b| b.address())
+        else {
             return Err(Error::broker(
                 ResponseError::BrokerNotAvailable,
-                format!("node {node_id} is not in the cluster metadata (it may have left the cluster)"),
+                format!(
+                    "node {node_id} is not in the cluster metadata (it may have left the cluster)"
+                ),
             ));
         };
         let slot = self.slot(node_id);
@@ -256,7 +277,14 @@ impl Client {
                 tokio::time::sleep(left).await;
             }
         }
-        match Connection::open(&addr, Some(node_id), &self.inner.config, self.inner.tls.as_ref()).await {
+        match Connection::open(
+            &addr,
+            Some(node_id),
+            &self.inner.config,
+            self.inner.tls.as_ref(),
+        )
+        .await
+        {
             Ok(c) => {
                 st.conn = Some(c.clone());
                 st.addr = addr;
@@ -290,13 +318,20 @@ impl Client {
             }
         }
         Err(last_err.unwrap_or_else(|| {
-            Error::config("bootstrap.servers", "no broker is known; set bootstrap.servers")
+            Error::config(
+                "bootstrap.servers",
+                "no broker is known; set bootstrap.servers",
+            )
         }))
     }
 
     /// Metadata that covers `topics` and is younger than `metadata.max.age.ms`; refreshes
     /// those topics if needed (or if `force`).
-    pub(crate) async fn metadata_for(&self, topics: &[&str], force: bool) -> Result<Arc<ClusterMetadata>> {
+    pub(crate) async fn metadata_for(
+        &self,
+        topics: &[&str],
+        force: bool,
+    ) -> Result<Arc<ClusterMetadata>> {
         let md = self.cached_metadata();
         let stale = md.fetched_at.elapsed() > self.inner.config.metadata_max_age();
         let missing = topics
@@ -312,7 +347,12 @@ impl Client {
     }
 
     /// The route of one partition in a snapshot, or the error that explains why there is none.
-    pub(crate) fn route(&self, md: &ClusterMetadata, tp: &TopicPartition, operation: &str) -> Result<Route> {
+    pub(crate) fn route(
+        &self,
+        md: &ClusterMetadata,
+        tp: &TopicPartition,
+        operation: &str,
+    ) -> Result<Route> {
         let Some(topic) = md.topic(tp.topic()) else {
             return Err(Error::broker(
                 ResponseError::UnknownTopicOrPartition,
@@ -348,7 +388,13 @@ impl Client {
 
     /// Turns a partition-level error code into the crate error, naming the principal for ACL
     /// errors.
-    pub(crate) fn code_error(&self, code: ResponseError, operation: &str, tp: &TopicPartition, api: &str) -> Error {
+    pub(crate) fn code_error(
+        &self,
+        code: ResponseError,
+        operation: &str,
+        tp: &TopicPartition,
+        api: &str,
+    ) -> Error {
         partition_error(code, self.principal(), operation, tp, api, None)
     }
 
@@ -372,8 +418,14 @@ enum Target {
 /// Keeps the error that best explains a failure: anything beats "cannot connect".
 fn pick_telling(prev: Option<Error>, new: Error) -> Error {
     match prev {
-        Some(p) if !matches!(p, Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. })
-            && matches!(new, Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. }) =>
+        Some(p)
+            if !matches!(
+                p,
+                Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. }
+            ) && matches!(
+                new,
+                Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. }
+            ) =>
         {
             p
         }
@@ -427,7 +479,9 @@ pub(crate) fn partition_error(
     api: &str,
     broker_message: Option<&str>,
 ) -> Error {
-    let msg = broker_message.map(|m| format!(" (broker says: {m})")).unwrap_or_default();
+    let msg = broker_message
+        .map(|m| format!(" (broker says: {m})"))
+        .unwrap_or_default();
     let authz = |operation: &str, resource: String| Error::Authorization {
         code,
         principal: principal.map(str::to_owned),
@@ -437,36 +491,58 @@ pub(crate) fn partition_error(
     match code {
         ResponseError::TopicAuthorizationFailed => {
             // Metadata answers this when Describe is missing.
-            let op = if api == "Metadata" { "Describe" } else { operation };
+            let op = if api == "Metadata" {
+                "Describe"
+            } else {
+                operation
+            };
             authz(op, format!("Topic:{}", tp.topic()))
         }
-        ResponseError::ClusterAuthorizationFailed => authz(operation, "Cluster:kafka-cluster".into()),
+        ResponseError::ClusterAuthorizationFailed => {
+            authz(operation, "Cluster:kafka-cluster".into())
+        }
         ResponseError::UnknownTopicOrPartition => Error::broker(
             code,
-            format!("{api} {tp}: {}{msg}", describe_topic_error(tp.topic(), code)),
+            format!(
+                "{api} {tp}: {}{msg}",
+                describe_topic_error(tp.topic(), code)
+            ),
         ),
         ResponseError::OffsetOutOfRange => Error::broker(
             code,
-            format!("{api} {tp}: the offset is outside the partition's log (deleted by retention, or beyond its end); list offsets and restart from the earliest or latest{msg}"),
+            format!(
+                "{api} {tp}: the offset is outside the partition's log (deleted by retention, or beyond its end); list offsets and restart from the earliest or latest{msg}"
+            ),
         ),
         ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => Error::broker(
             code,
-            format!("{api} {tp}: the batch is larger than the topic's max.message.bytes; raise max.message.bytes on the topic (or message.max.bytes on the brokers), or send smaller batches{msg}"),
+            format!(
+                "{api} {tp}: the batch is larger than the topic's max.message.bytes; raise max.message.bytes on the topic (or message.max.bytes on the brokers), or send smaller batches{msg}"
+            ),
         ),
-        ResponseError::NotEnoughReplicas | ResponseError::NotEnoughReplicasAfterAppend => Error::broker(
-            code,
-            format!("{api} {tp}: fewer in-sync replicas than min.insync.replicas; bring the stopped brokers back{msg}"),
-        ),
-        ResponseError::NotLeaderOrFollower | ResponseError::LeaderNotAvailable | ResponseError::FencedLeaderEpoch
+        ResponseError::NotEnoughReplicas | ResponseError::NotEnoughReplicasAfterAppend => {
+            Error::broker(
+                code,
+                format!(
+                    "{api} {tp}: fewer in-sync replicas than min.insync.replicas; bring the stopped brokers back{msg}"
+                ),
+            )
+        }
+        ResponseError::NotLeaderOrFollower
+        | ResponseError::LeaderNotAvailable
+        | ResponseError::FencedLeaderEpoch
         | ResponseError::UnknownLeaderEpoch => Error::broker(
             code,
-            format!("{api} {tp}: leadership is moving and did not settle within request.timeout.ms; check that the partition has a live leader{msg}"),
+            format!(
+                "{api} {tp}: leadership is moving and did not settle within request.timeout.ms; check that the partition has a live leader{msg}"
+            ),
         ),
         _ => Error::broker(code, format!("{api} {tp}{msg}")),
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -501,16 +577,38 @@ mod tests {
     #[test]
     fn authorization_errors_name_principal_operation_and_resource() {
         let tp = TopicPartition::new("orders", 0).unwrap();
-        let e = partition_error(ResponseError::TopicAuthorizationFailed, Some("User:bob"), "Write", &tp, "Produce", None);
+        let e = partition_error(
+            ResponseError::TopicAuthorizationFailed,
+            Some("User:bob"),
+            "Write",
+            &tp,
+            "Produce",
+            None,
+        );
         match &e {
-            Error::Authorization { principal, operation, resource, .. } => {
+            Error::Authorization {
+                principal,
+                operation,
+                resource,
+                ..
+            } => {
                 assert_eq!(principal.as_deref(), Some("User:bob"));
                 assert_eq!(operation, "Write");
                 assert_eq!(resource, "Topic:orders");
             }
             other => panic!("{other:?}"),
         }
-        let e = partition_error(ResponseError::TopicAuthorizationFailed, None, "Write", &tp, "Metadata", None);
-        assert!(e.to_string().contains("may not Describe Topic:orders"), "{e}");
+        let e = partition_error(
+            ResponseError::TopicAuthorizationFailed,
+            None,
+            "Write",
+            &tp,
+            "Metadata",
+            None,
+        );
+        assert!(
+            e.to_string().contains("may not Describe Topic:orders"),
+            "{e}"
+        );
     }
 }

@@ -236,7 +236,9 @@ impl ClientConfig {
     /// Like [`from_properties`](Self::from_properties), but returns the keys this crate does not
     /// know (in input order) instead of failing, so a caller can handle its own keys. Invalid
     /// values and conflicts among known keys are still errors.
-    pub fn from_properties_lenient<I, K, V>(props: I) -> Result<(ClientConfig, Vec<(String, String)>)>
+    pub fn from_properties_lenient<I, K, V>(
+        props: I,
+    ) -> Result<(ClientConfig, Vec<(String, String)>)>
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
@@ -375,7 +377,9 @@ impl Props {
         let ms: u64 = v.parse().map_err(|_| {
             Error::config(
                 key,
-                format!("`{v}` is not a number of milliseconds; use a whole number like {default_ms}"),
+                format!(
+                    "`{v}` is not a number of milliseconds; use a whole number like {default_ms}"
+                ),
             )
         })?;
         if ms == 0 && !allow_zero {
@@ -427,7 +431,9 @@ impl Props {
                 _ => {
                     return Err(Error::config(
                         "receive.message.max.bytes",
-                        format!("`{v}` is not a byte count of at least 1024 (default {DEFAULT_MAX_RESPONSE_SIZE})"),
+                        format!(
+                            "`{v}` is not a byte count of at least 1024 (default {DEFAULT_MAX_RESPONSE_SIZE})"
+                        ),
                     ));
                 }
             },
@@ -651,7 +657,10 @@ impl Props {
     }
 
     fn sasl(&mut self, protocol: SecurityProtocol) -> Result<Option<SaslSettings>> {
-        let mechanism = match (self.take_trimmed("sasl.mechanism"), self.take_trimmed("sasl.mechanisms")) {
+        let mechanism = match (
+            self.take_trimmed("sasl.mechanism"),
+            self.take_trimmed("sasl.mechanisms"),
+        ) {
             (Some(a), Some(b)) if !a.eq_ignore_ascii_case(&b) => {
                 return Err(Error::config(
                     "sasl.mechanisms",
@@ -850,7 +859,9 @@ fn parse_jaas(value: &str) -> Result<Jaas> {
         if rest.is_empty() {
             break;
         }
-        let (name, after) = rest.split_once('=').ok_or_else(|| bad("option without `=`"))?;
+        let (name, after) = rest
+            .split_once('=')
+            .ok_or_else(|| bad("option without `=`"))?;
         let name = name.trim();
         let after = after.trim_start();
         let (val, remaining) = if let Some(quoted) = after.strip_prefix('"') {
@@ -893,6 +904,7 @@ fn parse_jaas(value: &str) -> Result<Jaas> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -945,7 +957,10 @@ mod tests {
         let s = c.sasl().unwrap();
         assert_eq!(s.mechanism, SaslMechanism::ScramSha512);
         assert_eq!(s.password, " secret ", "passwords are not trimmed");
-        assert!(!format!("{c:?}").contains("secret"), "Debug must redact the password");
+        assert!(
+            !format!("{c:?}").contains("secret"),
+            "Debug must redact the password"
+        );
         assert_eq!(
             c.tls().ca.as_ref().unwrap().source,
             PemSource::File("/ca.pem".into())
@@ -974,9 +989,15 @@ mod tests {
         let t = c.tls();
         assert_eq!(t.ca.as_ref().unwrap().key, "ssl.truststore.location");
         assert_eq!(t.certificate.as_ref().unwrap().key, "ssl.keystore.location");
-        assert_eq!(t.key.as_ref().unwrap().source, PemSource::File("/ks.pem".into()));
+        assert_eq!(
+            t.key.as_ref().unwrap().source,
+            PemSource::File("/ks.pem".into())
+        );
         let s = c.sasl().unwrap();
-        assert_eq!((s.username.as_str(), s.password.as_str()), ("bob", "p\"w d"));
+        assert_eq!(
+            (s.username.as_str(), s.password.as_str()),
+            ("bob", "p\"w d")
+        );
     }
 
     #[test]
@@ -1001,89 +1022,323 @@ mod tests {
         assert_eq!(c.bootstrap_servers(), ["x:1"]);
         assert_eq!(
             unknown,
-            vec![("group.id".into(), "g".into()), ("topics".into(), "a,b".into())]
+            vec![
+                ("group.id".into(), "g".into()),
+                ("topics".into(), "a,b".into())
+            ]
         );
     }
 
     #[test]
     fn every_error_path_names_the_key_and_the_fix() {
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
-            (&[("bootstrap.servers", "a:1"), ("foo.bar", "1")], "foo.bar", "remove it"),
-            (&[], "bootstrap.servers", "is required"),
-            (&[("bootstrap.servers", " , ")], "bootstrap.servers", "is empty"),
-            (&[("bootstrap.servers", "host")], "bootstrap.servers", "host:9092"),
-            (&[("bootstrap.servers", "h:0")], "bootstrap.servers", "invalid port"),
-            (&[("bootstrap.servers", "h:x")], "bootstrap.servers", "invalid port"),
-            (&[("bootstrap.servers", "::1:9092")], "bootstrap.servers", "brackets"),
-            (&[("bootstrap.servers", "PLAINTEXT://h:1")], "bootstrap.servers", "not host:port"),
-            (&[BS, ("security.protocol", "TLS")], "security.protocol", "SASL_SSL"),
-            (&[BS, ("ssl.ca.location", "/ca")], "ssl.ca.location", "security.protocol=SSL"),
+        // (properties, the key the error must name, a fragment of the fix it must give)
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+        let cases: &[Case] = &[
             (
-                &[BS, ("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "PLAIN"), ("sasl.username", "u"), ("sasl.password", "p"), ("ssl.key.password", "x")],
+                &[("bootstrap.servers", "a:1"), ("foo.bar", "1")],
+                "foo.bar",
+                "remove it",
+            ),
+            (&[], "bootstrap.servers", "is required"),
+            (
+                &[("bootstrap.servers", " , ")],
+                "bootstrap.servers",
+                "is empty",
+            ),
+            (
+                &[("bootstrap.servers", "host")],
+                "bootstrap.servers",
+                "host:9092",
+            ),
+            (
+                &[("bootstrap.servers", "h:0")],
+                "bootstrap.servers",
+                "invalid port",
+            ),
+            (
+                &[("bootstrap.servers", "h:x")],
+                "bootstrap.servers",
+                "invalid port",
+            ),
+            (
+                &[("bootstrap.servers", "::1:9092")],
+                "bootstrap.servers",
+                "brackets",
+            ),
+            (
+                &[("bootstrap.servers", "PLAINTEXT://h:1")],
+                "bootstrap.servers",
+                "not host:port",
+            ),
+            (
+                &[BS, ("security.protocol", "TLS")],
+                "security.protocol",
+                "SASL_SSL",
+            ),
+            (
+                &[BS, ("ssl.ca.location", "/ca")],
+                "ssl.ca.location",
+                "security.protocol=SSL",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SASL_PLAINTEXT"),
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.username", "u"),
+                    ("sasl.password", "p"),
+                    ("ssl.key.password", "x"),
+                ],
                 "ssl.key.password",
                 "does not use TLS",
             ),
-            (&[BS, ("sasl.mechanism", "PLAIN")], "sasl.mechanism", "security.protocol=SASL_SSL"),
-            (&[BS, ("security.protocol", "SSL"), ("sasl.username", "u")], "sasl.username", "does not use SASL"),
-            (&[BS, ("security.protocol", "SASL_SSL")], "sasl.mechanism", "SCRAM-SHA-512"),
-            (&[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "GSSAPI")], "sasl.mechanism", "not supported"),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.mechanisms", "SCRAM-SHA-256")],
+                &[BS, ("sasl.mechanism", "PLAIN")],
+                "sasl.mechanism",
+                "security.protocol=SASL_SSL",
+            ),
+            (
+                &[BS, ("security.protocol", "SSL"), ("sasl.username", "u")],
+                "sasl.username",
+                "does not use SASL",
+            ),
+            (
+                &[BS, ("security.protocol", "SASL_SSL")],
+                "sasl.mechanism",
+                "SCRAM-SHA-512",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "GSSAPI"),
+                ],
+                "sasl.mechanism",
+                "not supported",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.mechanisms", "SCRAM-SHA-256"),
+                ],
                 "sasl.mechanisms",
                 "conflicts",
             ),
-            (&[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN")], "sasl.username", "set sasl.username"),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.username", "u")],
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                ],
+                "sasl.username",
+                "set sasl.username",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.username", "u"),
+                ],
                 "sasl.password",
                 "set sasl.password",
             ),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-256"), ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";")],
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "SCRAM-SHA-256"),
+                    (
+                        "sasl.jaas.config",
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";",
+                    ),
+                ],
                 "sasl.jaas.config",
                 "ScramLoginModule",
             ),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.username", "u"), ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";")],
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.username", "u"),
+                    (
+                        "sasl.jaas.config",
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";",
+                    ),
+                ],
                 "sasl.username",
                 "one place",
             ),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;")],
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                    (
+                        "sasl.jaas.config",
+                        "com.sun.security.auth.module.Krb5LoginModule required;",
+                    ),
+                ],
                 "sasl.jaas.config",
                 "not supported",
             ),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", "x.PlainLoginModule optional;")],
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.jaas.config", "x.PlainLoginModule optional;"),
+                ],
                 "sasl.jaas.config",
                 "required",
             ),
             (
-                &[BS, ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", "x.PlainLoginModule required username=\"u;")],
+                &[
+                    BS,
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "PLAIN"),
+                    (
+                        "sasl.jaas.config",
+                        "x.PlainLoginModule required username=\"u;",
+                    ),
+                ],
                 "sasl.jaas.config",
                 "unterminated",
             ),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.ca.location", "/a"), ("ssl.truststore.location", "/b"), ("ssl.truststore.type", "PEM")], "ssl.truststore.location", "conflicts with ssl.ca.location"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.truststore.location", "/b")], "ssl.truststore.location", "ssl.truststore.type=PEM"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.truststore.location", "/b"), ("ssl.truststore.type", "JKS")], "ssl.truststore.type", "convert"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.keystore.location", "/b"), ("ssl.keystore.type", "PKCS12")], "ssl.keystore.type", "convert"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.truststore.password", "x")], "ssl.truststore.password", "remove it"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.certificate.location", "/c")], "ssl.certificate.location", "ssl.key.location"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.key.location", "/k")], "ssl.key.location", "ssl.certificate.location"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.key.password", "pw")], "ssl.key.password", "no private key"),
             (
-                &[BS, ("security.protocol", "SSL"), ("ssl.keystore.location", "/ks"), ("ssl.keystore.type", "PEM"), ("ssl.key.location", "/k")],
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.ca.location", "/a"),
+                    ("ssl.truststore.location", "/b"),
+                    ("ssl.truststore.type", "PEM"),
+                ],
+                "ssl.truststore.location",
+                "conflicts with ssl.ca.location",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.truststore.location", "/b"),
+                ],
+                "ssl.truststore.location",
+                "ssl.truststore.type=PEM",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.truststore.location", "/b"),
+                    ("ssl.truststore.type", "JKS"),
+                ],
+                "ssl.truststore.type",
+                "convert",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.keystore.location", "/b"),
+                    ("ssl.keystore.type", "PKCS12"),
+                ],
+                "ssl.keystore.type",
+                "convert",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.truststore.password", "x"),
+                ],
+                "ssl.truststore.password",
+                "remove it",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.certificate.location", "/c"),
+                ],
+                "ssl.certificate.location",
+                "ssl.key.location",
+            ),
+            (
+                &[BS, ("security.protocol", "SSL"), ("ssl.key.location", "/k")],
+                "ssl.key.location",
+                "ssl.certificate.location",
+            ),
+            (
+                &[BS, ("security.protocol", "SSL"), ("ssl.key.password", "pw")],
+                "ssl.key.password",
+                "no private key",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.keystore.location", "/ks"),
+                    ("ssl.keystore.type", "PEM"),
+                    ("ssl.key.location", "/k"),
+                ],
                 "ssl.keystore.location",
                 "conflicts with ssl.key.location",
             ),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.ca.pem", "/path")], "ssl.ca.pem", "PEM text"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.ca.location", " ")], "ssl.ca.location", "is empty"),
-            (&[BS, ("security.protocol", "SSL"), ("ssl.endpoint.identification.algorithm", "ldap")], "ssl.endpoint.identification.algorithm", "https"),
-            (&[BS, ("request.timeout.ms", "soon")], "request.timeout.ms", "whole number"),
-            (&[BS, ("request.timeout.ms", "0")], "request.timeout.ms", "greater than 0"),
-            (&[BS, ("receive.message.max.bytes", "10")], "receive.message.max.bytes", "at least 1024"),
-            (&[BS, ("retry.backoff.ms", "500"), ("retry.backoff.max.ms", "100")], "retry.backoff.max.ms", "at least as large"),
-            (&[BS, ("reconnect.backoff.ms", "500"), ("reconnect.backoff.max.ms", "100")], "reconnect.backoff.max.ms", "at least as large"),
+            (
+                &[BS, ("security.protocol", "SSL"), ("ssl.ca.pem", "/path")],
+                "ssl.ca.pem",
+                "PEM text",
+            ),
+            (
+                &[BS, ("security.protocol", "SSL"), ("ssl.ca.location", " ")],
+                "ssl.ca.location",
+                "is empty",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.endpoint.identification.algorithm", "ldap"),
+                ],
+                "ssl.endpoint.identification.algorithm",
+                "https",
+            ),
+            (
+                &[BS, ("request.timeout.ms", "soon")],
+                "request.timeout.ms",
+                "whole number",
+            ),
+            (
+                &[BS, ("request.timeout.ms", "0")],
+                "request.timeout.ms",
+                "greater than 0",
+            ),
+            (
+                &[BS, ("receive.message.max.bytes", "10")],
+                "receive.message.max.bytes",
+                "at least 1024",
+            ),
+            (
+                &[
+                    BS,
+                    ("retry.backoff.ms", "500"),
+                    ("retry.backoff.max.ms", "100"),
+                ],
+                "retry.backoff.max.ms",
+                "at least as large",
+            ),
+            (
+                &[
+                    BS,
+                    ("reconnect.backoff.ms", "500"),
+                    ("reconnect.backoff.max.ms", "100"),
+                ],
+                "reconnect.backoff.max.ms",
+                "at least as large",
+            ),
         ];
         for (pairs, key, fix) in cases {
             let (k, m) = err_key(pairs);
@@ -1094,8 +1349,11 @@ mod tests {
 
     #[test]
     fn duplicate_key_is_an_error() {
-        let e = ClientConfig::from_properties([("bootstrap.servers", "a:1"), ("bootstrap.servers", "b:1")])
-            .unwrap_err();
+        let e = ClientConfig::from_properties([
+            ("bootstrap.servers", "a:1"),
+            ("bootstrap.servers", "b:1"),
+        ])
+        .unwrap_err();
         assert!(matches!(e, Error::Config { ref key, .. } if key == "bootstrap.servers"));
     }
 }

@@ -307,6 +307,11 @@ impl Connection {
         self.inner.principal.as_deref()
     }
 
+    /// `request.timeout.ms` of this connection.
+    pub fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
+    }
+
     /// Whether the connection is closed (broken, timed out, or closed by [`close`](Self::close)).
     pub fn is_closed(&self) -> bool {
         self.inner.pending.is_closed() || self.inner.cancel.is_cancelled()
@@ -330,15 +335,18 @@ impl Connection {
     /// The highest version of `R` in (broker ∩ kafka-protocol ∩ `wanted`).
     pub fn pick_version<R: Request>(&self, wanted: RangeInclusive<i16>) -> Result<i16> {
         let broker = self.inner.versions.broker_range(R::KEY);
-        version::pick(broker.clone(), version::crate_range(R::VERSIONS), wanted.clone()).ok_or_else(
-            || Error::UnsupportedVersion {
-                broker: self.inner.broker.clone(),
-                api: version::api_name(R::KEY),
-                broker_versions: version::fmt_range(broker.as_ref()),
-                client_versions: version::fmt_range(Some(&version::crate_range(R::VERSIONS))),
-                wanted: version::fmt_range(Some(&wanted)),
-            },
+        version::pick(
+            broker.clone(),
+            version::crate_range(R::VERSIONS),
+            wanted.clone(),
         )
+        .ok_or_else(|| Error::UnsupportedVersion {
+            broker: self.inner.broker.clone(),
+            api: version::api_name(R::KEY),
+            broker_versions: version::fmt_range(broker.as_ref()),
+            client_versions: version::fmt_range(Some(&version::crate_range(R::VERSIONS))),
+            wanted: version::fmt_range(Some(&wanted)),
+        })
     }
 
     /// Sends any kafka-protocol request at `version` and waits for its response, at most
@@ -362,7 +370,12 @@ impl Connection {
     }
 
     /// Sends and returns the response frame after the length prefix (still holding the header).
-    async fn send_raw<R: Request>(&self, req: &R, version: i16, timeout: Duration) -> Result<Bytes> {
+    async fn send_raw<R: Request>(
+        &self,
+        req: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<Bytes> {
         let inner = &*self.inner;
         let broker_range = inner.versions.broker_range(R::KEY);
         let crate_range = version::crate_range(R::VERSIONS);
@@ -377,8 +390,10 @@ impl Connection {
             });
         }
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let frame = encode_request(req, version, correlation, inner.client_id.as_ref())
-            .map_err(|m| Error::InvalidArgument(format!("cannot encode {}: {m}", version::api_name(R::KEY))))?;
+        let frame =
+            encode_request(req, version, correlation, inner.client_id.as_ref()).map_err(|m| {
+                Error::InvalidArgument(format!("cannot encode {}: {m}", version::api_name(R::KEY)))
+            })?;
 
         let (tx, rx) = oneshot::channel();
         inner.pending.register(correlation, tx)?;
@@ -454,7 +469,8 @@ pub(crate) fn encode_request<R: Request>(
     let hv = R::header_version(version);
     let size = header.compute_size(hv).map_err(|e| e.to_string())?
         + req.compute_size(version).map_err(|e| e.to_string())?;
-    let size32 = u32::try_from(size).map_err(|_| format!("request of {size} bytes is too large"))?;
+    let size32 =
+        u32::try_from(size).map_err(|_| format!("request of {size} bytes is too large"))?;
     let mut buf = BytesMut::with_capacity(frame::PREFIX + size);
     buf.put_u32(size32);
     header.encode(&mut buf, hv).map_err(|e| e.to_string())?;
@@ -473,7 +489,12 @@ pub(crate) fn decode_response<R: Request>(
     let resp = R::Response::decode(&mut frame, version)
         .map_err(|e| format!("cannot decode the {api} v{version} response: {e}"))?;
     if !frame.is_empty() {
-        tracing::debug!(api, version, trailing = frame.len(), "response has trailing bytes");
+        tracing::debug!(
+            api,
+            version,
+            trailing = frame.len(),
+            "response has trailing bytes"
+        );
     }
     Ok(resp)
 }
@@ -530,7 +551,9 @@ impl Handshake<'_> {
                 size,
                 max,
             }),
-            Err(FrameError::Malformed(m)) => Err(Error::protocol(self.broker, format!("{during}: {m}"))),
+            Err(FrameError::Malformed(m)) => {
+                Err(Error::protocol(self.broker, format!("{during}: {m}")))
+            }
         }
     }
 
@@ -556,9 +579,16 @@ impl Handshake<'_> {
                 .get(..2)
                 .map(|b| i16::from_be_bytes([b[0], b[1]]))
                 .ok_or_else(|| Error::protocol(self.broker, "empty ApiVersions response"))?;
-            let body_version = if code == ResponseError::UnsupportedVersion.code() { 0 } else { v };
+            let body_version = if code == ResponseError::UnsupportedVersion.code() {
+                0
+            } else {
+                v
+            };
             let resp = ApiVersionsResponse::decode(&mut frame, body_version).map_err(|e| {
-                Error::protocol(self.broker, format!("cannot decode ApiVersions v{body_version}: {e}"))
+                Error::protocol(
+                    self.broker,
+                    format!("cannot decode ApiVersions v{body_version}: {e}"),
+                )
             })?;
             if resp.error_code == 0 {
                 return Ok(ApiVersionTable::from_response(&resp));
@@ -568,15 +598,24 @@ impl Handshake<'_> {
                 let broker = table.broker_range(ApiKey::ApiVersions as i16);
                 match version::pick(broker, ours.clone(), 0..=v - 1) {
                     Some(next) => {
-                        tracing::debug!(broker = self.broker, from = v, to = next, "ApiVersions fallback");
+                        tracing::debug!(
+                            broker = self.broker,
+                            from = v,
+                            to = next,
+                            "ApiVersions fallback"
+                        );
                         v = next;
                         continue;
                     }
                     None => break,
                 }
             }
-            let code = ResponseError::try_from_code(resp.error_code).unwrap_or(ResponseError::Unknown(0));
-            return Err(Error::broker(code, format!("ApiVersions v{v} to {}", self.broker)));
+            let code =
+                ResponseError::try_from_code(resp.error_code).unwrap_or(ResponseError::Unknown(0));
+            return Err(Error::broker(
+                code,
+                format!("ApiVersions v{v} to {}", self.broker),
+            ));
         }
         Err(Error::UnsupportedVersion {
             broker: self.broker.to_owned(),
@@ -638,11 +677,19 @@ impl Handshake<'_> {
         }
 
         let credentials_hint = |m: Option<StrBytes>| {
+            let where_defined = if mechanism == SaslMechanism::Plain {
+                "PLAIN users are defined in the broker's JAAS configuration".to_owned()
+            } else {
+                format!(
+                    "SCRAM credentials are set with kafka-configs.sh --alter --add-config \
+                     '{mech}=[password=...]' --entity-type users --entity-name {username}"
+                )
+            };
             format!(
-                "{}; check sasl.username and sasl.password (and that the user has {mech} \
-                 credentials on the broker, e.g. kafka-configs.sh --alter --add-config \
-                 '{mech}=[password=...]' --entity-type users --entity-name {username})",
-                m.as_deref().unwrap_or("the broker rejected the credentials")
+                "{}; check sasl.username and sasl.password, and that the user exists on the \
+                 broker for {mech} ({where_defined})",
+                m.as_deref()
+                    .unwrap_or("the broker rejected the credentials")
             )
         };
         match ScramHash::for_mechanism(mechanism) {
@@ -674,7 +721,11 @@ impl Handshake<'_> {
         Ok(())
     }
 
-    async fn sasl_round(&mut self, token: Vec<u8>, version: i16) -> Result<SaslAuthenticateResponse> {
+    async fn sasl_round(
+        &mut self,
+        token: Vec<u8>,
+        version: i16,
+    ) -> Result<SaslAuthenticateResponse> {
         let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
         self.call(&req, version).await
     }
@@ -756,7 +807,10 @@ async fn read_loop(
                 let msg = tls
                     .as_ref()
                     .and_then(|t| t.classify(&pending.broker, &e))
-                    .map_or_else(|| format!("read failed: {e}"), |tls_err| tls_err.to_string());
+                    .map_or_else(
+                        || format!("read failed: {e}"),
+                        |tls_err| tls_err.to_string(),
+                    );
                 break CloseReason::Disconnected(msg);
             }
         }
@@ -767,6 +821,7 @@ async fn read_loop(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use kafka_protocol::messages::MetadataRequest;
@@ -793,10 +848,19 @@ mod tests {
         p.register(1, tx1).unwrap();
         p.register(2, tx2).unwrap();
         p.close(CloseReason::Disconnected("boom".into()));
-        assert!(matches!(rx1.try_recv(), Ok(Err(Error::Disconnected { .. }))));
-        assert!(matches!(rx2.try_recv(), Ok(Err(Error::Disconnected { .. }))));
+        assert!(matches!(
+            rx1.try_recv(),
+            Ok(Err(Error::Disconnected { .. }))
+        ));
+        assert!(matches!(
+            rx2.try_recv(),
+            Ok(Err(Error::Disconnected { .. }))
+        ));
         let (tx3, _rx3) = oneshot::channel();
-        assert!(matches!(p.register(3, tx3), Err(Error::Disconnected { .. })));
+        assert!(matches!(
+            p.register(3, tx3),
+            Err(Error::Disconnected { .. })
+        ));
     }
 
     #[test]
@@ -812,5 +876,246 @@ mod tests {
             correlation: 5,
         });
         assert!(p.take(5).is_none());
+    }
+
+    /// An in-process fake broker: answers ApiVersions itself (refusing v4 the way Kafka 3.x
+    /// does, in v0 format) and hands every other request to `other`.
+    mod fake_broker {
+        use super::*;
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        use kafka_protocol::protocol::decode_request_header_from_buffer;
+        use std::sync::Mutex as StdMutex;
+        use tokio::io::AsyncWriteExt;
+        use tokio::net::TcpListener;
+
+        /// What the fake broker does with a non-ApiVersions request: frames (body only, the
+        /// correlation id is added) to send in order, or close the socket.
+        pub(super) enum Reply {
+            Frames(Vec<Vec<u8>>),
+            RawBytes(Vec<u8>),
+            Hold,
+            Close,
+        }
+
+        pub(super) struct Fake {
+            pub(super) addr: String,
+            pub(super) api_versions_seen: Arc<StdMutex<Vec<i16>>>,
+        }
+
+        fn framed(correlation: i32, body: &[u8]) -> Vec<u8> {
+            let mut v = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+            v.extend_from_slice(&correlation.to_be_bytes());
+            v.extend_from_slice(body);
+            v
+        }
+
+        pub(super) async fn start(
+            mut other: impl FnMut(i16, i32) -> Reply + Send + 'static,
+        ) -> Fake {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let seen = Arc::new(StdMutex::new(Vec::new()));
+            let seen2 = seen.clone();
+            tokio::spawn(async move {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = BytesMut::new();
+                let mut held: Vec<i32> = Vec::new();
+                while let Ok(Some(mut frame)) =
+                    frame::read_frame(&mut sock, &mut buf, 1 << 20).await
+                {
+                    let header = decode_request_header_from_buffer(&mut frame).unwrap();
+                    let corr = header.correlation_id;
+                    if header.request_api_key == ApiKey::ApiVersions as i16 {
+                        let v = header.request_api_version;
+                        seen2.lock().unwrap().push(v);
+                        let keys = |full: bool| {
+                            let mut k = vec![
+                                ApiVersion::default()
+                                    .with_api_key(18)
+                                    .with_min_version(0)
+                                    .with_max_version(3),
+                            ];
+                            if full {
+                                k.push(
+                                    ApiVersion::default()
+                                        .with_api_key(3)
+                                        .with_min_version(0)
+                                        .with_max_version(12),
+                                );
+                            }
+                            k
+                        };
+                        let (resp, at) = if v > 3 {
+                            (
+                                ApiVersionsResponse::default()
+                                    .with_error_code(35)
+                                    .with_api_keys(keys(false)),
+                                0,
+                            )
+                        } else {
+                            (ApiVersionsResponse::default().with_api_keys(keys(true)), v)
+                        };
+                        let mut body = BytesMut::new();
+                        resp.encode(&mut body, at).unwrap();
+                        sock.write_all(&framed(corr, &body)).await.unwrap();
+                        continue;
+                    }
+                    match other(header.request_api_key, corr) {
+                        Reply::Frames(bodies) => {
+                            for b in bodies {
+                                sock.write_all(&framed(corr, &b)).await.unwrap();
+                            }
+                        }
+                        Reply::RawBytes(b) => sock.write_all(&b).await.unwrap(),
+                        Reply::Hold => held.push(corr),
+                        Reply::Close => return,
+                    }
+                }
+            });
+            Fake {
+                addr,
+                api_versions_seen: seen,
+            }
+        }
+
+        pub(super) async fn connect(addr: &str) -> Connection {
+            let cfg = ClientConfig::from_properties([("bootstrap.servers", addr)]).unwrap();
+            Connection::connect(addr, &cfg).await.unwrap()
+        }
+
+        /// A valid empty Metadata v12 response body (after the response header's tagged fields).
+        pub(super) fn metadata_body() -> Vec<u8> {
+            let mut body = BytesMut::new();
+            body.put_u8(0); // header v1: no tagged fields
+            kafka_protocol::messages::MetadataResponse::default()
+                .encode(&mut body, 12)
+                .unwrap();
+            body.to_vec()
+        }
+    }
+
+    use fake_broker::{Reply, connect, metadata_body, start};
+
+    #[tokio::test]
+    async fn api_versions_falls_back_to_the_brokers_version() {
+        let fake = start(|_, _| Reply::Frames(vec![metadata_body()])).await;
+        let conn = connect(&fake.addr).await;
+        assert_eq!(
+            *fake.api_versions_seen.lock().unwrap(),
+            vec![4, 3],
+            "v4 refused, then v3"
+        );
+        assert_eq!(conn.supported_versions(ApiKey::Metadata), Some(0..=12));
+        assert_eq!(conn.supported_versions(ApiKey::Fetch), None);
+        assert_eq!(conn.pick_version::<MetadataRequest>(4..=13).unwrap(), 12);
+        let e = conn
+            .pick_version::<kafka_protocol::messages::FetchRequest>(4..=18)
+            .unwrap_err();
+        assert!(matches!(e, Error::UnsupportedVersion { .. }), "{e:?}");
+        // A request at a version the broker lacks is refused before it is sent.
+        let e = conn.send(MetadataRequest::default(), 13).await.unwrap_err();
+        assert!(matches!(e, Error::UnsupportedVersion { .. }), "{e:?}");
+        let md = conn.send(MetadataRequest::default(), 12).await.unwrap();
+        assert!(md.brokers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn oversized_response_fails_with_frame_too_large() {
+        let fake = start(|_, corr| {
+            let mut v = (200u32 << 20).to_be_bytes().to_vec(); // 200 MiB announced
+            v.extend_from_slice(&corr.to_be_bytes());
+            Reply::RawBytes(v)
+        })
+        .await;
+        let conn = connect(&fake.addr).await;
+        let e = conn.send(MetadataRequest::default(), 12).await.unwrap_err();
+        match e {
+            Error::FrameTooLarge { size, max, .. } => {
+                assert_eq!(size, 200 << 20);
+                assert_eq!(max, crate::config::DEFAULT_MAX_RESPONSE_SIZE);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(conn.is_closed());
+    }
+
+    #[tokio::test]
+    async fn broken_connection_fails_every_waiter() {
+        let mut n = 0;
+        let fake = start(move |_, _| {
+            n += 1;
+            if n < 3 { Reply::Hold } else { Reply::Close }
+        })
+        .await;
+        let conn = connect(&fake.addr).await;
+        let (a, b, c) = tokio::join!(
+            conn.send(MetadataRequest::default(), 12),
+            conn.send(MetadataRequest::default(), 12),
+            conn.send(MetadataRequest::default(), 12),
+        );
+        for r in [a, b, c] {
+            assert!(matches!(r, Err(Error::Disconnected { .. })), "{r:?}");
+        }
+        assert!(conn.is_closed());
+        let later = conn.send(MetadataRequest::default(), 12).await;
+        assert!(
+            matches!(later, Err(Error::Disconnected { .. })),
+            "{later:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_body_is_a_protocol_error_and_the_connection_survives() {
+        let mut n = 0;
+        let fake = start(move |_, _| {
+            n += 1;
+            if n == 1 {
+                Reply::Frames(vec![vec![0, 0xff, 0xff, 0xff]])
+            } else {
+                Reply::Frames(vec![metadata_body()])
+            }
+        })
+        .await;
+        let conn = connect(&fake.addr).await;
+        let e = conn.send(MetadataRequest::default(), 12).await.unwrap_err();
+        assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
+        assert!(!conn.is_closed(), "the frame boundary was intact");
+        conn.send(MetadataRequest::default(), 12).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn responses_are_matched_by_correlation_id_not_order() {
+        // Hold the first request; answer the second, then both (the first again is ignored).
+        let held = Arc::new(Mutex::new(None::<i32>));
+        let h = held.clone();
+        let fake = start(move |_, corr| {
+            let mut held = h.lock().unwrap();
+            match held.take() {
+                None => {
+                    *held = Some(corr);
+                    Reply::Hold
+                }
+                Some(first) => {
+                    let mut bytes = Vec::new();
+                    for c in [corr, first] {
+                        let body = metadata_body();
+                        bytes.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+                        bytes.extend_from_slice(&c.to_be_bytes());
+                        bytes.extend_from_slice(&body);
+                    }
+                    Reply::RawBytes(bytes)
+                }
+            }
+        })
+        .await;
+        let conn = connect(&fake.addr).await;
+        let first = conn.send(MetadataRequest::default(), 12);
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            conn.send(MetadataRequest::default(), 12).await
+        };
+        let (a, b) = tokio::join!(first, second);
+        a.unwrap();
+        b.unwrap();
     }
 }

@@ -197,6 +197,94 @@ impl Error {
         }
     }
 
+    /// An equivalent error, for reporting one failure against several partitions (`Error` is not
+    /// `Clone` because I/O errors are not).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Config { key, message } => Error::config(key.clone(), message.clone()),
+            Error::Connect { broker, source } => Error::Connect {
+                broker: broker.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Tls {
+                broker,
+                reason,
+                detail,
+            } => Error::Tls {
+                broker: broker.clone(),
+                reason: *reason,
+                detail: detail.clone(),
+            },
+            Error::Authentication {
+                broker,
+                mechanism,
+                message,
+            } => Error::Authentication {
+                broker: broker.clone(),
+                mechanism: mechanism.clone(),
+                message: message.clone(),
+            },
+            Error::Authorization {
+                code,
+                principal,
+                operation,
+                resource,
+            } => Error::Authorization {
+                code: *code,
+                principal: principal.clone(),
+                operation: operation.clone(),
+                resource: resource.clone(),
+            },
+            Error::Broker { code, context } => Error::broker(*code, context.clone()),
+            Error::RecordsRejected {
+                partition,
+                code,
+                message,
+                record_errors,
+            } => Error::RecordsRejected {
+                partition: partition.clone(),
+                code: *code,
+                message: message.clone(),
+                record_errors: record_errors.clone(),
+            },
+            Error::Timeout {
+                broker,
+                api,
+                after,
+                setting,
+            } => Error::Timeout {
+                broker: broker.clone(),
+                api: api.clone(),
+                after: *after,
+                setting,
+            },
+            Error::Disconnected { broker, reason } => Error::Disconnected {
+                broker: broker.clone(),
+                reason: reason.clone(),
+            },
+            Error::FrameTooLarge { broker, size, max } => Error::FrameTooLarge {
+                broker: broker.clone(),
+                size: *size,
+                max: *max,
+            },
+            Error::Protocol { broker, message } => Error::protocol(broker, message.clone()),
+            Error::UnsupportedVersion {
+                broker,
+                api,
+                broker_versions,
+                client_versions,
+                wanted,
+            } => Error::UnsupportedVersion {
+                broker: broker.clone(),
+                api: api.clone(),
+                broker_versions: broker_versions.clone(),
+                client_versions: client_versions.clone(),
+                wanted: wanted.clone(),
+            },
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+        }
+    }
+
     pub(crate) fn config(key: impl Into<String>, message: impl Into<String>) -> Error {
         Error::Config {
             key: key.into(),
@@ -306,7 +394,19 @@ fn authorization_message(
     operation: &str,
     resource: &str,
 ) -> String {
-    let who = principal.unwrap_or("the client's principal");
+    // A certificate subject (mTLS) becomes a principal through the broker's
+    // ssl.principal.mapping.rules, which the client cannot see.
+    let (who, shown) = match principal {
+        Some(p) if p.starts_with("User:") => (p.to_owned(), p.to_owned()),
+        Some(p) => (
+            format!("client certificate {p}"),
+            format!("'User:<principal of {p}>'"),
+        ),
+        None => (
+            "the client's principal".to_owned(),
+            "User:<name>".to_owned(),
+        ),
+    };
     let (kind, name) = resource.split_once(':').unwrap_or(("", resource));
     let flag = match kind {
         "Topic" => format!("--topic {name}"),
@@ -315,7 +415,6 @@ fn authorization_message(
         "Cluster" => "--cluster".to_owned(),
         _ => resource.to_owned(),
     };
-    let shown = principal.unwrap_or("User:<name>");
     format!(
         "not authorized ({}): {who} may not {operation} {resource}; grant it, e.g. \
          kafka-acls.sh --bootstrap-server <broker> --add --allow-principal {shown} --operation \
@@ -345,6 +444,7 @@ fn record_errors_suffix(errors: &[crate::produce::RecordError]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -358,7 +458,10 @@ mod tests {
             error_name(ResponseError::NotLeaderOrFollower),
             "NOT_LEADER_OR_FOLLOWER"
         );
-        assert_eq!(error_name(ResponseError::Unknown(999)), "UNKNOWN_ERROR_CODE_999");
+        assert_eq!(
+            error_name(ResponseError::Unknown(999)),
+            "UNKNOWN_ERROR_CODE_999"
+        );
     }
 
     #[test]

@@ -108,6 +108,7 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use bytes::BufMut;
@@ -137,7 +138,11 @@ mod tests {
         let total = check(&buf, 64).unwrap().unwrap();
         let f = split(&mut buf, total);
         assert_eq!(&f[..], &[0, 0, 0, 1, 9]);
-        assert_eq!(f.as_ptr() as usize, base + PREFIX, "frame must point into the read buffer");
+        assert_eq!(
+            f.as_ptr() as usize,
+            base + PREFIX,
+            "frame must point into the read buffer"
+        );
         let total = check(&buf, 64).unwrap().unwrap();
         assert_eq!(&split(&mut buf, total)[..], &[0, 0, 0, 2]);
         assert_eq!(check(&buf, 64).unwrap(), None);
@@ -154,8 +159,14 @@ mod tests {
 
     #[test]
     fn garbage_is_malformed() {
-        assert!(matches!(check(&[0xff, 0, 0, 0], 1024), Err(FrameError::Malformed(_))));
-        assert!(matches!(check(&[0, 0, 0, 2, 1, 1], 1024), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            check(&[0xff, 0, 0, 0], 1024),
+            Err(FrameError::Malformed(_))
+        ));
+        assert!(matches!(
+            check(&[0, 0, 0, 2, 1, 1], 1024),
+            Err(FrameError::Malformed(_))
+        ));
         // A TLS alert record read as a Kafka frame.
         match check(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28], 100 << 20) {
             Err(FrameError::Malformed(m)) => assert!(m.contains("security.protocol=SSL"), "{m}"),
@@ -174,15 +185,22 @@ mod tests {
             server.write_all(&[0, 0, 0, 9, 1]).await.unwrap(); // a truncated third frame
         });
         let mut buf = BytesMut::new();
-        let a = read_frame(&mut client, &mut buf, 1024).await.unwrap().unwrap();
+        let a = read_frame(&mut client, &mut buf, 1024)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&a[..], &[0, 0, 0, 5, b'a', b'b']);
-        let b = read_frame(&mut client, &mut buf, 1024).await.unwrap().unwrap();
+        let b = read_frame(&mut client, &mut buf, 1024)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&b[..], &[0, 0, 0, 6]);
-        writer.await.unwrap();
+        // The writer finishes (and drops its end) only once the reader drains the pipe.
         match read_frame(&mut client, &mut buf, 1024).await {
             Err(FrameError::Truncated { buffered }) => assert_eq!(buffered, 5),
             other => panic!("{other:?}"),
         }
+        writer.await.unwrap();
     }
 
     #[tokio::test]
@@ -190,7 +208,12 @@ mod tests {
         let (mut client, server) = tokio::io::duplex(16);
         drop(server);
         let mut buf = BytesMut::new();
-        assert!(read_frame(&mut client, &mut buf, 1024).await.unwrap().is_none());
+        assert!(
+            read_frame(&mut client, &mut buf, 1024)
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     proptest::proptest! {

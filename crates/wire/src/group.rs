@@ -44,7 +44,9 @@ pub use assignor::{Assignor, MemberSubscription, PartitionSet};
 pub use coordinator::CoordinatorType;
 
 use self::coordinator::{Backoff, CoordinatorCache, is_coordinator_error};
-use self::membership::{HeartbeatStep, JoinPlan, JoinReply, JoinStep, Membership, SyncReply, SyncStep};
+use self::membership::{
+    HeartbeatStep, JoinPlan, JoinReply, JoinStep, Membership, SyncReply, SyncStep,
+};
 use crate::error::{Error, Result};
 use crate::offset_commit::{CommitOffset, CommittedOffset, GroupOffsets};
 use crate::topic::validate_topic_name;
@@ -147,12 +149,18 @@ impl GroupConfig {
                     ),
                 ));
             }
-            if map.insert(k.to_owned(), v.as_ref().trim().to_owned()).is_some() {
+            if map
+                .insert(k.to_owned(), v.as_ref().trim().to_owned())
+                .is_some()
+            {
                 return Err(Error::config(k, "set more than once; keep a single value"));
             }
         }
         let Some(group_id) = map.remove("group.id") else {
-            return Err(Error::config("group.id", "is required for a consumer group; set it"));
+            return Err(Error::config(
+                "group.id",
+                "is required for a consumer group; set it",
+            ));
         };
         let mut cfg = GroupConfig::new(group_id, topics)?;
         let millis = |key: &str, v: &str| -> Result<Duration> {
@@ -259,7 +267,10 @@ impl GroupConfig {
             validate_topic_name(t)?;
         }
         if self.group_instance_id.as_deref() == Some("") {
-            return Err(Error::config("group.instance.id", "is empty; unset it or give it a value"));
+            return Err(Error::config(
+                "group.instance.id",
+                "is empty; unset it or give it a value",
+            ));
         }
         if self.assignors.is_empty() {
             return Err(Error::config(
@@ -274,7 +285,10 @@ impl GroupConfig {
             ("max.poll.interval.ms", self.rebalance_timeout),
         ] {
             if d.is_zero() || d > max {
-                return Err(Error::config(key, format!("{d:?} is out of range (1 ms to {max:?})")));
+                return Err(Error::config(
+                    key,
+                    format!("{d:?} is out of range (1 ms to {max:?})"),
+                ));
             }
         }
         if self.heartbeat_interval >= self.session_timeout {
@@ -313,7 +327,8 @@ pub enum GroupEvent {
         /// False for a normal rebalance: commit what was processed, then release `done`.
         lost: bool,
         /// Drop it (or call [`Revocation::done`]) once the partitions are released; the member
-        /// rejoins then (or after the rebalance timeout at the latest).
+        /// rejoins then (or shortly before the rebalance timeout at the latest). Nothing waits
+        /// for it when `lost` is true.
         done: Revocation,
     },
     /// The membership ended with a fatal error; no more events follow.
@@ -355,7 +370,9 @@ struct Shared {
 
 impl Shared {
     fn membership(&self) -> MutexGuard<'_, Membership> {
-        self.membership.lock().unwrap_or_else(PoisonError::into_inner)
+        self.membership
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -403,7 +420,8 @@ impl GroupMember {
         self.shared.membership().generation()
     }
 
-    /// The partitions owned right now (empty while rebalancing).
+    /// The partitions owned right now: still listed while a revocation is in progress, empty
+    /// from its release until the next assignment.
     pub fn assignment(&self) -> Vec<TopicPartition> {
         to_topic_partitions(self.shared.membership().owned()).unwrap_or_default()
     }
@@ -506,7 +524,7 @@ impl Driver {
             // The handle is gone; Drop aborts this task anyway.
             Ok(Err(_)) => {}
             Err(Err(error)) => {
-                let lost = self.shared.membership().lose_all(false);
+                let lost = self.shared.membership().fail_now();
                 if !lost.is_empty() {
                     self.emit_revoked(&lost, true);
                 }
@@ -551,7 +569,10 @@ impl Driver {
             match self.stable(baseline).await? {
                 Change::Rebalance => self.revoke().await?,
                 Change::Lost(partitions) => {
-                    tracing::warn!(group = self.group_id(), "consumer group membership lost; rejoining");
+                    tracing::warn!(
+                        group = self.group_id(),
+                        "consumer group membership lost; rejoining"
+                    );
                     self.emit_revoked(&partitions, true);
                 }
             }
@@ -578,13 +599,14 @@ impl Driver {
                     continue;
                 }
             };
-            let reply = match send_join(&conn, &self.shared.config, config.request_timeout(), plan).await {
-                Ok(r) => r,
-                Err(e) => {
-                    self.transport_error(e, &mut backoff).await?;
-                    continue;
-                }
-            };
+            let reply =
+                match send_join(&conn, &self.shared.config, config.request_timeout(), plan).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.transport_error(e, &mut backoff).await?;
+                        continue;
+                    }
+                };
             let step = self.shared.membership().on_join_response(reply);
             let (assignments, counts) = match step {
                 JoinStep::Rejoin => continue,
@@ -600,8 +622,10 @@ impl Driver {
                 JoinStep::Fatal(e) => return Err(with_principal(e, &conn)),
                 JoinStep::Follow => (Vec::new(), None),
                 JoinStep::Lead { protocol, members } => {
-                    let topics: BTreeSet<String> =
-                        members.iter().flat_map(|m| m.topics.iter().cloned()).collect();
+                    let topics: BTreeSet<String> = members
+                        .iter()
+                        .flat_map(|m| m.topics.iter().cloned())
+                        .collect();
                     let counts = match partition_counts(&self.shared.client, &topics).await {
                         Ok(c) => c,
                         Err(e) => {
@@ -624,13 +648,14 @@ impl Driver {
             };
             let identity = self.shared.membership().identity();
             let protocol = self.shared.membership().protocol();
-            let reply = match send_sync(&conn, self.group_id(), &identity, protocol, assignments).await {
-                Ok(r) => r,
-                Err(e) => {
-                    self.transport_error(e, &mut backoff).await?;
-                    continue;
-                }
-            };
+            let reply =
+                match send_sync(&conn, self.group_id(), &identity, protocol, assignments).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.transport_error(e, &mut backoff).await?;
+                        continue;
+                    }
+                };
             let step = self.shared.membership().on_sync_response(reply);
             match step {
                 SyncStep::Assigned {
@@ -692,7 +717,9 @@ impl Driver {
                         Some(_) => {}
                         None => baseline = Some(counts),
                     },
-                    Err(e) => tracing::debug!(group = self.group_id(), error = %e, "metadata check failed"),
+                    Err(e) => {
+                        tracing::debug!(group = self.group_id(), error = %e, "metadata check failed")
+                    }
                 }
             }
         }
@@ -751,7 +778,15 @@ impl Driver {
             return Ok(());
         }
         let mut done = self.emit_revoked(&owned, false);
-        let deadline = tokio::time::sleep(self.shared.config.rebalance_timeout);
+        // The coordinator's rebalance timer started before this member noticed (up to a
+        // heartbeat earlier): rejoin with a margin even if the application is late.
+        let cfg = &self.shared.config;
+        let wait = cfg
+            .rebalance_timeout
+            .checked_sub(cfg.heartbeat_interval * 2)
+            .filter(|d| !d.is_zero())
+            .unwrap_or(cfg.rebalance_timeout);
+        let deadline = tokio::time::sleep(wait);
         tokio::pin!(deadline);
         let mut last_ok = Instant::now();
         loop {
@@ -855,7 +890,11 @@ async fn send_join(
     plan: JoinPlan,
 ) -> Result<JoinReply> {
     // group.instance.id needs v5.
-    let min = if plan.group_instance_id.is_some() { 5 } else { 0 };
+    let min = if plan.group_instance_id.is_some() {
+        5
+    } else {
+        0
+    };
     let version = conn.pick_version::<JoinGroupRequest>(min..=9)?;
     let mut req = JoinGroupRequest::default();
     req.group_id = group_id_field(&config.group_id);
@@ -911,7 +950,11 @@ async fn send_sync(
     protocol: Option<Assignor>,
     assignments: Vec<(String, bytes::Bytes)>,
 ) -> Result<SyncReply> {
-    let min = if identity.group_instance_id.is_some() { 3 } else { 0 };
+    let min = if identity.group_instance_id.is_some() {
+        3
+    } else {
+        0
+    };
     let version = conn.pick_version::<SyncGroupRequest>(min..=5)?;
     let mut req = SyncGroupRequest::default();
     req.group_id = group_id_field(group_id);
@@ -946,7 +989,11 @@ async fn send_heartbeat(
     group_id: &str,
     identity: &Generation,
 ) -> Result<Option<ResponseError>> {
-    let min = if identity.group_instance_id.is_some() { 3 } else { 0 };
+    let min = if identity.group_instance_id.is_some() {
+        3
+    } else {
+        0
+    };
     let version = conn.pick_version::<HeartbeatRequest>(min..=4)?;
     let mut req = HeartbeatRequest::default();
     req.group_id = group_id_field(group_id);
@@ -1026,6 +1073,7 @@ pub(crate) fn group_authorization_error(group: &str) -> Error {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -1077,7 +1125,10 @@ mod tests {
         assert!(e.to_string().contains("heartbeat.interval.ms"), "{e}");
         let e = GroupConfig::from_properties(
             ["t"],
-            [("group.id", "g"), ("partition.assignment.strategy", "sticky")],
+            [
+                ("group.id", "g"),
+                ("partition.assignment.strategy", "sticky"),
+            ],
         )
         .unwrap_err();
         assert!(e.to_string().contains("sticky"), "{e}");

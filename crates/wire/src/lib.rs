@@ -24,9 +24,12 @@ pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod error;
+pub mod fetch;
 pub(crate) mod frame;
 pub mod metadata;
+pub mod offsets;
 pub mod produce;
+pub mod producer_id;
 pub(crate) mod sasl;
 pub(crate) mod tls;
 pub mod topic;
@@ -36,7 +39,16 @@ pub use cluster::Client;
 pub use config::{ClientConfig, SaslMechanism, SecurityProtocol};
 pub use conn::Connection;
 pub use error::{Error, Result, TlsFailure};
+pub use fetch::{
+    AbortedTransaction, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel,
+};
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+pub use offsets::{ListedOffset, OffsetSpec};
+pub use produce::{
+    Acks, PartitionProduceResponse, ProduceAck, ProduceBatch, ProduceOptions, ProduceResult,
+    RecordError,
+};
+pub use producer_id::ProducerIdentity;
 pub use topic::{TopicId, TopicPartition};
 
 /// The codec crate this client is built on, re-exported so callers of [`Connection::send`] use

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::conn::Connection;
@@ -138,7 +138,10 @@ impl ClusterMetadata {
 
     /// A topic name by topic id.
     pub fn topic_name(&self, id: TopicId) -> Option<&Arc<str>> {
-        self.topics.values().find(|t| t.id == Some(id)).map(|t| &t.name)
+        self.topics
+            .values()
+            .find(|t| t.id == Some(id))
+            .map(|t| &t.name)
     }
 
     /// Merges a newer snapshot: brokers and cluster facts are replaced; topics in `newer`
@@ -161,7 +164,10 @@ impl ClusterMetadata {
 }
 
 /// Fetches metadata over `conn`. `topics: None` = every topic; `Some(&[])` = brokers only.
-pub async fn fetch_metadata(conn: &Connection, topics: Option<&[String]>) -> Result<ClusterMetadata> {
+pub async fn fetch_metadata(
+    conn: &Connection,
+    topics: Option<&[String]>,
+) -> Result<ClusterMetadata> {
     let version = conn.pick_version::<MetadataRequest>(4..=13)?;
     let req = MetadataRequest::default()
         .with_allow_auto_topic_creation(false)
@@ -182,13 +188,19 @@ fn parse(conn: &Connection, resp: MetadataResponse) -> Result<ClusterMetadata> {
     if let Some(code) = ResponseError::try_from_code(resp.error_code) {
         return Err(Error::broker(
             code,
-            format!("Metadata from broker {}: the cluster asked the client to re-bootstrap", conn.broker()),
+            format!(
+                "Metadata from broker {}: the cluster asked the client to re-bootstrap",
+                conn.broker()
+            ),
         ));
     }
     let mut brokers = HashMap::with_capacity(resp.brokers.len());
     for b in resp.brokers {
         let port = u16::try_from(b.port).map_err(|_| {
-            Error::protocol(conn.broker(), format!("broker {} advertises port {}", b.node_id.0, b.port))
+            Error::protocol(
+                conn.broker(),
+                format!("broker {} advertises port {}", b.node_id.0, b.port),
+            )
         })?;
         brokers.insert(
             b.node_id.0,
@@ -254,6 +266,9 @@ pub(crate) fn describe_topic_error(topic: &str, code: ResponseError) -> String {
             "topic `{topic}` does not exist (or the client may not Describe it); create it or fix the name"
         ),
         ResponseError::InvalidTopicException => format!("`{topic}` is not a valid topic name"),
-        other => format!("metadata for topic `{topic}` has error {}", error_name(other)),
+        other => format!(
+            "metadata for topic `{topic}` has error {}",
+            error_name(other)
+        ),
     }
 }

@@ -22,10 +22,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::error::{Error, Result, error_name};
-use crate::group::{Generation, with_principal};
 use crate::group::coordinator::{
     Backoff, CoordinatorCache, CoordinatorType, LOOKUP_TIMEOUT, is_coordinator_error,
 };
+use crate::group::{Generation, with_principal};
 use crate::{Client, Connection, TopicPartition};
 
 /// One offset to commit.
@@ -185,7 +185,11 @@ async fn commit_once(
     offsets: &[CommitOffset],
 ) -> Result<()> {
     // group.instance.id needs v7; without it any version the broker has will do.
-    let min = if generation.group_instance_id.is_some() { 7 } else { 2 };
+    let min = if generation.group_instance_id.is_some() {
+        7
+    } else {
+        2
+    };
     let version = conn.pick_version::<OffsetCommitRequest>(min..=9)?;
     let mut req = OffsetCommitRequest::default();
     req.group_id = GroupId(StrBytes::from_string(group_id.to_owned()));
@@ -401,7 +405,11 @@ async fn fetch_once(
 type FetchAnswer = (String, i32, Option<CommittedOffset>, Option<ResponseError>);
 
 /// Flattens both response layouts (v1-7 top level, v8+ per group) and checks the group error.
-fn fetch_answers(resp: OffsetFetchResponse, version: i16, group_id: &str) -> Result<Vec<FetchAnswer>> {
+fn fetch_answers(
+    resp: OffsetFetchResponse,
+    version: i16,
+    group_id: &str,
+) -> Result<Vec<FetchAnswer>> {
     let committed = |offset: i64, epoch: i32, metadata: Option<StrBytes>| {
         (offset >= 0).then(|| CommittedOffset {
             offset,
@@ -447,7 +455,9 @@ fn fetch_answers(resp: OffsetFetchResponse, version: i16, group_id: &str) -> Res
     };
     match ResponseError::try_from_code(group_code) {
         None => Ok(out),
-        Some(ResponseError::GroupAuthorizationFailed) => Err(group_authorization(group_id, "Describe")),
+        Some(ResponseError::GroupAuthorizationFailed) => {
+            Err(group_authorization(group_id, "Describe"))
+        }
         Some(code) => Err(Error::Broker {
             code,
             context: format!("OffsetFetch for group '{group_id}'"),
@@ -474,6 +484,7 @@ impl Error {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use kafka_protocol::messages::offset_fetch_response::{
@@ -557,10 +568,19 @@ mod tests {
             ("t-0".to_owned(), ResponseError::IllegalGeneration),
             ("t-1".to_owned(), ResponseError::IllegalGeneration),
         ];
-        let e = commit_error("g", &member, ResponseError::IllegalGeneration, "t-0", &failed);
+        let e = commit_error(
+            "g",
+            &member,
+            ResponseError::IllegalGeneration,
+            "t-0",
+            &failed,
+        );
         assert!(e.is_stale_membership());
         let msg = e.to_string();
-        assert!(msg.contains("t-0, t-1") && msg.contains("rebalanced"), "{msg}");
+        assert!(
+            msg.contains("t-0, t-1") && msg.contains("rebalanced"),
+            "{msg}"
+        );
 
         let e = commit_error(
             "g",

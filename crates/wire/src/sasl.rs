@@ -114,7 +114,12 @@ impl ScramClient {
         ScramClient::with_nonce(hash, username, password, nonce)
     }
 
-    pub(crate) fn with_nonce(hash: ScramHash, username: &str, password: &str, nonce: String) -> ScramClient {
+    pub(crate) fn with_nonce(
+        hash: ScramHash,
+        username: &str,
+        password: &str,
+        nonce: String,
+    ) -> ScramClient {
         let client_first_bare = format!("n={},r={nonce}", escape_username(username));
         ScramClient {
             hash,
@@ -130,7 +135,10 @@ impl ScramClient {
     }
 
     /// Checks the server-first message and returns the client-final message.
-    pub(crate) fn client_final(&self, server_first: &[u8]) -> Result<(Vec<u8>, ScramFinal), String> {
+    pub(crate) fn client_final(
+        &self,
+        server_first: &[u8],
+    ) -> Result<(Vec<u8>, ScramFinal), String> {
         let server_first = std::str::from_utf8(server_first)
             .map_err(|_| "the server-first message is not UTF-8".to_owned())?;
         let mut nonce = None;
@@ -141,7 +149,9 @@ impl ScramClient {
                 Some(("r=", v)) => nonce = Some(v),
                 Some(("s=", v)) => salt = Some(v),
                 Some(("i=", v)) => iterations = Some(v),
-                Some(("m=", _)) => return Err("the server requires an unsupported SCRAM extension".into()),
+                Some(("m=", _)) => {
+                    return Err("the server requires an unsupported SCRAM extension".into());
+                }
                 _ => {}
             }
         }
@@ -203,9 +213,11 @@ impl ScramFinal {
                 return if sig == self.expected_server_signature {
                     Ok(())
                 } else {
-                    Err("the broker's SCRAM signature is wrong: it does not know this user's \
+                    Err(
+                        "the broker's SCRAM signature is wrong: it does not know this user's \
                          credentials (possible impersonation)"
-                        .into())
+                            .into(),
+                    )
                 };
             }
         }
@@ -219,6 +231,7 @@ fn escape_username(u: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -239,9 +252,14 @@ mod tests {
             String::from_utf8(client_final).unwrap(),
             "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
         );
-        fin.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=").unwrap();
+        fin.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+            .unwrap();
         assert!(fin.verify(b"v=AAAA").is_err());
-        assert!(fin.verify(b"e=invalid-proof").unwrap_err().contains("invalid-proof"));
+        assert!(
+            fin.verify(b"e=invalid-proof")
+                .unwrap_err()
+                .contains("invalid-proof")
+        );
     }
 
     /// SCRAM-SHA-512 has no RFC vector; check the structure and that a server computing the same
@@ -268,7 +286,11 @@ mod tests {
             b"m=ext,r=abcd,s=c2FsdA==,i=4096",
             b"\xff",
         ] {
-            assert!(c.client_final(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                c.client_final(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

@@ -13,7 +13,9 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{AlertDescription, CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    AlertDescription, CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -35,6 +37,8 @@ const SYSTEM_CA_BUNDLES: &[&str] = &[
 pub(crate) struct TlsContext {
     connector: TlsConnector,
     has_client_cert: bool,
+    /// The client certificate's validity (not before, not after), in Unix seconds.
+    client_validity: Option<(i64, i64)>,
     /// `CN=...` of the client certificate, for authorization error messages.
     pub(crate) principal: Option<String>,
 }
@@ -77,10 +81,27 @@ impl TlsContext {
                 .with_custom_certificate_verifier(Arc::new(NoHostnameVerification { inner }))
         };
 
-        let (config, has_client_cert, principal) = match (&settings.certificate, &settings.key) {
+        let (config, has_client_cert, principal, client_validity) = match (
+            &settings.certificate,
+            &settings.key,
+        ) {
             (Some(cert), Some(key)) => {
                 let chain = load_chain(cert)?;
-                let principal = chain.first().and_then(|c| subject_cn(c)).map(|cn| format!("CN={cn}"));
+                let principal = chain
+                    .first()
+                    .and_then(|c| subject_cn(c))
+                    .map(|cn| format!("CN={cn}"));
+                let validity = chain.first().and_then(|c| validity(c));
+                if let Some((not_before, not_after)) = validity {
+                    let now = unix_now();
+                    if now > not_after || now < not_before {
+                        tracing::warn!(
+                            "the client certificate in {} is not valid now (expired or not yet \
+                             valid); brokers will reject it",
+                            describe(cert)
+                        );
+                    }
+                }
                 let key_der = load_key(key, settings.key_password_set)?;
                 let config = builder.with_client_auth_cert(chain, key_der).map_err(|e| {
                     Error::config(
@@ -88,13 +109,14 @@ impl TlsContext {
                         format!("the private key does not fit the client certificate or is unsupported: {e}"),
                     )
                 })?;
-                (config, true, principal)
+                (config, true, principal, validity)
             }
-            _ => (builder.with_no_client_auth(), false, None),
+            _ => (builder.with_no_client_auth(), false, None, None),
         };
         Ok(TlsContext {
             connector: TlsConnector::from(Arc::new(config)),
             has_client_cert,
+            client_validity,
             principal,
         })
     }
@@ -113,15 +135,27 @@ impl TlsContext {
                 format!("`{host}` is not a valid TLS server name: {e}"),
             )
         })?;
-        self.connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| self.classify(broker, &e).unwrap_or_else(|| tls_io(broker, e)))
+        self.connector.connect(name, tcp).await.map_err(|e| {
+            self.classify(broker, &e)
+                .unwrap_or_else(|| tls_io(broker, e))
+        })
     }
 
     /// Turns an I/O error from a TLS stream into a precise [`Error::Tls`], if it is one.
     pub(crate) fn classify(&self, broker: &str, e: &io::Error) -> Option<Error> {
-        classify(broker, e, self.has_client_cert)
+        let mut err = classify(broker, e, self.has_client_cert)?;
+        // Brokers (the JDK) answer an expired client certificate with a generic
+        // certificate_unknown alert; our own copy of the certificate says why.
+        if let Error::Tls { reason, .. } = &mut err
+            && *reason == TlsFailure::ClientCertificateRejected
+            && let Some((not_before, not_after)) = self.client_validity
+        {
+            let now = unix_now();
+            if now > not_after || now < not_before {
+                *reason = TlsFailure::ClientCertificateExpired;
+            }
+        }
+        Some(err)
     }
 }
 
@@ -182,9 +216,9 @@ fn failure_of(e: &rustls::Error, has_client_cert: bool) -> TlsFailure {
             }
             _ => TlsFailure::Handshake,
         },
-        E::InvalidMessage(_) | E::InappropriateMessage { .. } | E::InappropriateHandshakeMessage { .. } => {
-            TlsFailure::NotTls
-        }
+        E::InvalidMessage(_)
+        | E::InappropriateMessage { .. }
+        | E::InappropriateHandshakeMessage { .. } => TlsFailure::NotTls,
         _ => TlsFailure::Handshake,
     }
 }
@@ -205,10 +239,13 @@ impl ServerCertVerifier for NoHostnameVerification {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        match self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -246,7 +283,10 @@ fn read_pem(setting: &PemSetting) -> Result<Vec<u8>> {
         PemSource::File(path) => std::fs::read(path).map_err(|e| {
             Error::config(
                 setting.key,
-                format!("cannot read {}: {e}; check the path and its permissions", path.display()),
+                format!(
+                    "cannot read {}: {e}; check the path and its permissions",
+                    path.display()
+                ),
             )
         }),
     }
@@ -311,7 +351,9 @@ fn load_chain(setting: &PemSetting) -> Result<Vec<CertificateDer<'static>>> {
     if chain.is_empty() {
         return Err(Error::config(
             setting.key,
-            format!("{what} contains no CERTIFICATE; it must hold the client certificate (then any intermediates)"),
+            format!(
+                "{what} contains no CERTIFICATE; it must hold the client certificate (then any intermediates)"
+            ),
         ));
     }
     Ok(chain)
@@ -397,6 +439,56 @@ pub(crate) fn subject_cn(cert: &[u8]) -> Option<String> {
     cn
 }
 
+/// The validity period (not before, not after) of a DER certificate, in Unix seconds.
+pub(crate) fn validity(cert: &[u8]) -> Option<(i64, i64)> {
+    let (_, cert_body, _) = der_tlv(cert).filter(|t| t.0 == 0x30)?;
+    let (_, tbs, _) = der_tlv(cert_body).filter(|t| t.0 == 0x30)?;
+    let mut rest = tbs;
+    let (tag, _, after) = der_tlv(rest)?;
+    if tag == 0xa0 {
+        rest = after;
+    }
+    // serial, signature algorithm, issuer, then validity.
+    for _ in 0..3 {
+        rest = der_tlv(rest)?.2;
+    }
+    let (_, validity, _) = der_tlv(rest).filter(|t| t.0 == 0x30)?;
+    let (t1, nb, after) = der_tlv(validity)?;
+    let (t2, na, _) = der_tlv(after)?;
+    Some((der_time(t1, nb)?, der_time(t2, na)?))
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) to Unix seconds.
+fn der_time(tag: u8, v: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(v).ok()?.strip_suffix('Z')?;
+    let (year, rest) = match tag {
+        0x17 => {
+            let yy: i64 = s.get(..2)?.parse().ok()?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, s.get(2..)?)
+        }
+        0x18 => (s.get(..4)?.parse().ok()?, s.get(4..)?),
+        _ => return None,
+    };
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { rest.get(r)?.parse().ok() };
+    let (month, day, hour, min, sec) =
+        (num(0..2)?, num(2..4)?, num(4..6)?, num(6..8)?, num(8..10)?);
+    // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + min * 60 + sec)
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// One DER tag-length-value: (tag, content, rest).
 fn der_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
@@ -408,7 +500,9 @@ fn der_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
         if n == 0 || n > 4 || rest.len() < n {
             return None;
         }
-        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | *b as usize);
         (len, &rest[n..])
     };
     if rest.len() < len {
@@ -418,6 +512,7 @@ fn der_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -439,8 +534,24 @@ BAMCA0kAMEYCIQC5bCA1rgbN3ciw2nLYQNtEjNv3tzyCzcpn2srPQnHMYQIhALHA
     fn subject_cn_from_der() {
         let der = CertificateDer::from_pem_slice(ALICE.as_bytes()).unwrap();
         assert_eq!(subject_cn(&der).as_deref(), Some("alice"));
-        assert_eq!(subject_cn(&[0x30, 0x05, 1, 2]), None, "garbage is not a panic");
+        assert_eq!(
+            subject_cn(&[0x30, 0x05, 1, 2]),
+            None,
+            "garbage is not a panic"
+        );
         assert_eq!(subject_cn(&[]), None);
+    }
+
+    #[test]
+    fn validity_from_der() {
+        let der = CertificateDer::from_pem_slice(ALICE.as_bytes()).unwrap();
+        // openssl wrote notBefore 2026-12-02T15:24:02Z (UTCTime), notAfter 2126-11-08 (GeneralizedTime).
+        let (nb, na) = validity(&der).unwrap();
+        assert_eq!(nb, 1_796_225_042);
+        assert_eq!(na, 4_949_825_042);
+        assert_eq!(der_time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(der_time(0x18, b"20000301000000Z"), Some(951_868_800));
+        assert_eq!(der_time(0x17, b"garbage"), None);
     }
 
     #[test]
@@ -481,7 +592,10 @@ BAMCA0kAMEYCIQC5bCA1rgbN3ciw2nLYQNtEjNv3tzyCzcpn2srPQnHMYQIhALHA
             source: PemSource::File(dir.join("nope.pem")),
             key: "ssl.ca.location",
         };
-        assert!(matches!(load_roots(Some(&missing)), Err(Error::Config { .. })));
+        assert!(matches!(
+            load_roots(Some(&missing)),
+            Err(Error::Config { .. })
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -505,11 +619,17 @@ BAMCA0kAMEYCIQC5bCA1rgbN3ciw2nLYQNtEjNv3tzyCzcpn2srPQnHMYQIhALHA
             TlsFailure::ClientCertificateRejected
         );
         assert_eq!(
-            failure_of(&rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer), true),
+            failure_of(
+                &rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+                true
+            ),
             TlsFailure::UntrustedBrokerCertificate
         );
         assert_eq!(
-            failure_of(&rustls::Error::InvalidCertificate(CertificateError::NotValidForName), true),
+            failure_of(
+                &rustls::Error::InvalidCertificate(CertificateError::NotValidForName),
+                true
+            ),
             TlsFailure::BrokerHostnameMismatch
         );
     }

@@ -133,6 +133,7 @@ impl fmt::Debug for TopicId {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

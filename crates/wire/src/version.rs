@@ -82,6 +82,7 @@ pub(crate) fn fmt_range(r: Option<&RangeInclusive<i16>>) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -99,8 +100,16 @@ mod tests {
     fn empty_intersections() {
         assert_eq!(pick(None, 0..=5, 0..=5), None, "broker lacks the API");
         assert_eq!(pick(Some(0..=2), 3..=13, 0..=20), None, "broker too old");
-        assert_eq!(pick(Some(4..=17), 4..=18, 18..=18), None, "caller wants too new");
-        assert_eq!(pick(Some(5..=3), 0..=10, 0..=10), None, "inverted broker range");
+        assert_eq!(
+            pick(Some(4..=17), 4..=18, 18..=18),
+            None,
+            "caller wants too new"
+        );
+        assert_eq!(
+            pick(Some(RangeInclusive::new(5, 3)), 0..=10, 0..=10),
+            None,
+            "inverted broker range"
+        );
     }
 
     #[test]

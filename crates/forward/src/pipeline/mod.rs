@@ -25,11 +25,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::compression::Compression;
+use crate::rewrite::LogAppendTimePolicy;
 use crate::observe::Observer;
 
 pub use io::{Isolation, Positions, Source, StartPosition, Target};
 pub use partition::Route;
-pub use plan::CodecChoice;
 
 use budget::Budget;
 use partition::{PositionCell, Shared};
@@ -65,8 +66,12 @@ pub struct Settings {
     pub commit_interval: Duration,
     /// Fetch isolation (read_committed by default).
     pub isolation: Isolation,
-    /// Keep each batch's codec, or re-encode to another.
-    pub codec: CodecChoice,
+    /// `None` keeps each batch's codec (pass-through); `Some(c)` re-encodes every batch to `c`.
+    pub compression: Option<Compression>,
+    /// What to do with source batches stamped with LogAppendTime.
+    pub log_append_time: LogAppendTimePolicy,
+    /// Largest decompressed batch the re-encode path accepts (zip-bomb guard).
+    pub max_decompressed_bytes: usize,
     /// Where partitions without a committed position start.
     pub start: StartPosition,
     /// What to do when the needed source offset is gone.
@@ -91,7 +96,9 @@ impl Default for Settings {
             memory_budget: 256 << 20,
             commit_interval: Duration::from_secs(5),
             isolation: Isolation::ReadCommitted,
-            codec: CodecChoice::Keep,
+            compression: None,
+            log_append_time: LogAppendTimePolicy::UseCreateTime,
+            max_decompressed_bytes: 64 << 20,
             start: StartPosition::Earliest,
             on_offset_out_of_range: OutOfRangePolicy::Fail,
             retry_backoff: Duration::from_millis(100),

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::batch::RecordBatch;
 use crate::observe::{BatchForwarded, Observer};
-use crate::rewrite::{ProducerStamp, rewrite_for_produce};
+use crate::rewrite::{ProducerStamp, TargetPolicy, rewrite_for_produce};
 use crate::Error;
 
 use super::Settings;
@@ -85,8 +85,17 @@ pub(crate) async fn run<S: Source, T: Target>(
     };
     position.ackd.store(start, Ordering::Release);
     shared.observer.partition_started(&route.source, &route.target, start);
-    let limits = retry(&shared, &stop, || shared.target.topic_limits(&route.target.topic)).await?;
-    let rules = Rules { isolation: shared.settings.isolation, limits, codec: shared.settings.codec };
+    let limits = retry(&shared, &stop, || shared.target.topic_limits(route.target.topic())).await?;
+    let rules = Rules {
+        isolation: shared.settings.isolation,
+        policy: TargetPolicy {
+            max_message_bytes: limits.max_message_bytes,
+            compression: shared.settings.compression,
+            log_append_time: shared.settings.log_append_time,
+            max_decompressed_bytes: shared.settings.max_decompressed_bytes,
+            ..TargetPolicy::default()
+        },
+    };
     let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
     let fetch = fetch_loop(&shared, &route, start, rules, tx, &stop);
     let produce = produce_loop(&shared, &route, rx, &position);
@@ -274,20 +283,10 @@ struct ProducerSeq {
 
 impl ProducerSeq {
     fn stamp(&mut self, records: u32) -> ProducerStamp {
-        let stamp = ProducerStamp {
-            producer_id: self.identity.producer_id,
-            producer_epoch: self.identity.producer_epoch,
-            base_sequence: self.next_sequence,
-        };
-        self.next_sequence = next_sequence(self.next_sequence, records);
+        let stamp = ProducerStamp::idempotent(self.identity.producer_id, self.identity.producer_epoch, self.next_sequence);
+        self.next_sequence = stamp.advanced(i32::try_from(records).unwrap_or(i32::MAX)).base_sequence;
         stamp
     }
-}
-
-/// Sequences wrap from `i32::MAX` to 0, as Kafka's do.
-pub(crate) fn next_sequence(base: i32, records: u32) -> i32 {
-    let next = (i64::from(base) + i64::from(records)) % (i64::from(i32::MAX) + 1);
-    next as i32
 }
 
 struct Window<'a, S, T> {

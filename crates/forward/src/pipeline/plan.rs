@@ -7,23 +7,15 @@
 
 use bytes::Bytes;
 
-use crate::batch::{FetchedItem, FetchedRecords, RecordBatch};
+use crate::batch::{FetchedBatch, FetchedRecords, RecordBatch};
+use crate::compression::Compression;
 use crate::observe::{Path, SkipReason};
-use crate::reencode::{self, ReencodeOptions};
-use crate::txn::{AbortedFilter, Verdict};
-use crate::{Compression, Error, ReencodeReason};
+use crate::reencode::{ReencodedBatch, reencode};
+use crate::rewrite::{ProducerStamp, ReencodeReason, TargetPolicy, needs_reencode};
+use crate::txn::{AbortedTransaction, AbortedTransactionFilter, TxnDecision};
+use crate::Error;
 
-use super::io::{Fetched, Isolation, TopicLimits};
-
-/// What to do with the codec of forwarded batches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CodecChoice {
-    /// Keep each batch's own codec (pass-through).
-    #[default]
-    Keep,
-    /// Re-encode every batch with this codec.
-    Force(Compression),
-}
+use super::io::{Fetched, Isolation};
 
 /// One batch ready to produce (not yet stamped with the producer id and sequence).
 #[derive(Debug, Clone)]
@@ -57,125 +49,104 @@ pub(crate) struct Plan {
 }
 
 /// Inputs that stay the same for a partition.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Rules {
     pub(crate) isolation: Isolation,
-    pub(crate) limits: TopicLimits,
-    pub(crate) codec: CodecChoice,
+    pub(crate) policy: TargetPolicy,
 }
 
 /// Plans the forwarding of `fetched`, for a partition whose next wanted offset is `position`.
 pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Plan, Error> {
     let mut out = Plan { next: position, ..Plan::default() };
     let mut aborted = match rules.isolation {
-        Isolation::ReadCommitted => Some(AbortedFilter::new(fetched.aborted.iter().copied())),
+        Isolation::ReadCommitted => Some(AbortedTransactionFilter::new(
+            fetched.aborted.iter().map(|&(producer_id, first_offset)| AbortedTransaction { producer_id, first_offset }),
+        )),
         Isolation::ReadUncommitted => None,
     };
     let mut walker = FetchedRecords::new(fetched.records.clone());
     for item in walker.by_ref() {
-        match item? {
-            FetchedItem::Batch(batch) => {
-                let next = batch.last_offset() + 1;
-                if next <= out.next {
-                    // The broker returned a batch we already forwarded (it starts the segment
-                    // read); nothing of it is wanted.
-                    continue;
-                }
-                let verdict = aborted.as_mut().map_or(Verdict::Keep, |f| f.classify(&batch));
-                let step = match verdict {
-                    Verdict::DropControl => Step::Skip { reason: SkipReason::Control, records: batch.record_count(), next },
-                    Verdict::DropAborted => Step::Skip { reason: SkipReason::Aborted, records: batch.record_count(), next },
-                    Verdict::Keep if batch.is_control() => {
-                        Step::Skip { reason: SkipReason::Control, records: batch.record_count(), next }
-                    }
-                    Verdict::Keep if batch.record_count() == 0 => Step::Skip { reason: SkipReason::Empty, records: 0, next },
-                    Verdict::Keep => forward(&batch, out.next, rules)?,
-                };
-                out.next = next;
-                out.steps.push(step);
-            }
-            FetchedItem::Legacy(legacy) => {
-                let next = legacy.last_offset() + 1;
-                if next <= out.next {
-                    continue;
-                }
-                let target = target_codec(legacy.compression(), rules);
-                let batches = legacy.to_v2(out.next, target, rules.limits.max_message_bytes)?;
-                let parts = parts_from(batches, Path::Reencoded(ReencodeReason::LegacyMagic));
-                out.next = next;
-                out.steps.push(if parts.is_empty() {
-                    Step::Skip { reason: SkipReason::Empty, records: 0, next }
-                } else {
-                    Step::Forward { parts, next }
-                });
-            }
+        let item = item?;
+        let next = item.next_offset();
+        if next <= out.next {
+            // The broker returned a batch we already forwarded (reads start at the batch
+            // holding the fetch offset); nothing of it is wanted.
+            continue;
         }
+        let decision = match aborted.as_mut() {
+            Some(filter) => filter.classify_fetched(&item)?,
+            None => TxnDecision::Keep,
+        };
+        let step = match (decision, item) {
+            (TxnDecision::DropAborted, FetchedBatch::V2(b)) => skip(SkipReason::Aborted, &b, next),
+            (TxnDecision::DropControl, FetchedBatch::V2(b)) => skip(SkipReason::Control, &b, next),
+            (_, FetchedBatch::V2(b)) if b.is_control() => skip(SkipReason::Control, &b, next),
+            (_, FetchedBatch::V2(b)) if b.has_no_records() => skip(SkipReason::Empty, &b, next),
+            (_, FetchedBatch::V2(b)) => forward(&b, out.next, &rules.policy)?,
+            (_, FetchedBatch::Legacy(legacy)) => {
+                let batches = legacy.reencode(out.next, ProducerStamp::NONE, &rules.policy)?;
+                with_parts(parts_from(batches, Path::Reencoded(ReencodeReason::LegacyMagic)), next)
+            }
+        };
+        out.next = next;
+        out.steps.push(step);
     }
-    out.truncated_bytes = walker.truncated_bytes();
+    out.truncated_bytes = walker.truncated_tail_bytes();
     Ok(out)
 }
 
-fn target_codec(own: Compression, rules: &Rules) -> Compression {
-    match rules.codec {
-        CodecChoice::Keep => own,
-        CodecChoice::Force(c) => c,
-    }
+fn skip(reason: SkipReason, batch: &RecordBatch, next: i64) -> Step {
+    Step::Skip { reason, records: u32::try_from(batch.record_count()).unwrap_or(0), next }
 }
 
-/// Why `batch` cannot pass through untouched, if it cannot.
-pub(crate) fn reencode_reason(batch: &RecordBatch, position: i64, rules: &Rules) -> Option<ReencodeReason> {
-    if batch.base_offset() < position {
-        Some(ReencodeReason::FetchOffsetInsideBatch)
-    } else if i64::from(batch.last_offset_delta()) + 1 != i64::from(batch.record_count()) {
-        Some(ReencodeReason::OffsetGaps)
-    } else if batch.len() > rules.limits.max_message_bytes {
-        Some(ReencodeReason::TooLarge)
-    } else if target_codec(batch.compression(), rules) != batch.compression() {
-        Some(ReencodeReason::CodecChange)
-    } else {
-        None
-    }
-}
-
-fn forward(batch: &RecordBatch, position: i64, rules: &Rules) -> Result<Step, Error> {
-    let next = batch.last_offset() + 1;
-    let Some(reason) = reencode_reason(batch, position, rules) else {
-        let part = Part {
-            batch: batch.bytes().clone(),
-            first_offset: batch.base_offset(),
-            last_offset: batch.last_offset(),
-            records: batch.record_count(),
-            path: Path::PassThrough,
-            compression: batch.compression(),
-            max_timestamp_ms: batch.max_timestamp(),
-        };
-        return Ok(Step::Forward { parts: vec![part], next });
-    };
-    let options = ReencodeOptions {
-        min_offset: position,
-        compression: target_codec(batch.compression(), rules),
-        max_batch_bytes: rules.limits.max_message_bytes,
-    };
-    let batches = reencode::reencode(batch, &options)?;
-    let parts = parts_from(batches, Path::Reencoded(reason));
+fn with_parts(parts: Vec<Part>, next: i64) -> Step {
     if parts.is_empty() {
         // Every record was before the position: the batch only moves the position.
-        return Ok(Step::Skip { reason: SkipReason::Empty, records: 0, next });
+        Step::Skip { reason: SkipReason::Empty, records: 0, next }
+    } else {
+        Step::Forward { parts, next }
     }
-    Ok(Step::Forward { parts, next })
 }
 
-fn parts_from(batches: Vec<reencode::Reencoded>, path: Path) -> Vec<Part> {
+fn forward(batch: &RecordBatch, position: i64, policy: &TargetPolicy) -> Result<Step, Error> {
+    let next = batch.next_offset();
+    match needs_reencode(batch, position, policy) {
+        None => {
+            let part = Part {
+                batch: batch.as_bytes().clone(),
+                first_offset: batch.base_offset(),
+                last_offset: batch.last_offset(),
+                records: u32::try_from(batch.record_count()).unwrap_or(0),
+                path: Path::PassThrough,
+                compression: batch.compression(),
+                max_timestamp_ms: batch.max_timestamp(),
+            };
+            Ok(Step::Forward { parts: vec![part], next })
+        }
+        Some(reason) => {
+            let batches = reencode(batch, position, ProducerStamp::NONE, policy)?;
+            Ok(with_parts(parts_from(batches, Path::Reencoded(reason)), next))
+        }
+    }
+}
+
+fn parts_from(batches: Vec<ReencodedBatch>, path: Path) -> Vec<Part> {
     batches
         .into_iter()
-        .map(|b| Part {
-            first_offset: b.first_offset,
-            last_offset: b.last_offset,
-            records: b.records,
-            compression: b.compression,
-            max_timestamp_ms: b.max_timestamp,
-            batch: b.batch,
-            path,
+        .filter_map(|b| {
+            let first_offset = b.first_source_offset()?;
+            let last_offset = b.last_source_offset()?;
+            let records = u32::try_from(b.source_offsets().len()).unwrap_or(0);
+            let batch = b.into_batch();
+            Some(Part {
+                first_offset,
+                last_offset,
+                records,
+                compression: batch.compression(),
+                max_timestamp_ms: batch.max_timestamp(),
+                batch: batch.into_bytes(),
+                path,
+            })
         })
         .collect()
 }

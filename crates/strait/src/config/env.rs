@@ -1,11 +1,11 @@
 //! Environment-variable overrides.
 //!
-//! * `STRAIT_<SECTION>_<KEY>` sets a key of [mirror], [metrics], [tracing] or [log]:
+//! * `STRAIT_<SECTION>_<KEY>` sets a key of `[mirror]`, `[metrics]`, `[tracing]` or `[log]`:
 //!   `STRAIT_MIRROR_GROUP_ID=my-group`, `STRAIT_METRICS_LISTEN=0.0.0.0:9464`. Lists are
 //!   comma-separated (`STRAIT_MIRROR_TOPICS=orders,payments-.*`) or, for items that contain commas,
 //!   a TOML array (`STRAIT_MIRROR_TOPICS='["a{1,3}"]'`). An unknown key in these sections is an error.
-//! * `STRAIT_SOURCE_<PROP>` / `STRAIT_TARGET_<PROP>` set a Kafka client property of [source] /
-//!   [target]. The name is lowercased and `_` becomes `.`:
+//! * `STRAIT_SOURCE_<PROP>` / `STRAIT_TARGET_<PROP>` set a Kafka client property of `[source]` /
+//!   `[target]`. The name is lowercased and `_` becomes `.`:
 //!   `STRAIT_SOURCE_BOOTSTRAP_SERVERS` -> `bootstrap.servers`, `STRAIT_TARGET_SASL_PASSWORD` ->
 //!   `sasl.password`. This is the convention of the Strimzi and Confluent images (`KAFKA_...`).
 //!   Property names that contain `_` or `-` use `__` for `_` and `___` for `-`. Limit: upper-case

@@ -1,21 +1,21 @@
 //! The validated configuration of one mirror (one source cluster -> one target cluster).
 //!
 //! Sources, lowest precedence first: built-in defaults, the strait.toml file (or the
-//! MirrorMaker 1/2 files, see [`crate::mirrormaker`]), then the environment ([`env`]).
-//! Everything is validated in [`Config::from_raw`]: a bad value is an error naming the key and
+//! MirrorMaker 1/2 files, see [`crate::mirrormaker`]), then the environment ([`mod@env`]).
+//! Everything is validated in `Config::from_raw`: a bad value is an error naming the key and
 //! the expected form, an unknown key in a non-client section is an error with a suggestion.
 //!
 //! ```toml
-//! [source]
+//! `[source]`
 //! alias = "europe"
 //! "bootstrap.servers" = "europe-kafka:9093"   # any Kafka client property, quoted or dotted
 //! security.protocol = "SSL"                    # unquoted dotted keys work too
 //!
-//! [target]
+//! `[target]`
 //! alias = "us"
 //! "bootstrap.servers" = "us-kafka:9093"
 //!
-//! [mirror]
+//! `[mirror]`
 //! topics = [".*"]
 //! group_id = "my-group"
 //! ```
@@ -175,6 +175,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The `strait-wire` client configuration for this cluster. The properties were validated
+    /// with the same call when the configuration was loaded, so this fails only if that check
+    /// was bypassed.
+    pub fn client_config(&self) -> strait_wire::Result<strait_wire::ClientConfig> {
+        strait_wire::ClientConfig::from_properties(
+            self.properties
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+    }
+
     /// A property's value.
     pub fn property(&self, key: &str) -> Option<&str> {
         self.properties
@@ -184,7 +195,7 @@ impl Cluster {
     }
 }
 
-/// The [mirror] section.
+/// The `[mirror]` section.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Mirror {
@@ -216,7 +227,7 @@ pub struct Mirror {
     pub max_in_flight: u8,
 }
 
-/// The [metrics] section.
+/// The `[metrics]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MetricsConfig {
@@ -224,7 +235,7 @@ pub struct MetricsConfig {
     pub listen: Option<SocketAddr>,
 }
 
-/// The [tracing] section.
+/// The `[tracing]` section.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TracingConfig {
@@ -247,7 +258,7 @@ impl TracingConfig {
     }
 }
 
-/// The [log] section.
+/// The `[log]` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LogConfig {
@@ -781,7 +792,7 @@ fn raw_from_toml(table: toml::Table) -> Result<RawConfig> {
     Ok(raw)
 }
 
-/// [source]/[target]: `alias` plus client properties; dotted keys written without quotes
+/// `[source]`/`[target]`: `alias` plus client properties; dotted keys written without quotes
 /// (`ssl.ca.location = "..."`) arrive as nested tables and are flattened back.
 fn raw_cluster(section: &str, body: toml::Table) -> Result<RawCluster> {
     fn flatten(section: &str, prefix: &str, body: toml::Table, out: &mut RawCluster) -> Result<()> {

@@ -1,7 +1,7 @@
 //! The untyped layer every configuration source writes into before validation.
 //!
 //! The TOML file, the environment, and the MirrorMaker 1/2 translators all fill a [`RawConfig`];
-//! [`super::Config::from_raw`] then validates it in one place. Each value remembers where it came
+//! `Config::from_raw` then validates it in one place. Each value remembers where it came
 //! from so an error can name the key the operator actually wrote (`STRAIT_MIRROR_START`,
 //! `mm2.properties key A->B.topics`, ...).
 
@@ -126,7 +126,7 @@ impl Section {
     }
 }
 
-/// A cluster section ([source] or [target]) before validation.
+/// A cluster section (`[source]` or `[target]`) before validation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct RawCluster {
     pub(crate) alias: Option<Entry>,

@@ -94,6 +94,9 @@ fn every_key_is_read() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
     );
     assert_eq!(c.target.property("sasl.username"), Some("my-us-user"));
+    let wire = c.target.client_config().unwrap();
+    assert_eq!(wire.bootstrap_servers(), ["us-kafka:9093"]);
+    assert_eq!(wire.sasl().unwrap().username, "my-us-user");
     let m = &c.mirror;
     assert_eq!(m.topics.include(), ["orders", "payments-.*"]);
     assert_eq!(m.topics.exclude(), ["payments-test"]);

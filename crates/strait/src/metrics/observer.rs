@@ -75,10 +75,22 @@ mod tests {
         obs.committed(&tp, 4);
         obs.rebalance(std::slice::from_ref(&tp));
         let text = m.encode_openmetrics();
-        assert!(text.contains("strait_partition_lag_records{topic=\"orders\",partition=\"2\"} 6"), "{text}");
-        assert!(text.contains("strait_fetch_errors_total{error=\"NOT_LEADER_OR_FOLLOWER\"} 1"), "{text}");
-        assert!(text.contains("strait_records_skipped_total{reason=\"aborted\"} 3"), "{text}");
-        assert!(text.contains("strait_committed_offset{topic=\"orders\",partition=\"2\"} 4"), "{text}");
+        assert!(
+            text.contains("strait_partition_lag_records{topic=\"orders\",partition=\"2\"} 6"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strait_fetch_errors_total{error=\"NOT_LEADER_OR_FOLLOWER\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strait_records_skipped_total{reason=\"aborted\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strait_committed_offset{topic=\"orders\",partition=\"2\"} 4"),
+            "{text}"
+        );
         assert!(text.contains("strait_partitions_assigned 1"), "{text}");
     }
 }

@@ -11,7 +11,7 @@
 //! librdkafka-style ones (`ssl.ca.location`, `sasl.username`).
 //!
 //! The environment overrides apply as with strait.toml (`STRAIT_METRICS_LISTEN`, ...), which is
-//! also how [metrics], [tracing] and [log] are set in these modes.
+//! also how `[metrics]`, `[tracing]` and `[log]` are set in these modes.
 
 pub mod mm1;
 pub mod mm2;
@@ -23,8 +23,8 @@ pub use mm2::Mm2Options;
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::error::{Error, Result};
 
-/// Kafka client properties that `strait_wire::ClientConfig` understands; they go to [source] or
-/// [target] unchanged. Everything else in a MirrorMaker file is mapped or reported.
+/// Kafka client properties that `strait_wire::ClientConfig` understands; they go to `[source]` or
+/// `[target]` unchanged. Everything else in a MirrorMaker file is mapped or reported.
 pub const CLIENT_KEYS: &[&str] = &[
     "bootstrap.servers",
     "security.protocol",

@@ -192,8 +192,10 @@ fn assign_range(
     out: &mut BTreeMap<String, PartitionSet>,
 ) {
     for (topic, count) in subscribed_topics(partition_counts, members) {
-        let consumers: Vec<&&MemberSubscription> =
-            members.iter().filter(|m| m.topics.contains(topic)).collect();
+        let consumers: Vec<&&MemberSubscription> = members
+            .iter()
+            .filter(|m| m.topics.contains(topic))
+            .collect();
         // consumers is non-empty: subscribed_topics only yields topics someone wants.
         let n = consumers.len() as i32;
         let per = count / n;
@@ -238,6 +240,7 @@ fn assign_round_robin(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -312,7 +315,11 @@ mod tests {
 
     #[test]
     fn range_more_members_than_partitions_leaves_some_empty() {
-        let members = [member("a", &["t"]), member("b", &["t"]), member("c", &["t"])];
+        let members = [
+            member("a", &["t"]),
+            member("b", &["t"]),
+            member("c", &["t"]),
+        ];
         let c = counts(&[("t", 2)]);
         let r = Assignor::Range.assign(&c, &members);
         assert_eq!(r["a"], set(&[("t", 0)]));
@@ -342,10 +349,7 @@ mod tests {
         let r = Assignor::RoundRobin.assign(&c, &members);
         assert_eq!(r["a"], set(&[("t0", 0)]));
         assert_eq!(r["b"], set(&[("t1", 0)]));
-        assert_eq!(
-            r["c"],
-            set(&[("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)])
-        );
+        assert_eq!(r["c"], set(&[("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)]));
         assert_complete_and_disjoint(&c, &members, &r);
     }
 
@@ -401,7 +405,10 @@ mod tests {
                     assert_complete_and_disjoint(&c, &members, &r);
                     let sizes: Vec<usize> = r.values().map(PartitionSet::len).collect();
                     let (min, max) = (sizes.iter().min(), sizes.iter().max());
-                    assert!(max.zip(min).is_some_and(|(x, y)| x - y <= 1), "{a:?} {sizes:?}");
+                    assert!(
+                        max.zip(min).is_some_and(|(x, y)| x - y <= 1),
+                        "{a:?} {sizes:?}"
+                    );
                 }
             }
         }

@@ -35,6 +35,15 @@ impl CoordinatorType {
         }
     }
 
+    /// The ACL every user of this coordinator needs in the end (it implies the Describe that
+    /// FindCoordinator checks): Read on a group, Write on a transactional id.
+    fn operation(self) -> &'static str {
+        match self {
+            CoordinatorType::Group => "Read",
+            CoordinatorType::Transaction => "Write",
+        }
+    }
+
     fn resource(self, key: &str) -> String {
         match self {
             CoordinatorType::Group => format!("Group:{key}"),
@@ -106,7 +115,11 @@ impl Client {
 async fn lookup_once(client: &Client, key_type: CoordinatorType, key: &str) -> Result<i32> {
     let conn = client.any_broker().await?;
     // v0 cannot name a key type (groups only).
-    let min = if key_type == CoordinatorType::Group { 0 } else { 1 };
+    let min = if key_type == CoordinatorType::Group {
+        0
+    } else {
+        1
+    };
     let version = conn.pick_version::<FindCoordinatorRequest>(min..=6)?;
     let mut req = FindCoordinatorRequest::default();
     let key_bytes = StrBytes::from_string(key.to_owned());
@@ -120,10 +133,16 @@ async fn lookup_once(client: &Client, key_type: CoordinatorType, key: &str) -> R
     }
     let resp = conn.send(req, version).await?;
     let (code, message, node_id) = if version >= 4 {
-        let Some(c) = resp.coordinators.into_iter().find(|c| c.key.as_str() == key) else {
+        let Some(c) = resp
+            .coordinators
+            .into_iter()
+            .find(|c| c.key.as_str() == key)
+        else {
             return Err(Error::Broker {
                 code: ResponseError::CoordinatorNotAvailable,
-                context: format!("FindCoordinator for '{key}': the response has no entry for the key"),
+                context: format!(
+                    "FindCoordinator for '{key}': the response has no entry for the key"
+                ),
             });
         };
         (c.error_code, c.error_message, c.node_id.0)
@@ -138,7 +157,7 @@ async fn lookup_once(client: &Client, key_type: CoordinatorType, key: &str) -> R
         ) => Err(Error::Authorization {
             code,
             principal: conn.principal().or(client.principal()).map(str::to_owned),
-            operation: "Describe".to_owned(),
+            operation: key_type.operation().to_owned(),
             resource: key_type.resource(key),
         }),
         Some(code) => Err(Error::Broker {

@@ -489,6 +489,14 @@ impl Membership {
         std::mem::take(&mut self.owned)
     }
 
+    /// The driver gave up (a fatal error outside the group protocol, e.g. a missing ACL on
+    /// the coordinator lookup): drops everything owned and ends the membership.
+    pub fn fail_now(&mut self) -> PartitionSet {
+        let lost = self.lose_all(false);
+        self.phase = Phase::Failed;
+        lost
+    }
+
     /// Checks that a commit made with `generation` still owns its partitions as far as this
     /// member knows. The coordinator checks again; this catches what is already known locally.
     pub fn check_commit(&self, generation: &Generation) -> Result<()> {
@@ -536,6 +544,7 @@ impl From<Error> for SyncStep {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -633,7 +642,10 @@ mod tests {
             .iter()
             .map(|(id, b)| (id.clone(), protocol::decode_assignment(b).unwrap().len()))
             .collect();
-        assert_eq!(decoded, BTreeMap::from([("m-1".into(), 3), ("m-2".into(), 3)]));
+        assert_eq!(
+            decoded,
+            BTreeMap::from([("m-1".into(), 3), ("m-2".into(), 3)])
+        );
         assert!(m.generation().is_none(), "no generation before SyncGroup");
         let g = stable(&mut m, &[("t", 0), ("t", 1), ("t", 2)]);
         assert_eq!(g.generation_id, 3);
@@ -669,11 +681,21 @@ mod tests {
             m.on_heartbeat(Some(ResponseError::RebalanceInProgress)),
             HeartbeatStep::Continue
         ));
-        assert!(m.join_request().is_err(), "must not rejoin while owning partitions");
+        assert!(
+            m.join_request().is_err(),
+            "must not rejoin while owning partitions"
+        );
         assert_eq!(m.finish_revoke().len(), 2);
         assert_eq!(m.phase(), Phase::Unjoined);
-        assert!(m.check_commit(&g).is_err(), "revoked: commit refused locally");
-        assert_eq!(m.join_request().unwrap().member_id, "m-2", "keeps its member id");
+        assert!(
+            m.check_commit(&g).is_err(),
+            "revoked: commit refused locally"
+        );
+        assert_eq!(
+            m.join_request().unwrap().member_id,
+            "m-2",
+            "keeps its member id"
+        );
         joined(&mut m, "m-2", "m-1", 5);
         let g5 = stable(&mut m, &[("t", 0)]);
         let err = m.check_commit(&g).unwrap_err();
@@ -734,8 +756,14 @@ mod tests {
         let mut m = member(&["t"]);
         joined(&mut m, "m-2", "m-1", 1);
         stable(&mut m, &[("t", 0)]);
-        for e in [ResponseError::NotCoordinator, ResponseError::CoordinatorNotAvailable] {
-            assert!(matches!(m.on_heartbeat(Some(e)), HeartbeatStep::FindCoordinator));
+        for e in [
+            ResponseError::NotCoordinator,
+            ResponseError::CoordinatorNotAvailable,
+        ] {
+            assert!(matches!(
+                m.on_heartbeat(Some(e)),
+                HeartbeatStep::FindCoordinator
+            ));
             assert_eq!(m.owned().len(), 1);
         }
         assert!(matches!(
@@ -797,6 +825,35 @@ mod tests {
             ..JoinReply::default()
         });
         assert!(matches!(step, JoinStep::Fatal(_)));
+    }
+
+    #[test]
+    fn transport_errors_restart_the_round_and_app_rebalances_need_stable() {
+        let mut m = member(&["t"]);
+        assert!(
+            !m.request_rebalance(),
+            "nothing to rebalance before joining"
+        );
+        m.join_request().unwrap();
+        m.abort_round();
+        assert_eq!(m.phase(), Phase::Unjoined);
+        joined(&mut m, "m-2", "m-1", 1);
+        assert_eq!(m.phase(), Phase::Syncing);
+        m.abort_round();
+        assert_eq!(m.phase(), Phase::Unjoined);
+        assert_eq!(m.join_request().unwrap().member_id, "m-2");
+        joined(&mut m, "m-2", "m-1", 2);
+        let g = stable(&mut m, &[("t", 0)]);
+        m.abort_round();
+        assert_eq!(m.phase(), Phase::Stable, "a stable member is not affected");
+        assert!(m.request_rebalance());
+        assert_eq!(m.phase(), Phase::Revoking);
+        assert!(m.check_commit(&g).is_ok());
+        assert!(!m.request_rebalance(), "already revoking");
+        assert_eq!(m.finish_revoke().len(), 1);
+        assert!(m.fail_now().is_empty());
+        assert_eq!(m.phase(), Phase::Failed);
+        assert!(m.check_commit(&g).is_err());
     }
 
     #[test]

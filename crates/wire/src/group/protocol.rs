@@ -7,13 +7,13 @@
 //! fields, so the prefix still parses (this is how every Kafka client reads them).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::messages::consumer_protocol_assignment::{
     ConsumerProtocolAssignment, TopicPartition as AssignedTopic,
 };
 use kafka_protocol::messages::consumer_protocol_subscription::{
     ConsumerProtocolSubscription, TopicPartition as OwnedTopic,
 };
-use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 
 use super::assignor::PartitionSet;
@@ -66,6 +66,11 @@ pub(crate) fn encode_subscription(sub: &Subscription) -> Result<Bytes> {
 
 pub(crate) fn decode_subscription(bytes: &Bytes) -> Result<Subscription> {
     let (version, mut body) = split_version::<ConsumerProtocolSubscription>(bytes, "subscription")?;
+    if Shape::new(&body).subscription(version).is_none() {
+        return Err(group_protocol_error(format!(
+            "a member's subscription (consumer protocol v{version}) is truncated or has impossible lengths"
+        )));
+    }
     let msg = ConsumerProtocolSubscription::decode(&mut body, version).map_err(|e| {
         group_protocol_error(format!(
             "a member's subscription (consumer protocol v{version}) does not decode: {e}"
@@ -105,6 +110,11 @@ pub(crate) fn decode_assignment(bytes: &Bytes) -> Result<PartitionSet> {
         return Ok(PartitionSet::new());
     }
     let (version, mut body) = split_version::<ConsumerProtocolAssignment>(bytes, "assignment")?;
+    if Shape::new(&body).assignment().is_none() {
+        return Err(group_protocol_error(format!(
+            "the assignment from the group leader (consumer protocol v{version}) is truncated or has impossible lengths"
+        )));
+    }
     let msg = ConsumerProtocolAssignment::decode(&mut body, version).map_err(|e| {
         group_protocol_error(format!(
             "the assignment from the group leader (consumer protocol v{version}) does not decode: {e}"
@@ -152,7 +162,101 @@ fn split_version<M: Message>(bytes: &Bytes, what: &str) -> Result<(i16, Bytes)> 
     Ok((version.min(M::VERSIONS.max), body))
 }
 
+/// Walks the schema checking every length against the bytes left, before kafka-protocol
+/// decodes it: its decoder pre-allocates arrays by their declared count, so a peer's
+/// `0x7fffffff` would otherwise make this process allocate gigabytes.
+struct Shape<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Shape<'a> {
+    fn new(bytes: &'a [u8]) -> Shape<'a> {
+        Shape { rest: bytes }
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.rest.len() {
+            return None;
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Some(head)
+    }
+
+    fn i16(&mut self) -> Option<i16> {
+        let b = self.take(2)?;
+        Some(i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        let b = self.take(4)?;
+        Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// A (nullable) STRING: i16 length, -1 = null.
+    fn string(&mut self) -> Option<()> {
+        match self.i16()? {
+            -1 => Some(()),
+            n => self.take(usize::try_from(n).ok()?).map(drop),
+        }
+    }
+
+    /// A (nullable) BYTES: i32 length, -1 = null.
+    fn bytes(&mut self) -> Option<()> {
+        match self.i32()? {
+            -1 => Some(()),
+            n => self.take(usize::try_from(n).ok()?).map(drop),
+        }
+    }
+
+    /// An ARRAY whose elements take at least `min_size` bytes each.
+    fn array(
+        &mut self,
+        min_size: usize,
+        mut element: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        let n = self.i32()?;
+        if n == -1 {
+            return Some(());
+        }
+        let n = usize::try_from(n).ok()?;
+        if n.checked_mul(min_size)? > self.rest.len() {
+            return None;
+        }
+        (0..n).try_for_each(|_| element(self))
+    }
+
+    /// [topic STRING, partitions ARRAY(INT32)]
+    fn topic_partitions(&mut self) -> Option<()> {
+        self.array(6, |s| {
+            s.string()?;
+            s.array(4, |s| s.i32().map(drop))
+        })
+    }
+
+    fn subscription(mut self, version: i16) -> Option<()> {
+        self.array(2, Shape::string)?;
+        self.bytes()?;
+        if version >= 1 {
+            self.topic_partitions()?;
+        }
+        if version >= 2 {
+            self.i32()?;
+        }
+        if version >= 3 {
+            self.string()?;
+        }
+        Some(())
+    }
+
+    fn assignment(mut self) -> Option<()> {
+        self.topic_partitions()?;
+        self.bytes()
+    }
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -189,7 +293,10 @@ mod tests {
         let mut newer = BytesMut::from(&bytes[..]);
         newer[1] = 9; // version 9 with an unknown trailing field
         newer.put_i32(1234);
-        assert_eq!(decode_subscription(&newer.freeze()).unwrap().topics, sub.topics);
+        assert_eq!(
+            decode_subscription(&newer.freeze()).unwrap().topics,
+            sub.topics
+        );
     }
 
     #[test]
@@ -198,14 +305,31 @@ mod tests {
         let bytes = encode_assignment(&parts).unwrap();
         assert_eq!(decode_assignment(&bytes).unwrap(), parts);
         assert!(decode_assignment(&Bytes::new()).unwrap().is_empty());
-        assert!(decode_assignment(&encode_assignment(&PartitionSet::new()).unwrap())
-            .unwrap()
-            .is_empty());
+        assert!(
+            decode_assignment(&encode_assignment(&PartitionSet::new()).unwrap())
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn huge_declared_counts_are_refused_before_allocating() {
+        // v3, topics array of i32::MAX elements, nothing behind it.
+        let sub = Bytes::from_static(&[0, 3, 0x7f, 0xff, 0xff, 0xff]);
+        assert!(decode_subscription(&sub).is_err());
+        // v1 assignment: one topic "t" with i32::MAX partitions.
+        let asg = Bytes::from_static(&[0, 1, 0, 0, 0, 1, 0, 1, b't', 0x7f, 0xff, 0xff, 0xff]);
+        assert!(decode_assignment(&asg).is_err());
     }
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for bad in [&[0u8][..], &[0, 0, 0, 0, 0, 5], &[0xff, 0xff, 0, 0], &[0, 1, 0xff, 0xff, 0xff]] {
+        for bad in [
+            &[0u8][..],
+            &[0, 0, 0, 0, 0, 5],
+            &[0xff, 0xff, 0, 0],
+            &[0, 1, 0xff, 0xff, 0xff],
+        ] {
             let b = Bytes::copy_from_slice(bad);
             assert!(decode_subscription(&b).is_err(), "{bad:?}");
             assert!(decode_assignment(&b).is_err(), "{bad:?}");

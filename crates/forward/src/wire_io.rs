@@ -1,0 +1,344 @@
+//! The pipeline's [`Source`], [`Target`] and [`Positions`] over `strait-wire` cluster clients,
+//! and the [`ForwarderBuilder`] that embedding programs use.
+//!
+//! This is where Kafka error codes become pipeline decisions ([`ErrorClass`]): which errors are
+//! retried, which mean the target lost our producer state, and which need an operator.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use strait_wire::admin::Admin;
+use strait_wire::group::Generation;
+use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
+use strait_wire::{
+    Client, ClientConfig, Error as WireError, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch,
+    ProduceOptions, ResponseError, TopicPartition,
+};
+
+use crate::Error;
+use crate::observe::{NoopObserver, Observer};
+use crate::pipeline::io::{
+    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity, Source, StartPosition,
+    Target, TopicLimits,
+};
+use crate::pipeline::{Forwarder, Settings};
+
+/// Classifies a `strait-wire` error for the pipeline.
+pub fn classify(e: &WireError) -> IoError {
+    let code = e.code();
+    let name = code.map_or_else(|| wire_error_kind(e).to_string(), strait_wire::error::error_name);
+    let class = match code {
+        Some(ResponseError::OffsetOutOfRange) => ErrorClass::OffsetOutOfRange,
+        Some(ResponseError::DuplicateSequenceNumber) => ErrorClass::Duplicate,
+        Some(
+            ResponseError::OutOfOrderSequenceNumber
+            | ResponseError::InvalidProducerEpoch
+            | ResponseError::UnknownProducerId
+            | ResponseError::InvalidProducerIdMapping
+            | ResponseError::ProducerFenced,
+        ) => ErrorClass::ProducerState,
+        Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge) => ErrorClass::TooLarge,
+        _ if e.is_retriable() => ErrorClass::Retriable,
+        _ => ErrorClass::Fatal,
+    };
+    IoError::new(class, name, e.to_string())
+}
+
+fn wire_error_kind(e: &WireError) -> &'static str {
+    match e {
+        WireError::Timeout { .. } => "timeout",
+        WireError::Disconnected { .. } => "disconnected",
+        WireError::Connect { .. } => "connect",
+        WireError::Tls { .. } => "tls",
+        WireError::Authentication { .. } => "authentication",
+        WireError::Config { .. } => "config",
+        _ => "client",
+    }
+}
+
+/// The source cluster over a `strait-wire` [`Client`].
+#[derive(Clone)]
+pub struct WireSource {
+    client: Client,
+}
+
+impl WireSource {
+    /// Wraps a connected client.
+    pub fn new(client: Client) -> Self {
+        WireSource { client }
+    }
+}
+
+impl Source for WireSource {
+    async fn fetch(&self, spec: &FetchSpec) -> Result<Fetched, IoError> {
+        let partition = FetchPartition::new(spec.partition.clone(), spec.offset).with_max_bytes(spec.max_bytes);
+        let options = FetchOptions {
+            isolation: match spec.isolation {
+                Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
+                Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
+            },
+            max_wait: spec.max_wait,
+            max_bytes: spec.max_bytes,
+            ..FetchOptions::default()
+        };
+        let mut answers = self.client.fetch(&[partition], &options).await.map_err(|e| classify(&e))?;
+        let Some(answer) = answers.pop() else {
+            return Err(IoError::new(ErrorClass::Retriable, "bad_response", "the broker's fetch response had no partition"));
+        };
+        answer.check(self.client.principal()).map_err(|e| classify(&e))?;
+        Ok(Fetched {
+            records: answer.records,
+            high_watermark: answer.high_watermark,
+            last_stable_offset: answer.last_stable_offset,
+            log_start_offset: answer.log_start_offset,
+            aborted: answer.aborted_transactions.iter().map(|a| (a.producer_id, a.first_offset)).collect(),
+        })
+    }
+
+    async fn resolve(&self, partition: &TopicPartition, start: StartPosition) -> Result<i64, IoError> {
+        let spec = match start {
+            StartPosition::Offset(o) => return Ok(o),
+            StartPosition::Earliest => OffsetSpec::Earliest,
+            StartPosition::Latest => OffsetSpec::Latest,
+        };
+        let listed = self
+            .client
+            .list_offsets(&[(partition.clone(), spec)], IsolationLevel::ReadCommitted)
+            .await
+            .map_err(|e| classify(&e))?;
+        listed
+            .first()
+            .and_then(|l| l.offset)
+            .ok_or_else(|| IoError::new(ErrorClass::Retriable, "bad_response", format!("no offset listed for {partition}")))
+    }
+}
+
+/// The target cluster over a `strait-wire` [`Client`].
+#[derive(Clone)]
+pub struct WireTarget {
+    client: Client,
+    admin: Admin,
+}
+
+impl WireTarget {
+    /// Wraps a connected client.
+    pub fn new(client: Client) -> Self {
+        let admin = Admin::new(&client);
+        WireTarget { client, admin }
+    }
+}
+
+impl Target for WireTarget {
+    async fn init_producer_id(&self) -> Result<ProducerIdentity, IoError> {
+        let id = self.client.init_producer_id().await.map_err(|e| classify(&e))?;
+        Ok(ProducerIdentity { producer_id: id.producer_id, producer_epoch: id.epoch })
+    }
+
+    async fn leader(&self, partition: &TopicPartition, refresh: bool) -> Result<i32, IoError> {
+        let cached = self.client.cached_metadata();
+        if !refresh && let Some(node) = cached.leader(partition) {
+            return Ok(node);
+        }
+        let topics = [partition.topic().to_string()];
+        let md = self.client.metadata(Some(&topics)).await.map_err(|e| classify(&e))?;
+        if let Some(code) = md.topic(partition.topic()).and_then(|t| t.error) {
+            let name = strait_wire::error::error_name(code);
+            return Err(match code {
+                ResponseError::UnknownTopicOrPartition => IoError::new(
+                    ErrorClass::Retriable,
+                    name,
+                    format!(
+                        "target topic {} does not exist; create it, or let strait create it (mirror.create_topics = true)",
+                        partition.topic()
+                    ),
+                ),
+                ResponseError::TopicAuthorizationFailed => IoError::new(
+                    ErrorClass::Fatal,
+                    name,
+                    format!(
+                        "the mirror's principal{} may not describe target topic {}; grant it Describe and Write on the topic",
+                        self.client.principal().map(|p| format!(" ({p})")).unwrap_or_default(),
+                        partition.topic()
+                    ),
+                ),
+                _ => IoError::new(
+                    ErrorClass::Retriable,
+                    name.clone(),
+                    format!("metadata for target topic {} failed with {name}", partition.topic()),
+                ),
+            });
+        }
+        md.leader(partition).ok_or_else(|| {
+            IoError::new(ErrorClass::Retriable, "LEADER_NOT_AVAILABLE", format!("target partition {partition} has no leader right now"))
+        })
+    }
+
+    async fn produce(&self, node: i32, batches: Vec<(TopicPartition, Bytes)>) -> Result<Vec<Result<ProduceAck, IoError>>, IoError> {
+        let conn = self.client.broker(node).await.map_err(|e| classify(&e))?;
+        let batches: Vec<ProduceBatch> = batches.into_iter().map(|(tp, b)| ProduceBatch::new(tp, b)).collect();
+        let md = self.client.cached_metadata();
+        let answers = conn
+            .produce(&batches, &ProduceOptions::default(), |topic| md.topic(topic).and_then(|t| t.id))
+            .await
+            .map_err(|e| classify(&e))?;
+        let principal = self.client.principal();
+        Ok(answers
+            .iter()
+            .map(|a| {
+                a.result(principal)
+                    .map(|ack| ProduceAck { base_offset: ack.base_offset })
+                    .map_err(|e| classify(&e))
+            })
+            .collect())
+    }
+
+    async fn topic_limits(&self, topic: &str) -> Result<TopicLimits, IoError> {
+        let mut limits = TopicLimits::default();
+        match self.admin.describe_topic_configs(topic).await {
+            Ok(configs) => {
+                if let Some(v) = configs.value("max.message.bytes").and_then(|v| v.parse().ok()) {
+                    limits.max_message_bytes = v;
+                }
+                limits.compacted = configs.value("cleanup.policy").is_some_and(|p| p.contains("compact"));
+                Ok(limits)
+            }
+            Err(e) if matches!(e, WireError::Authorization { .. }) => {
+                // Mirroring needs only Write; reading configs needs DescribeConfigs. Without it,
+                // assume Kafka's defaults and let the broker's answer correct us.
+                tracing::warn!(
+                    topic, error = %e,
+                    "cannot read the target topic's configuration; assuming max.message.bytes = {} \
+                     (grant DescribeConfigs on the topic to the mirror's principal to remove this warning)",
+                    limits.max_message_bytes
+                );
+                Ok(limits)
+            }
+            Err(e) => Err(classify(&e)),
+        }
+    }
+}
+
+/// Source positions stored as a consumer group's committed offsets on the source cluster, as
+/// MirrorMaker does (so `kafka-consumer-groups --describe` shows the mirror's lag).
+#[derive(Clone)]
+pub struct GroupPositions {
+    offsets: GroupOffsets,
+    generation: Arc<Mutex<Generation>>,
+}
+
+impl GroupPositions {
+    /// Positions of `group_id` on the source cluster, committed without group membership
+    /// (a "simple" group) until [`set_generation`](Self::set_generation) is called.
+    pub fn new(source: &Client, group_id: &str) -> Self {
+        GroupPositions {
+            offsets: GroupOffsets::new(source, group_id),
+            generation: Arc::new(Mutex::new(Generation::simple())),
+        }
+    }
+
+    /// Commits from now on carry this group membership (after each rebalance).
+    pub fn set_generation(&self, generation: Generation) {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner()) = generation;
+    }
+}
+
+impl Positions for GroupPositions {
+    async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
+        let committed = self.offsets.fetch(partitions).await.map_err(|e| classify(&e))?;
+        Ok(partitions
+            .iter()
+            .map(|tp| committed.get(tp).and_then(|c| c.as_ref()).map(|c| c.offset))
+            .collect())
+    }
+
+    async fn commit(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
+        let generation = self.generation.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let offsets: Vec<CommitOffset> = positions.iter().map(|(tp, o)| CommitOffset::new(tp.clone(), *o)).collect();
+        self.offsets.commit(&generation, &offsets).await.map_err(|e| classify(&e))
+    }
+}
+
+/// The forwarder over `strait-wire` clients.
+pub type WireForwarder = Forwarder<WireSource, WireTarget, GroupPositions>;
+
+/// Builds a [`WireForwarder`] from Kafka client configurations.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), strait_forward::Error> {
+/// use std::sync::Arc;
+/// use strait_forward::{Forwarder, Route};
+/// use strait_wire::{ClientConfig, TopicPartition};
+///
+/// let source = ClientConfig::from_properties([("bootstrap.servers", "127.0.0.1:9092")])?;
+/// let target = ClientConfig::from_properties([("bootstrap.servers", "127.0.0.1:9192")])?;
+/// let forwarder = Arc::new(Forwarder::builder().source(source).target(target).group_id("mirror").build().await?);
+/// let tp = TopicPartition::new("orders", 0)?;
+/// forwarder.assign(vec![Route { source: tp.clone(), target: tp }]).await?;
+/// // ... later, a graceful stop: in-flight batches acknowledged, positions committed.
+/// forwarder.shutdown().await?;
+/// # Ok(()) }
+/// ```
+pub struct ForwarderBuilder {
+    source: Option<ClientConfig>,
+    target: Option<ClientConfig>,
+    group_id: String,
+    settings: Settings,
+    observer: Arc<dyn Observer>,
+}
+
+impl Default for ForwarderBuilder {
+    fn default() -> Self {
+        ForwarderBuilder {
+            source: None,
+            target: None,
+            group_id: "strait".to_string(),
+            settings: Settings::default(),
+            observer: Arc::new(NoopObserver),
+        }
+    }
+}
+
+impl ForwarderBuilder {
+    /// The source cluster's client configuration.
+    pub fn source(mut self, config: ClientConfig) -> Self {
+        self.source = Some(config);
+        self
+    }
+    /// The target cluster's client configuration.
+    pub fn target(mut self, config: ClientConfig) -> Self {
+        self.target = Some(config);
+        self
+    }
+    /// The consumer group on the source cluster holding the mirror's positions.
+    pub fn group_id(mut self, group_id: impl Into<String>) -> Self {
+        self.group_id = group_id.into();
+        self
+    }
+    /// Pipeline tuning.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+    /// Metrics and tracing hooks.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+    /// Connects to both clusters and gets the target producer id.
+    pub async fn build(self) -> Result<WireForwarder, Error> {
+        let (Some(source), Some(target)) = (self.source, self.target) else {
+            return Err(Error::Settings { field: "source/target", detail: "both cluster configurations are required".into() });
+        };
+        let source = Client::connect(source).await.map_err(|e| Error::Io(classify(&e)))?;
+        let target = Client::connect(target).await.map_err(|e| Error::Io(classify(&e)))?;
+        let positions = GroupPositions::new(&source, &self.group_id);
+        Forwarder::new(WireSource::new(source), WireTarget::new(target), positions, self.settings, self.observer).await
+    }
+}
+
+impl Forwarder<WireSource, WireTarget, GroupPositions> {
+    /// A builder over `strait-wire` clients.
+    pub fn builder() -> ForwarderBuilder {
+        ForwarderBuilder::default()
+    }
+}
