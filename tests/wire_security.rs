@@ -309,8 +309,7 @@ async fn sasl_against_the_mtls_listener(cluster: &Cluster) {
     );
     let e = connect(p)
         .await
-        .err()
-        .expect("SASL against an mTLS-only listener must fail");
+        .expect_err("SASL against an mTLS-only listener must fail");
     eprintln!("SASL_SSL against the SSL listener: {e}");
     assert!(
         matches!(

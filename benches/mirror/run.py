@@ -72,7 +72,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--records-100", type=int, default=env("RECORDS_100", 0), help="records per 100 B dataset (5,000,000)"
     )
     p.add_argument("--partitions", type=int, default=env("PARTITIONS", 12))
-    p.add_argument("--contenders", default=env("CONTENDERS", "strait,mm2,mm1"), help="subset/order of strait,mm2,mm1")
+    p.add_argument(
+        "--contenders",
+        default=env("CONTENDERS", "strait,mm2,mm1"),
+        help="subset/order of strait,mm2,mm1; mm2@N / mm1@N add a variant with tasks.max / num.streams = N "
+        "(e.g. mm2@1,mm2@2,mm2@4)",
+    )
     p.add_argument(
         "--producer-linger-ms",
         type=int,
@@ -183,16 +188,21 @@ class Bench:
             else (Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait")
         )
         available = {
-            "strait": lambda: Strait(strait_bin, os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None),
-            "mm2": lambda: MirrorMaker2(self.kafka, args.mirror_heap, args.mm2_tasks),
-            "mm1": lambda: MirrorMaker1(self.kafka, args.mirror_heap, args.mm1_streams),
+            "strait": lambda n: Strait(strait_bin, os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None),
+            "mm2": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks),
+            "mm1": lambda n: MirrorMaker1(self.kafka, args.mirror_heap, n or args.mm1_streams),
         }
         self.contenders: list[Contender] = []
-        for n in args.contenders.split(","):
-            n = n.strip()
-            if n not in available:
-                raise SystemExit(f"unknown contender {n!r}: expected strait, mm2, mm1")
-            self.contenders.append(available[n]())
+        for spec in args.contenders.split(","):
+            kind, _, n = spec.strip().partition("@")
+            if kind not in available or (n and (kind == "strait" or not n.isdigit() or int(n) < 1)):
+                raise SystemExit(f"unknown contender {spec!r}: expected strait, mm2, mm1, mm2@N or mm1@N")
+            c = available[kind](int(n) if n else None)
+            if n:
+                c.name = f"{kind}@{n}"  # a variant gets its own rows, logs and group ids
+            if any(o.name == c.name for o in self.contenders):
+                raise SystemExit(f"contender {spec!r} given twice")
+            self.contenders.append(c)
         self.disabled: dict[str, str] = {}
         for c in self.contenders:
             why = c.unavailable()
@@ -525,7 +535,7 @@ class Bench:
         if c and c.name in self.disabled:
             row.update(status="SKIPPED", reason=self.disabled[c.name])
             return row
-        topic = f"lat-{name}-{rid}"
+        topic = f"lat-{name.replace('@', '_')}-{rid}"  # topic names allow [a-zA-Z0-9._-] only
         run_dir = self.logs / f"{rid}-{name}-latency-r{rep}"
         run_dir.mkdir(parents=True, exist_ok=True)
         self.tools.create_topics(self.source.bootstrap, a.partitions, topic)

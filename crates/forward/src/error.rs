@@ -228,6 +228,58 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A call to the source or target cluster failed in a way retrying cannot fix.
+    #[error("{0}")]
+    Io(crate::pipeline::io::IoError),
+
+    /// The target refused a batch of a partition; the partition stopped after committing what
+    /// the target had acknowledged.
+    #[error("mirroring into {partition} stopped: {detail}")]
+    Target {
+        /// The target `topic-partition`.
+        partition: String,
+        /// The target's answer, with what to do.
+        detail: crate::pipeline::io::IoError,
+    },
+
+    /// The source no longer has the offset the mirror needs next.
+    #[error(
+        "source offset {offset} of {partition} is no longer available ({detail}); the records \
+         from there to the log start were deleted before they were mirrored. To continue and accept \
+         the gap, set mirror.on_offset_out_of_range = \"earliest\" (or \"latest\") and restart"
+    )]
+    OffsetOutOfRange {
+        /// The source `topic-partition`.
+        partition: String,
+        /// The offset the mirror needed.
+        offset: i64,
+        /// What the broker said.
+        detail: String,
+    },
+
+    /// A source batch of a partition could not be processed.
+    #[error("source partition {partition}: {source}")]
+    Partition {
+        /// The source `topic-partition`.
+        partition: String,
+        /// The underlying error.
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// A pipeline setting is out of range.
+    #[error("invalid forwarder setting {field}: {detail}")]
+    Settings {
+        /// The setting's name.
+        field: &'static str,
+        /// The accepted range.
+        detail: String,
+    },
+
+    /// The partition was stopped (revoked or shut down) before it could start.
+    #[error("stopped before the partition started")]
+    Stopped,
+
     /// A lower-level error while processing the batch at `base_offset`.
     #[error("record batch at offset {base_offset}: {source}")]
     InBatch {

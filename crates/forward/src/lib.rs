@@ -88,10 +88,13 @@ mod checksum;
 pub mod compression;
 pub mod error;
 pub mod legacy;
+pub mod observe;
+pub mod pipeline;
 pub mod records;
 pub mod reencode;
 pub mod rewrite;
 pub mod txn;
+pub mod wire_io;
 
 pub use batch::{Attributes, FetchedBatch, FetchedRecords, RecordBatch, TimestampType};
 pub use compression::Compression;
@@ -103,3 +106,5 @@ pub use rewrite::{
     needs_reencode, rewrite_for_produce, rewrite_for_produce_into,
 };
 pub use txn::{AbortedTransactionFilter, TxnDecision};
+pub use pipeline::{Forwarder, OutOfRangePolicy, Route, Settings};
+pub use wire_io::{ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget};

@@ -83,7 +83,8 @@ pub fn reencode(
     let decoded = batch.decode_records(policy.max_decompressed_bytes)?;
     let keep_append_time = policy.log_append_time == LogAppendTimePolicy::KeepAppendTime
         && batch.attributes().timestamp_type() == TimestampType::LogAppendTime;
-    // Validate the whole section first: a batch with a bad record is not forwarded in part.
+    // Validate the whole section first: a batch with a bad record is not forwarded in part. This
+    // also proves recordsCount matches the (capped) data before it sizes an allocation.
     decoded.validate()?;
     let mut records = Vec::with_capacity(usize::try_from(batch.record_count()).unwrap_or(0));
     for record in decoded.iter() {

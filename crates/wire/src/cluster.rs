@@ -441,7 +441,10 @@ pub(crate) fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
         return d;
     }
     let jitter = rand::rng().random_range(0.8..1.2);
-    d.mul_f64(jitter).min(max.max(base))
+    // `mul_f64` panics on overflow; configured backoffs can be huge.
+    Duration::try_from_secs_f64(d.as_secs_f64() * jitter)
+        .unwrap_or(d)
+        .min(max.max(base))
 }
 
 /// Retry bookkeeping for one operation: exponential backoff within a time budget.
@@ -558,6 +561,8 @@ mod tests {
         let d3 = backoff(base, Duration::from_secs(100), 3);
         assert!(d3 >= Duration::from_millis(640) && d3 <= Duration::from_millis(960));
         assert_eq!(backoff(Duration::ZERO, Duration::ZERO, 5), Duration::ZERO);
+        let huge = Duration::from_millis(u64::MAX);
+        assert!(backoff(huge, huge, 3) <= huge, "no overflow panic");
     }
 
     #[test]

@@ -41,6 +41,9 @@ use crate::version::{self, ApiVersionTable};
 /// Frames queued for the writer task before `send` waits (backpressure).
 const WRITE_QUEUE: usize = 256;
 
+/// At most this many queued frames are written between two flushes.
+const COALESCE: usize = 64;
+
 /// The software name and version sent in ApiVersions v3+ (shown in broker metrics).
 const SOFTWARE_NAME: &str = "strait-wire";
 
@@ -747,8 +750,10 @@ async fn write_loop(
             let Some(frame) = frame else { return Ok(()) };
             let write = async {
                 wr.write_all(&frame).await?;
-                // Coalesce whatever else is queued into as few writes as possible.
-                while let Ok(more) = rx.try_recv() {
+                // Coalesce what else is queued into few writes, but flush at least every
+                // COALESCE frames so a steady stream of small requests is not held back.
+                for _ in 0..COALESCE {
+                    let Ok(more) = rx.try_recv() else { break };
                     wr.write_all(&more).await?;
                 }
                 wr.flush().await
@@ -835,6 +840,33 @@ mod tests {
         assert_eq!(i16::from_be_bytes([f[4], f[5]]), 3, "api key Metadata");
         assert_eq!(i16::from_be_bytes([f[6], f[7]]), 12, "version");
         assert_eq!(i32::from_be_bytes([f[8], f[9], f[10], f[11]]), 77);
+    }
+
+    #[test]
+    fn fetched_records_are_slices_of_the_response_frame() {
+        use kafka_protocol::messages::FetchResponse;
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let records = Bytes::from(vec![7u8; 4096]);
+        let resp = FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default()
+                .with_topic(kafka_protocol::messages::TopicName(
+                    StrBytes::from_static_str("t"),
+                ))
+                .with_partitions(vec![PartitionData::default().with_records(Some(records))]),
+        ]);
+        let mut frame = BytesMut::new();
+        frame.put_i32(9); // correlation id (header v0 at Fetch v11)
+        resp.encode(&mut frame, 11).unwrap();
+        let frame = frame.freeze();
+        let range = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let decoded =
+            decode_response::<kafka_protocol::messages::FetchRequest>(frame.clone(), 11).unwrap();
+        let got = decoded.responses[0].partitions[0].records.clone().unwrap();
+        assert_eq!(got.len(), 4096);
+        assert!(
+            range.contains(&(got.as_ptr() as usize)),
+            "records were copied"
+        );
     }
 
     #[test]

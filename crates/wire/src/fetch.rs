@@ -207,7 +207,11 @@ impl Connection {
             req = req.with_rack_id(StrBytes::from_string(rack.clone()));
         }
         let resp = self
-            .send_with_timeout(req, version, self.request_timeout() + options.max_wait)
+            .send_with_timeout(
+                req,
+                version,
+                self.request_timeout().saturating_add(options.max_wait),
+            )
             .await?;
         if let Some(code) = ResponseError::try_from_code(resp.error_code) {
             return Err(Error::broker(
@@ -301,6 +305,16 @@ impl Client {
         partitions: &[FetchPartition],
         options: &FetchOptions,
     ) -> Result<Vec<FetchedPartition>> {
+        if let Some((_, dup)) = partitions
+            .iter()
+            .enumerate()
+            .find(|(i, p)| partitions[..*i].iter().any(|o| o.partition == p.partition))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} appears twice in one fetch; fetch each partition once",
+                dup.partition
+            )));
+        }
         let mut results: Vec<Option<FetchedPartition>> = partitions.iter().map(|_| None).collect();
         let mut last_code: HashMap<usize, FetchedPartition> = HashMap::new();
         let mut transport_error: Option<Error> = None;

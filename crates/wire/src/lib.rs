@@ -17,6 +17,39 @@
 //!   [`Client::fetch`], [`Client::list_offsets`], [`Client::init_producer_id`].
 //! - [`ClientConfig`]: Kafka's own client property names (`bootstrap.servers`,
 //!   `security.protocol`, `ssl.*`, `sasl.*`, ...).
+//!
+//! ```no_run
+//! # async fn demo() -> strait_wire::Result<()> {
+//! use strait_wire::{Client, ClientConfig, FetchOptions, FetchPartition, TopicPartition};
+//! let cfg = ClientConfig::from_properties([
+//!     ("bootstrap.servers", "broker-1:9093"),
+//!     ("security.protocol", "SASL_SSL"),
+//!     ("ssl.ca.location", "/etc/kafka/ca.pem"),
+//!     ("sasl.mechanism", "SCRAM-SHA-512"),
+//!     ("sasl.username", "mirror"),
+//!     ("sasl.password", "secret"),
+//! ])?;
+//! let client = Client::connect(cfg).await?;
+//! let tp = TopicPartition::new("orders", 0)?;
+//! let got = client.fetch(&[FetchPartition::new(tp, 0)], &FetchOptions::default()).await?;
+//! got[0].check(client.principal())?;
+//! let raw_batches: &bytes::Bytes = &got[0].records; // exactly what the broker sent
+//! # let _ = raw_batches; Ok(()) }
+//! ```
+//!
+//! ## Behaviour worth knowing
+//!
+//! - Fetch is sessionless (session id 0, epoch -1): every Fetch is a full request; incremental
+//!   fetch sessions (KIP-227) are not used. Fetch uses topic ids (v13+) when metadata has them,
+//!   names (v12) otherwise; it sends the leader epoch from metadata so stale leaders are fenced.
+//! - Produce sends one raw batch per partition (acks=all by default; acks=0 is not offered).
+//!   After an ambiguous failure (disconnect, timeout) only idempotent batches (producer id >= 0
+//!   in the batch header) are resent; the broker deduplicates them.
+//! - `ssl.endpoint.identification.algorithm=` (empty) turns off broker host name verification.
+//!   That is insecure and logged as a warning; the certificate chain is still verified.
+//! - Encrypted private keys (`ssl.key.password`) are refused with an error that says how to
+//!   decrypt the key; JKS/PKCS#12 stores likewise (only PEM is read).
+//! - Response frames are capped at `receive.message.max.bytes` (100 MiB) before decoding.
 
 #![forbid(unsafe_code)]
 

@@ -225,7 +225,7 @@ impl Connection {
             );
         // The broker may hold the request for `timeout` before answering.
         let resp = self
-            .send_with_timeout(req, version, self.request_timeout() + timeout)
+            .send_with_timeout(req, version, self.request_timeout().saturating_add(timeout))
             .await?;
 
         let mut out = Vec::with_capacity(batches.len());
@@ -388,23 +388,25 @@ impl Client {
                         let options = options.clone();
                         let md = md.clone();
                         set.spawn(async move {
-                            let r = async {
-                                let conn = client.broker(leader).await?;
-                                conn.produce(&group, &options, |t| md.topic(t).and_then(|i| i.id))
-                                    .await
-                            }
-                            .await;
-                            (idxs, r)
+                            // `sent`: whether the request may have reached the broker.
+                            let conn = match client.broker(leader).await {
+                                Ok(c) => c,
+                                Err(e) => return (idxs, false, Err(e)),
+                            };
+                            let r = conn
+                                .produce(&group, &options, |t| md.topic(t).and_then(|i| i.id))
+                                .await;
+                            (idxs, true, r)
                         });
                     }
                     while let Some(joined) = set.join_next().await {
-                        let Ok((idxs, r)) = joined else { continue };
+                        let Ok((idxs, sent, r)) = joined else {
+                            continue;
+                        };
                         match r {
                             Err(e) if e.is_retriable() => {
                                 for i in idxs {
-                                    if batches[i].is_idempotent()
-                                        || matches!(e, Error::Connect { .. })
-                                    {
+                                    if !sent || batches[i].is_idempotent() {
                                         last_error.insert(i, e.duplicate());
                                         next.push(i);
                                     } else {

@@ -530,6 +530,129 @@ BAMCA0kAMEYCIQC5bCA1rgbN3ciw2nLYQNtEjNv3tzyCzcpn2srPQnHMYQIhALHA
 -----END CERTIFICATE-----
 ";
 
+    // A test CA and a server certificate it signed for DNS:elsewhere.example only
+    // (openssl, P-256, valid until 2126).
+    const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBjDCCATGgAwIBAgIUGzqwbsITb9mOemCmjCo3jZxPNTUwCgYIKoZIzj0EAwIw
+EjEQMA4GA1UEAwwHdGVzdC1jYTAgFw0yNjEyMDIxNTU1MzFaGA8yMTI2MTEwODE1
+NTUzMVowEjEQMA4GA1UEAwwHdGVzdC1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEH
+A0IABGOvxaXeovCdbWOLnBFGPyfIYoDznn+ulqZwc/Qo5Ij2Y0BBK8Ar8BhrWcwD
+1o2Fv+v8fIz6xX2zLSCGXl/xlpujYzBhMB0GA1UdDgQWBBT19Dl1wMjOPPcwZ9ft
+vaGN4LmYiTAfBgNVHSMEGDAWgBT19Dl1wMjOPPcwZ9ftvaGN4LmYiTAPBgNVHRMB
+Af8EBTADAQH/MA4GA1UdDwEB/wQEAwICBDAKBggqhkjOPQQDAgNJADBGAiEAmec5
++gRWjAN1XYyKrYewlZtoJV+Fbxb+vkgbQDkEuVoCIQDun/egdiYrzwsvuL0TKUvJ
+AQiFEVkENSHidTHON4Q1gw==
+-----END CERTIFICATE-----
+";
+    const ELSEWHERE_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIIBszCCAVmgAwIBAgIUCubZOONwu2guJg1f24fcQiyXd6UwCgYIKoZIzj0EAwIw
+EjEQMA4GA1UEAwwHdGVzdC1jYTAgFw0yNjEyMDIxNTU1MzJaGA8yMTI2MTEwODE1
+NTUzMlowHDEaMBgGA1UEAwwRZWxzZXdoZXJlLmV4YW1wbGUwWTATBgcqhkjOPQIB
+BggqhkjOPQMBBwNCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU5fS4679yXBE4qZe6
+QtS/oCEmal4ZVwOABLkPwxHhDxUZkvP52wjAWkoTo4GAMH4wHAYDVR0RBBUwE4IR
+ZWxzZXdoZXJlLmV4YW1wbGUwCQYDVR0TBAIwADATBgNVHSUEDDAKBggrBgEFBQcD
+ATAdBgNVHQ4EFgQUZxJQVSvCVoRf6NiV8BPQbLzKZNwwHwYDVR0jBBgwFoAU9fQ5
+dcDIzjz3MGfX7b2hjeC5mIkwCgYIKoZIzj0EAwIDSAAwRQIgVNi9zOu4i0vpHrLV
+aMPkK0pEtag3bUqOXnhwOKuJ1o8CIQCLn4iAEHEDUUZVQK7g+Fswl8/a0QhKSyAs
+k58TutQYJQ==
+-----END CERTIFICATE-----
+";
+    const ELSEWHERE_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgIiS8EdovGdwGbmVZ
+pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
+5fS4679yXBE4qZe6QtS/oCEmal4ZVwOABLkPwxHhDxUZkvP52wjAWkoT
+-----END PRIVATE KEY-----
+";
+
+    /// A TLS server on 127.0.0.1 presenting the elsewhere.example certificate.
+    async fn tls_server() -> String {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = vec![CertificateDer::from_pem_slice(ELSEWHERE_CERT.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(ELSEWHERE_KEY.as_bytes()).unwrap();
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut s) = acceptor.accept(tcp).await {
+                        use tokio::io::AsyncReadExt;
+                        let mut b = [0u8; 1];
+                        let _ = s.read(&mut b).await;
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn ca(pem: &str, verify_hostname: bool) -> TlsContext {
+        TlsContext::new(&TlsSettings {
+            ca: Some(PemSetting {
+                source: PemSource::Inline(pem.into()),
+                key: "ssl.ca.pem",
+            }),
+            verify_hostname,
+            ..TlsSettings::default()
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn host_names_are_verified_unless_turned_off() {
+        let addr = tls_server().await;
+        let tcp = || TcpStream::connect(addr.clone());
+
+        // On by default: 127.0.0.1 is not in the certificate.
+        let strict = ca(TEST_CA, true);
+        match strict
+            .connect("127.0.0.1", &addr, tcp().await.unwrap())
+            .await
+        {
+            Err(
+                e @ Error::Tls {
+                    reason: TlsFailure::BrokerHostnameMismatch,
+                    ..
+                },
+            ) => {
+                assert!(
+                    e.to_string()
+                        .contains("ssl.endpoint.identification.algorithm"),
+                    "{e}"
+                );
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        // The name in the certificate passes.
+        strict
+            .connect("elsewhere.example", &addr, tcp().await.unwrap())
+            .await
+            .unwrap();
+        // Turned off: the name is not checked...
+        ca(TEST_CA, false)
+            .connect("127.0.0.1", &addr, tcp().await.unwrap())
+            .await
+            .unwrap();
+        // ...but the chain still is.
+        match ca(ALICE, false)
+            .connect("127.0.0.1", &addr, tcp().await.unwrap())
+            .await
+        {
+            Err(Error::Tls {
+                reason: TlsFailure::UntrustedBrokerCertificate,
+                ..
+            }) => {}
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+    }
+
     #[test]
     fn subject_cn_from_der() {
         let der = CertificateDer::from_pem_slice(ALICE.as_bytes()).unwrap();
