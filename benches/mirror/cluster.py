@@ -132,7 +132,9 @@ def start(reg: Registry, kafka: Kafka, name: str, base: Path, heap: str, timeout
         cport = free_port()
     props = d / "server.properties"
     props.write_text(SERVER_PROPERTIES.format(port=port, cport=cport, data=d / "data"))
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = "-"
+    while cluster_id[0] in "-_":  # a leading '-' would read as an option to StorageTool (Kafka's Uuid avoids it too)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     fmt = reg.spawn(
         f"{name}-format",
         kafka.tool_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)),

@@ -44,8 +44,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the mirror described by a strait.toml file (and the environment).
     Run(ConfigArgs),
-    /// Validate the configuration and print the effective settings, secrets redacted.
-    Check(ConfigArgs),
+    /// Validate the configuration, print the effective settings (secrets redacted), connect to
+    /// both clusters, check the mirror's permissions and print the plan.
+    Check(CheckArgs),
     /// Run from MirrorMaker 1 options and files (drop-in for kafka-mirror-maker.sh).
     #[command(
         name = "mirror-maker",
@@ -63,6 +64,17 @@ pub struct ConfigArgs {
     /// The strait.toml file. Without it, the configuration comes from STRAIT_* variables alone.
     #[arg(long, short, env = "STRAIT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// `check` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Only validate and print the configuration; do not connect.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// `mirror-maker` arguments.
@@ -94,6 +106,8 @@ pub enum Action {
     Run(Loaded),
     /// Print the effective configuration and exit.
     Check(Loaded),
+    /// Print the effective configuration, connect to both clusters and print the plan.
+    CheckConnected(Loaded),
 }
 
 impl Command {
@@ -105,7 +119,8 @@ impl Command {
         };
         Ok(match self {
             Command::Run(args) => Action::Run(from_file(args)?),
-            Command::Check(args) => Action::Check(from_file(args)?),
+            Command::Check(args) if args.offline => Action::Check(from_file(&args.config)?),
+            Command::Check(args) => Action::CheckConnected(from_file(&args.config)?),
             Command::MirrorMaker(args) => {
                 let loaded = mirrormaker::mm1::load(&args.options, env)?;
                 if args.check {

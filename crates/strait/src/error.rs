@@ -108,13 +108,16 @@ pub enum Error {
     /// A runtime failure reported by the mirror.
     #[error("{0}")]
     Runtime(String),
+    /// A Kafka client error (connection, authentication, authorization, broker error).
+    #[error("{0}")]
+    Wire(#[from] strait_wire::Error),
 }
 
 impl Error {
     /// The process exit code for this error: 2 for configuration errors, 1 for runtime errors.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Bind { .. } | Error::Runtime(_) => 1,
+            Error::Bind { .. } | Error::Runtime(_) | Error::Wire(_) => 1,
             _ => 2,
         }
     }

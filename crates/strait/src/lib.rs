@@ -14,7 +14,9 @@ pub mod error;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod mirror;
 pub mod mirrormaker;
+pub mod topics;
 
 pub use config::{Config, Environment, Loaded};
 pub use error::{Error, Result};

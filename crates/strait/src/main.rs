@@ -8,7 +8,7 @@ use strait::cli::{Action, Cli};
 use strait::config::{Config, Environment};
 use strait::http::{self, Readiness};
 use strait::metrics::Metrics;
-use strait::{Error, Result, logging};
+use strait::{Error, Result, logging, mirror};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -24,9 +24,24 @@ fn main() -> ExitCode {
                 eprintln!("warning: {w}");
             }
             print!("{}", loaded.config.to_toml(true));
-            // TODO(lead): `strait check` can also connect to both clusters here (metadata,
-            // ACLs for the principal) once the wire client is wired in; keep this offline part.
             ExitCode::SUCCESS
+        }
+        Action::CheckConnected(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
+            print!("{}", loaded.config.to_toml(true));
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
+            };
+            match runtime.block_on(mirror::check(&loaded.config)) {
+                Ok(plan) => {
+                    print!("{plan}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
         }
         Action::Run(loaded) => {
             if let Err(e) = logging::init(&loaded.config.log) {
@@ -85,21 +100,14 @@ async fn run(config: Config) -> Result<()> {
     result
 }
 
-/// TODO(lead): replace with the strait-forward pipeline: connect both clusters with
-/// `strait_wire::ClientConfig::from_properties(&config.source.properties)` (already validated),
-/// discover topics with `config.selects()` / `config.target_topic()`, pass `metrics` as the
-/// pipeline's `Observer`, call `readiness.set_ready()` once partitions are assigned and
-/// mirroring, and return when `shutdown` is cancelled (after committing).
+/// Runs the forwarding engine with metrics as its observer.
 async fn run_mirror(
     config: Config,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let _ = (config, metrics, readiness, shutdown);
-    Err(Error::Runtime(
-        "the forwarding engine is not wired into the binary yet".into(),
-    ))
+    mirror::run(config, metrics, readiness, shutdown).await
 }
 
 /// Cancels `token` on SIGINT (Ctrl-C) or SIGTERM (container stop).

@@ -45,7 +45,7 @@
 // The `Observer` implementation (src/metrics/observer.rs, with a test) compiles and passes
 // against crates/forward/src/observe.rs once `strait_forward` declares `pub mod observe;`.
 // TODO(lead): uncomment the next line when that module is exported.
-// mod observer;
+mod observer;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

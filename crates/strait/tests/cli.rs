@@ -101,7 +101,7 @@ fn usage_errors_exit_2() {
 fn check_prints_the_effective_config_with_secrets_redacted() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "strait.toml", VALID);
-    let o = strait(&["check", "--config", &path], &[]);
+    let o = strait(&["check", "--offline", "--config", &path], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("\"sasl.password\" = \"<redacted>\""), "{out}");
@@ -110,7 +110,7 @@ fn check_prints_the_effective_config_with_secrets_redacted() {
     assert!(out.contains("start = \"earliest\""), "{out}");
     // The printed form is itself a valid configuration.
     let again = write(dir.path(), "again.toml", &out.replace("<redacted>", "x"));
-    let o = strait(&["check", "--config", &again], &[]);
+    let o = strait(&["check", "--offline", "--config", &again], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
@@ -122,7 +122,7 @@ fn check_with_a_bad_value_exits_2_naming_the_key() {
         "bad.toml",
         &format!("{VALID}start = \"begin\"\n"),
     );
-    let o = strait(&["check", "--config", &path], &[]);
+    let o = strait(&["check", "--offline", "--config", &path], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o).trim(),
@@ -135,7 +135,7 @@ fn check_with_a_bad_value_exits_2_naming_the_key() {
         "typo.toml",
         &format!("{VALID}grup_id = \"x\"\n"),
     );
-    let o = strait(&["check", "--config", &path], &[]);
+    let o = strait(&["check", "--offline", "--config", &path], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("mirror.grup_id: unknown key; did you mean \"group_id\"?"),
@@ -149,7 +149,7 @@ fn environment_overrides_and_their_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "strait.toml", VALID);
     let o = strait(
-        &["check", "--config", &path],
+        &["check", "--offline", "--config", &path],
         &[
             ("STRAIT_MIRROR_GROUP_ID", "from-env"),
             ("STRAIT_SOURCE_CLIENT_ID", "eu"),
@@ -160,7 +160,7 @@ fn environment_overrides_and_their_errors() {
     assert!(stdout(&o).contains("\"client.id\" = \"eu\""));
 
     let o = strait(
-        &["check", "--config", &path],
+        &["check", "--offline", "--config", &path],
         &[("STRAIT_MIRROR_START", "begin")],
     );
     assert_eq!(o.status.code(), Some(2));
@@ -171,13 +171,13 @@ fn environment_overrides_and_their_errors() {
     );
 
     // STRAIT_CONFIG names the file, as --config does.
-    let o = strait(&["check"], &[("STRAIT_CONFIG", &path)]);
+    let o = strait(&["check", "--offline"], &[("STRAIT_CONFIG", &path)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 #[test]
 fn missing_files_exit_2() {
-    let o = strait(&["check", "--config", "/nonexistent/strait.toml"], &[]);
+    let o = strait(&["check", "--offline", "--config", "/nonexistent/strait.toml"], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("cannot read /nonexistent/strait.toml"),
