@@ -137,7 +137,6 @@ dst.producer.batch.size = {spec.batch_size}
         )
         cmd = [
             self.kafka.java,
-            f"-Xms{self.heap}",
             f"-Xmx{self.heap}",
             MARK,
             *JVM_PERF_OPTS,
@@ -186,7 +185,6 @@ batch.size={spec.batch_size}
         )
         cmd = [
             self.kafka.java,
-            f"-Xms{self.heap}",
             f"-Xmx{self.heap}",
             MARK,
             *JVM_PERF_OPTS,

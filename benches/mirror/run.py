@@ -92,7 +92,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--mm2-tasks", type=int, default=env("MM2_TASKS", 2))
     p.add_argument("--mm1-streams", type=int, default=env("MM1_STREAMS", 2))
-    p.add_argument("--mirror-heap", default=env("MIRROR_HEAP", "1g"), help="-Xms/-Xmx of the MM1/MM2 JVMs")
+    p.add_argument(
+        "--mirror-heap",
+        default=env("MIRROR_HEAP", "1g"),
+        help="-Xmx of the MM1/MM2 JVMs (brokers: -Xms = -Xmx, as kafka-server-start.sh)",
+    )
     p.add_argument("--broker-heap", default=env("BROKER_HEAP", "1g"))
     p.add_argument("--latency-rate", type=int, default=env("LATENCY_RATE", 10_000), help="records/s (0 = skip phase)")
     p.add_argument("--latency-seconds", type=float, default=env("LATENCY_SECONDS", 0.0), help="measured window (60)")

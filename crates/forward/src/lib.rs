@@ -84,6 +84,7 @@
 //!   (keyless records for compacted targets, the timestamp window) are not made here.
 
 pub mod batch;
+mod coalesce;
 mod checksum;
 pub mod compression;
 pub mod error;

@@ -11,7 +11,7 @@ use strait_wire::admin::Admin;
 use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{
-    Client, ClientConfig, Error as WireError, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch,
+    Client, ClientConfig, Error as WireError, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch,
     ProduceOptions, ResponseError, TopicPartition,
 };
 
@@ -60,31 +60,26 @@ fn wire_error_kind(e: &WireError) -> &'static str {
 #[derive(Clone)]
 pub struct WireSource {
     client: Client,
+    fetches: crate::coalesce::Coalescer,
 }
 
 impl WireSource {
-    /// Wraps a connected client.
+    /// Wraps a connected client. Concurrent partition fetches are sent together, one request
+    /// per leader per round (see [`crate::coalesce`]). Must be called inside a tokio runtime.
     pub fn new(client: Client) -> Self {
-        WireSource { client }
+        let fetches = crate::coalesce::Coalescer::start(client.clone());
+        WireSource { client, fetches }
     }
 }
 
 impl Source for WireSource {
     async fn fetch(&self, spec: &FetchSpec) -> Result<Fetched, IoError> {
         let partition = FetchPartition::new(spec.partition.clone(), spec.offset).with_max_bytes(spec.max_bytes);
-        let options = FetchOptions {
-            isolation: match spec.isolation {
-                Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
-                Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
-            },
-            max_wait: spec.max_wait,
-            max_bytes: spec.max_bytes,
-            ..FetchOptions::default()
+        let isolation = match spec.isolation {
+            Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
+            Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
         };
-        let mut answers = self.client.fetch(&[partition], &options).await.map_err(|e| classify(&e))?;
-        let Some(answer) = answers.pop() else {
-            return Err(IoError::new(ErrorClass::Retriable, "bad_response", "the broker's fetch response had no partition"));
-        };
+        let answer = self.fetches.fetch(partition, isolation, spec.max_wait).await?;
         answer.check(self.client.principal()).map_err(|e| classify(&e))?;
         Ok(Fetched {
             records: answer.records,

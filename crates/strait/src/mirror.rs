@@ -126,9 +126,11 @@ async fn mirror_loop(
         let outcome = member_loop(&mut member, &selected, topics, forwarder, positions, observer, readiness, shutdown, refresh).await;
         // Release everything before leaving, so the next owner starts from our final commit.
         let owned: Vec<TopicPartition> = forwarder.assigned().into_iter().map(|r| r.source).collect();
+        tracing::debug!(partitions = owned.len(), "releasing partitions before leaving the group");
         if let Err(e) = forwarder.revoke(&owned).await {
             tracing::warn!(error = %e, "final commit before leaving the group failed");
         }
+        tracing::debug!("leaving the group");
         if let Err(e) = member.close().await {
             tracing::warn!(error = %e, "leaving the consumer group failed; the coordinator will expire the membership");
         }
@@ -168,6 +170,7 @@ async fn member_loop(
                     tracing::info!(partitions = partitions.len(), "assigned");
                     observer.rebalance(&partitions);
                     forwarder.assign(routes).await.map_err(|e| Error::Runtime(e.to_string()))?;
+                    tracing::debug!("partitions started");
                     readiness.set_ready();
                 }
                 Some(GroupEvent::Revoked { partitions, lost, done }) => {
@@ -184,7 +187,11 @@ async fn member_loop(
                 None => return Ok(Next::Rejoin),
             },
             _ = tick.tick() => {
-                match topics.sync().await {
+                let synced = tokio::select! {
+                    s = topics.sync() => s,
+                    _ = shutdown.cancelled() => return Ok(Next::Stop),
+                };
+                match synced {
                     Ok(now) if now.keys().ne(selected.keys()) => {
                         tracing::info!("the set of matching topics changed; rejoining the group");
                         return Ok(Next::Rejoin);

@@ -59,15 +59,6 @@ impl Reservation {
         Reservation { permit: permit.split(n) }
     }
 
-    /// Adds another reservation to this one.
-    pub(crate) fn merge(&mut self, other: Reservation) {
-        match (self.permit.as_mut(), other.permit) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (None, theirs) => self.permit = theirs,
-            (Some(_), None) => {}
-        }
-    }
-
     /// Bytes held.
     pub(crate) fn bytes(&self) -> usize {
         self.permit.as_ref().map_or(0, |p| p.num_permits())

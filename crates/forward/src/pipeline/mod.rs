@@ -13,6 +13,7 @@ mod budget;
 pub mod io;
 mod partition;
 pub(crate) mod plan;
+mod producer;
 mod sender;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ pub use partition::Route;
 
 use budget::Budget;
 use partition::{PositionCell, Shared};
+use producer::Producers;
 use sender::Senders;
 
 /// What to do when the source no longer has the offset the mirror needs.
@@ -92,7 +94,7 @@ impl Default for Settings {
             max_in_flight: 5,
             partition_fetch_bytes: 1 << 20,
             max_fetch_bytes: 64 << 20,
-            fetch_max_wait: Duration::from_millis(500),
+            fetch_max_wait: Duration::from_millis(100),
             memory_budget: 256 << 20,
             commit_interval: Duration::from_secs(5),
             isolation: Isolation::ReadCommitted,
@@ -140,6 +142,11 @@ struct Running {
 ///
 /// Build one over `strait-wire` clients with [`crate::Forwarder::builder`], or over any
 /// [`Source`]/[`Target`]/[`Positions`] implementation with [`Forwarder::new`].
+///
+/// Dropping a forwarder without [`shutdown`](Self::shutdown) stops it abruptly: its partition
+/// tasks are aborted, batches in flight are abandoned and nothing more is committed, so a
+/// restart resumes from the last committed positions (duplicating at most what was forwarded
+/// since).
 pub struct Forwarder<S: Source, T: Target, P: Positions> {
     shared: Arc<Shared<S, T>>,
     positions: Arc<P>,
@@ -147,6 +154,9 @@ pub struct Forwarder<S: Source, T: Target, P: Positions> {
     failures: Arc<Mutex<Vec<(TopicPartition, String)>>>,
     cancel: CancellationToken,
     committer: Mutex<Option<JoinHandle<()>>>,
+    /// Serializes commits, so a slow periodic commit cannot land after (and undo) the final
+    /// commit of a revoke.
+    commit_lock: tokio::sync::Mutex<()>,
 }
 
 impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
@@ -157,12 +167,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         let target = Arc::new(target);
         let identity = target.init_producer_id().await.map_err(Error::Io)?;
         let cancel = CancellationToken::new();
-        let senders = Arc::new(Senders::new(
-            target.clone(),
-            settings.max_request_bytes,
-            settings.max_requests_per_broker,
-            cancel.child_token(),
-        ));
+        let senders = Arc::new(Senders::new(target.clone(), settings.max_request_bytes, settings.max_requests_per_broker));
         let shared = Arc::new(Shared {
             source: Arc::new(source),
             target,
@@ -170,7 +175,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             budget: Budget::new(settings.memory_budget),
             settings: Arc::new(settings),
             observer,
-            identity,
+            producers: Producers::new(identity),
         });
         Ok(Forwarder {
             shared,
@@ -179,6 +184,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             failures: Arc::new(Mutex::new(Vec::new())),
             cancel,
             committer: Mutex::new(None),
+            commit_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -205,24 +211,21 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
                 cell.committed.store(offset, Ordering::Release);
             }
             let stop = self.cancel.child_token();
-            let handle = tokio::spawn(self.clone().partition_task(route.clone(), start, cell.clone(), stop.clone()));
+            // The task holds what it needs, not the forwarder: a task holding the forwarder
+            // would keep it (and itself) alive after its owner dropped it.
+            let handle = tokio::spawn(partition_task(
+                self.shared.clone(),
+                self.failures.clone(),
+                route.clone(),
+                start,
+                cell.clone(),
+                stop.clone(),
+            ));
             running.insert(route.source.clone(), Running { route, cell, stop, handle: Some(handle) });
         }
         drop(running);
         self.ensure_committer();
         Ok(())
-    }
-
-    async fn partition_task(self: Arc<Self>, route: Route, start: Option<i64>, cell: Arc<PositionCell>, stop: CancellationToken) -> Result<(), Error> {
-        let result = partition::run(self.shared.clone(), route.clone(), start, cell, stop).await;
-        if let Err(e) = &result {
-            if !matches!(e, Error::Stopped) {
-                tracing::error!(partition = %route.source, error = %e, "partition stopped");
-                self.shared.observer.partition_stopped(&route.source, e);
-                self.failures.lock().unwrap_or_else(|p| p.into_inner()).push((route.source.clone(), e.to_string()));
-            }
-        }
-        result
     }
 
     fn ensure_committer(self: &Arc<Self>) {
@@ -252,6 +255,8 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
 
     /// Commits every position that moved since the last commit.
     pub async fn commit(&self) -> Result<(), Error> {
+        // Held from the snapshot to the end of the commit: see `commit_lock`.
+        let _serial = self.commit_lock.lock().await;
         let changed: Vec<(TopicPartition, i64, Arc<PositionCell>)> = self
             .running()
             .values()
@@ -292,13 +297,16 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         let mut finals = Vec::new();
         for mut r in stopping {
             if let Some(handle) = r.handle.take() {
+                tracing::debug!(partition = %r.route.source, "waiting for the partition to drain");
                 let _ = handle.await;
+                tracing::debug!(partition = %r.route.source, "partition drained");
             }
             let ackd = r.cell.ackd.load(Ordering::Acquire);
             if ackd >= 0 && ackd != r.cell.committed.load(Ordering::Acquire) {
                 finals.push((r.route.source.clone(), ackd, r.cell.clone()));
             }
         }
+        let _serial = self.commit_lock.lock().await;
         self.commit_cells(finals).await
     }
 
@@ -333,5 +341,33 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
 impl<S: Source, T: Target, P: Positions> Drop for Forwarder<S, T, P> {
     fn drop(&mut self) {
         self.cancel.cancel();
+        let running = self.running.get_mut().unwrap_or_else(|p| p.into_inner());
+        for r in running.values() {
+            if let Some(handle) = &r.handle {
+                handle.abort();
+            }
+        }
+        if let Some(committer) = self.committer.get_mut().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            committer.abort();
+        }
     }
+}
+
+async fn partition_task<S: Source, T: Target>(
+    shared: Arc<Shared<S, T>>,
+    failures: Arc<Mutex<Vec<(TopicPartition, String)>>>,
+    route: Route,
+    start: Option<i64>,
+    cell: Arc<PositionCell>,
+    stop: CancellationToken,
+) -> Result<(), Error> {
+    let result = partition::run(shared.clone(), route.clone(), start, cell, stop).await;
+    if let Err(e) = &result
+        && !matches!(e, Error::Stopped)
+    {
+        tracing::error!(partition = %route.source, error = %e, "partition stopped");
+        shared.observer.partition_stopped(&route.source, e);
+        failures.lock().unwrap_or_else(|p| p.into_inner()).push((route.source.clone(), e.to_string()));
+    }
+    result
 }

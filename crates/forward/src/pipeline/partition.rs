@@ -2,13 +2,15 @@
 //!
 //! The fetch task plans each response and hands the parts over a bounded channel (the in-flight
 //! window plus the memory budget are the back-pressure). The produce task owns the target
-//! partition's producer sequence and its window of unacknowledged batches: it stamps, sends,
-//! retries identical bytes, renumbers under a fresh producer id when the target's producer
-//! state no longer matches, and moves the committable position only past acknowledged batches.
+//! partition's producer sequence and its window of unacknowledged batches: it stamps, sends at
+//! most `max_in_flight` of them (Kafka's duplicate detection covers only the last five batches),
+//! retries identical bytes, renumbers under a fresh producer id when the target's producer state
+//! no longer matches, splits a batch the target refuses as too large, and moves the committable
+//! position only past acknowledged batches.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -16,16 +18,18 @@ use strait_wire::TopicPartition;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::Error;
 use crate::batch::RecordBatch;
 use crate::observe::{BatchForwarded, Observer};
+use crate::reencode::reencode;
 use crate::rewrite::{ProducerStamp, TargetPolicy, rewrite_for_produce};
-use crate::Error;
 
 use super::Settings;
 use super::backoff::Backoff;
 use super::budget::{Budget, Reservation};
 use super::io::{ErrorClass, FetchSpec, IoError, ProducerIdentity, Source, StartPosition, Target};
 use super::plan::{self, Part, Rules, Step};
+use super::producer::{ProducerSeq, Producers};
 use super::sender::{ProduceItem, Senders, SlotResult};
 
 /// A source partition and where it goes.
@@ -60,7 +64,7 @@ pub(crate) struct Shared<S, T> {
     pub(crate) settings: Arc<Settings>,
     pub(crate) budget: Budget,
     pub(crate) observer: Arc<dyn Observer>,
-    pub(crate) identity: ProducerIdentity,
+    pub(crate) producers: Producers,
 }
 
 /// What the fetch task hands the produce task.
@@ -71,7 +75,7 @@ enum Work {
 }
 
 /// Mirrors one partition until `stop` is cancelled (graceful: in-flight batches are acknowledged
-/// first) or an error needs an operator. Returns the last acknowledged position.
+/// first) or an error needs an operator.
 pub(crate) async fn run<S: Source, T: Target>(
     shared: Arc<Shared<S, T>>,
     route: Route,
@@ -86,6 +90,12 @@ pub(crate) async fn run<S: Source, T: Target>(
     position.ackd.store(start, Ordering::Release);
     shared.observer.partition_started(&route.source, &route.target, start);
     let limits = retry(&shared, &stop, || shared.target.topic_limits(route.target.topic())).await?;
+    let seq = match shared.producers.claim(&route.target) {
+        Some(seq) => seq,
+        // Another route writes into the same target partition right now: sharing its producer
+        // id would interleave two sequences, so this one gets its own.
+        None => ProducerSeq::fresh(retry(&shared, &stop, || shared.target.init_producer_id()).await?),
+    };
     let rules = Rules {
         isolation: shared.settings.isolation,
         policy: TargetPolicy {
@@ -96,11 +106,14 @@ pub(crate) async fn run<S: Source, T: Target>(
             ..TargetPolicy::default()
         },
     };
+    // The produce side lowers it when the target refuses a batch as too large.
+    let max_message_bytes = AtomicUsize::new(limits.max_message_bytes);
     let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
-    let fetch = fetch_loop(&shared, &route, start, rules, tx, &stop);
-    let produce = produce_loop(&shared, &route, rx, &position);
+    let fetch = fetch_loop(&shared, &route, start, rules.clone(), &max_message_bytes, tx, &stop);
+    let produce = produce_loop(&shared, &route, rx, &position, seq, rules.policy, &max_message_bytes);
     // The produce side ends when the fetch side has ended and everything was acknowledged.
-    let (fetched, produced) = tokio::join!(fetch, produce);
+    let (fetched, (produced, seq)) = tokio::join!(fetch, produce);
+    shared.producers.release(&route.target, seq);
     produced.and(fetched)
 }
 
@@ -124,7 +137,8 @@ where
         match f().await {
             Ok(v) => return Ok(v),
             Err(e) if e.class == ErrorClass::Retriable => {
-                tracing::debug!(error = %e, "retrying");
+                // Visible: this is how an operator learns that, say, the target topic is missing.
+                tracing::warn!(error = %e, code = %e.code, "retrying");
                 if !backoff.wait(stop).await {
                     return Err(Error::Stopped);
                 }
@@ -138,7 +152,8 @@ async fn fetch_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
     mut offset: i64,
-    rules: Rules,
+    mut rules: Rules,
+    max_message_bytes: &AtomicUsize,
     tx: mpsc::Sender<Work>,
     stop: &CancellationToken,
 ) -> Result<(), Error> {
@@ -172,6 +187,7 @@ async fn fetch_loop<S: Source, T: Target>(
             }
             Err(e) => {
                 shared.observer.fetch_error(&route.source, &e.code);
+                drop(reservation);
                 match e.class {
                     ErrorClass::Retriable => {
                         tracing::warn!(partition = %route.source, error = %e, "fetch failed, retrying");
@@ -182,6 +198,12 @@ async fn fetch_loop<S: Source, T: Target>(
                     }
                     ErrorClass::OffsetOutOfRange => {
                         offset = out_of_range(shared, route, offset, e, stop).await?;
+                        // The records up to the new offset are gone for good: let the committed
+                        // position follow, or a restart would meet the same gap again (and,
+                        // with `Latest`, skip what arrived meanwhile).
+                        if tx.send(Work::Advance { next: offset }).await.is_err() {
+                            return Ok(());
+                        }
                         continue;
                     }
                     _ => return Err(Error::Io(e)),
@@ -189,6 +211,7 @@ async fn fetch_loop<S: Source, T: Target>(
             }
         };
         let fetched_at = SystemTime::now();
+        rules.policy.max_message_bytes = max_message_bytes.load(Ordering::Acquire);
         let planned = plan::plan(&fetched, offset, &rules)
             .map_err(|e| Error::Partition { partition: route.source.to_string(), source: Box::new(e) })?;
         shared.observer.lag(&route.source, fetched.high_watermark, planned.next);
@@ -209,8 +232,15 @@ async fn fetch_loop<S: Source, T: Target>(
                     let bytes: usize = parts.iter().map(|p| p.batch.len()).sum();
                     let mut share = reservation.split(bytes);
                     if share.bytes() < bytes {
-                        // Re-encoding can grow a batch beyond what the fetch reserved.
-                        share.merge(shared.budget.reserve(bytes - share.bytes()).await);
+                        // The response (a whole first batch beyond the limit) or its re-encoding
+                        // is larger than what the fetch reserved. Wait for the full amount holding
+                        // nothing: waiting while holding part of the budget deadlocks as soon as
+                        // two partitions do it at once, or one batch is larger than the budget.
+                        drop(share);
+                        share = tokio::select! {
+                            r = shared.budget.reserve(bytes) => r,
+                            _ = stop.cancelled() => return Ok(()),
+                        };
                     }
                     Work::Forward { parts, next, fetched_at, reservation: share }
                 }
@@ -260,43 +290,37 @@ async fn out_of_range<S: Source, T: Target>(
 struct Slot {
     id: u64,
     part: Part,
-    /// The batch as produced: the part stamped with producer id, epoch and sequence.
+    /// The producer id, epoch and sequence the batch is stamped with.
+    stamp: ProducerStamp,
+    /// The batch as produced: the part stamped with `stamp`.
     stamped: Bytes,
     /// Position once this slot and all before it are acknowledged (None: a non-final part).
     next: Option<i64>,
     state: SlotState,
     fetched_at: SystemTime,
-    _reservation: Option<Reservation>,
+    reservation: Option<Reservation>,
 }
 
 #[derive(Debug)]
 enum SlotState {
+    /// Stamped, not sent yet (behind a full window, or waiting to be resent).
+    Queued,
     InFlight,
     Acked(i64),
     Failed(IoError),
-}
-
-struct ProducerSeq {
-    identity: ProducerIdentity,
-    next_sequence: i32,
-}
-
-impl ProducerSeq {
-    fn stamp(&mut self, records: u32) -> ProducerStamp {
-        let stamp = ProducerStamp::idempotent(self.identity.producer_id, self.identity.producer_epoch, self.next_sequence);
-        self.next_sequence = stamp.advanced(i32::try_from(records).unwrap_or(i32::MAX)).base_sequence;
-        stamp
-    }
 }
 
 struct Window<'a, S, T> {
     shared: &'a Shared<S, T>,
     route: &'a Route,
     position: &'a PositionCell,
+    policy: TargetPolicy,
+    max_message_bytes: &'a AtomicUsize,
     slots: VecDeque<Slot>,
     seq: ProducerSeq,
     next_id: u64,
     acks_tx: mpsc::UnboundedSender<SlotResult>,
+    backoff: Backoff,
     /// A position reached by skipped batches while the window was empty.
     pending_advance: Option<i64>,
 }
@@ -306,41 +330,54 @@ async fn produce_loop<S: Source, T: Target>(
     route: &Route,
     mut rx: mpsc::Receiver<Work>,
     position: &PositionCell,
-) -> Result<(), Error> {
+    seq: ProducerSeq,
+    policy: TargetPolicy,
+    max_message_bytes: &AtomicUsize,
+) -> (Result<(), Error>, ProducerSeq) {
     let (acks_tx, mut acks_rx) = mpsc::unbounded_channel();
     let mut w = Window {
         shared,
         route,
         position,
+        policy,
+        max_message_bytes,
         slots: VecDeque::new(),
-        seq: ProducerSeq { identity: shared.identity, next_sequence: 0 },
+        seq,
         next_id: 0,
         acks_tx,
+        backoff: Backoff::new(shared.settings.retry_backoff, shared.settings.retry_backoff_max),
         pending_advance: None,
     };
-    let mut input_open = true;
-    let mut backoff = Backoff::new(shared.settings.retry_backoff, shared.settings.retry_backoff_max);
-    loop {
-        if !input_open && w.slots.is_empty() {
-            return Ok(());
-        }
-        let window_open = w.slots.len() < shared.settings.max_in_flight && !w.has_failed();
-        tokio::select! {
-            biased;
-            Some(ack) = acks_rx.recv() => w.on_result(ack),
-            work = rx.recv(), if input_open && window_open => match work {
-                None => input_open = false,
-                Some(Work::Advance { next }) => w.advance(next),
-                Some(Work::Forward { parts, next, fetched_at, reservation }) => {
-                    w.push(parts, next, fetched_at, reservation).await?;
+    let result = async {
+        let mut input_open = true;
+        loop {
+            if !input_open && w.slots.is_empty() {
+                return Ok(());
+            }
+            let window_open = w.slots.len() < shared.settings.max_in_flight && !w.has_failed();
+            tokio::select! {
+                biased;
+                Some(ack) = acks_rx.recv() => w.on_result(ack),
+                work = rx.recv(), if input_open && window_open => match work {
+                    None => input_open = false,
+                    Some(Work::Advance { next }) => w.advance(next),
+                    Some(Work::Forward { parts, next, fetched_at, reservation }) => {
+                        w.push(parts, next, fetched_at, reservation)?;
+                    }
+                },
+            }
+            w.pop_acked();
+            if w.has_failed() {
+                if !w.any_in_flight() {
+                    w.recover().await?;
                 }
-            },
-        }
-        w.pop_acked();
-        if w.has_failed() && !w.any_in_flight() {
-            w.recover(&mut backoff).await?;
+            } else {
+                w.send_queued(false).await;
+            }
         }
     }
+    .await;
+    (result, w.seq)
 }
 
 impl<S: Source, T: Target> Window<'_, S, T> {
@@ -362,32 +399,50 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         }
     }
 
-    async fn push(&mut self, parts: Vec<Part>, next: i64, fetched_at: SystemTime, reservation: Reservation) -> Result<(), Error> {
+    /// Stamps the parts of one source batch and queues them; [`send_queued`](Self::send_queued)
+    /// sends them as the window allows.
+    fn push(&mut self, parts: Vec<Part>, next: i64, fetched_at: SystemTime, reservation: Reservation) -> Result<(), Error> {
         let count = parts.len();
         let mut reservation = Some(reservation);
         for (i, part) in parts.into_iter().enumerate() {
             let last = i + 1 == count;
             let stamp = self.seq.stamp(part.records);
             let stamped = stamp_part(&part, stamp)?;
-            let slot = Slot {
+            self.slots.push_back(Slot {
                 id: self.next_id,
                 part,
+                stamp,
                 stamped,
                 next: last.then_some(next),
-                state: SlotState::InFlight,
+                state: SlotState::Queued,
                 fetched_at,
                 // The whole reservation rides on the last part: it is released when the
                 // source batch is fully acknowledged.
-                _reservation: if last { reservation.take() } else { None },
-            };
+                reservation: if last { reservation.take() } else { None },
+            });
             self.next_id += 1;
-            self.send(&slot, false).await;
-            self.slots.push_back(slot);
         }
         Ok(())
     }
 
-    async fn send(&self, slot: &Slot, refresh: bool) {
+    /// Sends the queued slots among the first `max_in_flight` of the window, in order. A batch
+    /// further back waits: if it were appended while an earlier one's answer was lost, the
+    /// earlier one's resend could fall out of Kafka's five-batch duplicate window and be
+    /// appended twice (or refused as out of order).
+    async fn send_queued(&mut self, refresh: bool) {
+        let mut refresh = refresh;
+        let window = self.shared.settings.max_in_flight.min(self.slots.len());
+        for i in 0..window {
+            if matches!(self.slots[i].state, SlotState::Queued) {
+                self.slots[i].state = SlotState::InFlight;
+                self.send(i, refresh).await;
+                refresh = false;
+            }
+        }
+    }
+
+    async fn send(&self, index: usize, refresh: bool) {
+        let slot = &self.slots[index];
         let target = &self.route.target;
         let node = match self.shared.target.leader(target, refresh).await {
             Ok(node) => node,
@@ -406,9 +461,18 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         let Some(slot) = self.slots.iter_mut().find(|s| s.id == result.slot) else {
             return; // a late answer for a slot already settled
         };
+        if !matches!(slot.state, SlotState::InFlight) {
+            return; // not sent under this id any more
+        }
         slot.state = match result.result {
-            Ok(ack) => SlotState::Acked(ack.base_offset),
-            Err(e) if e.class == ErrorClass::Duplicate => SlotState::Acked(-1),
+            Ok(ack) => {
+                self.backoff.reset();
+                SlotState::Acked(ack.base_offset)
+            }
+            Err(e) if e.class == ErrorClass::Duplicate => {
+                self.backoff.reset();
+                SlotState::Acked(-1)
+            }
             Err(e) => {
                 self.shared.observer.produce_error(&self.route.target, &e.code);
                 SlotState::Failed(e)
@@ -440,71 +504,164 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 self.position.ackd.fetch_max(next, Ordering::AcqRel);
             }
         }
-        if self.slots.is_empty() {
-            if let Some(next) = self.pending_advance.take() {
-                self.position.ackd.fetch_max(next, Ordering::AcqRel);
-            }
+        if self.slots.is_empty()
+            && let Some(next) = self.pending_advance.take()
+        {
+            self.position.ackd.fetch_max(next, Ordering::AcqRel);
         }
     }
 
-    /// Every slot has settled and at least one failed: decide, then resend all unacknowledged
-    /// slots in order (identical bytes, or renumbered under a new producer id).
-    async fn recover(&mut self, backoff: &mut Backoff) -> Result<(), Error> {
-        let first_failure = self.slots.iter().find_map(|s| match &s.state {
+    /// Every sent slot has settled and at least one failed: decide, then resend all
+    /// unacknowledged slots in order (identical bytes, renumbered under a new producer id, or
+    /// with the refused batch split).
+    async fn recover(&mut self) -> Result<(), Error> {
+        // Failures behind an earlier unacknowledged slot are consequences of it (the broker
+        // refuses sequence gaps), so the head's error decides.
+        let head_err = self.slots.iter().find_map(|s| match &s.state {
             SlotState::Failed(e) => Some(e.clone()),
             _ => None,
         });
-        let Some(err) = first_failure else { return Ok(()) };
-        // Failures behind an earlier unacknowledged slot are consequences of it (the broker
-        // refuses sequence gaps), so the head's error decides.
-        let head_err = match self.slots.front().map(|s| &s.state) {
-            Some(SlotState::Failed(e)) => e.clone(),
-            _ => err,
-        };
+        let Some(head_err) = head_err else { return Ok(()) };
+        let never = CancellationToken::new();
         match head_err.class {
             ErrorClass::Retriable => {
                 tracing::warn!(partition = %self.route.target, error = %head_err, "produce failed, resending");
-                let never = CancellationToken::new();
-                backoff.wait(&never).await;
-                self.resend(true).await;
+                self.backoff.wait(&never).await;
+                self.requeue();
+                self.send_queued(true).await;
                 Ok(())
             }
             ErrorClass::ProducerState => {
                 tracing::warn!(partition = %self.route.target, error = %head_err,
                     "target producer state lost; renumbering under a new producer id");
-                let identity = loop {
-                    match self.shared.target.init_producer_id().await {
-                        Ok(id) => break id,
-                        Err(e) if e.class == ErrorClass::Retriable => {
-                            backoff.wait(&CancellationToken::new()).await;
-                        }
-                        Err(e) => return Err(self.stop(e)),
-                    }
-                };
-                self.seq = ProducerSeq { identity, next_sequence: 0 };
-                for slot in self.slots.iter_mut() {
-                    if !matches!(slot.state, SlotState::Acked(_)) {
-                        let stamp = self.seq.stamp(slot.part.records);
-                        slot.stamped = stamp_part(&slot.part, stamp)?;
-                    }
-                }
-                self.resend(false).await;
+                let identity = self.new_identity().await?;
+                self.seq = ProducerSeq::fresh(identity);
+                self.restamp()?;
+                self.requeue();
+                self.send_queued(false).await;
+                Ok(())
+            }
+            ErrorClass::TooLarge => {
+                self.split_head(head_err).await?;
+                // The refused batch was not appended, and every later one was refused for the
+                // gap it left; the pieces cover the same records, so the sequences that follow
+                // are unchanged.
+                self.seq.next_sequence = self.slots.front().map_or(self.seq.next_sequence, |s| s.stamp.base_sequence);
+                self.restamp()?;
+                self.requeue();
+                self.send_queued(false).await;
                 Ok(())
             }
             _ => Err(self.stop(head_err)),
         }
     }
 
-    async fn resend(&mut self, refresh: bool) {
-        let mut first = refresh;
-        let ids: Vec<usize> =
-            (0..self.slots.len()).filter(|&i| !matches!(self.slots[i].state, SlotState::Acked(_))).collect();
-        for i in ids {
-            self.slots[i].state = SlotState::InFlight;
-            let slot = &self.slots[i];
-            self.send(slot, first).await;
-            first = false;
+    async fn new_identity(&mut self) -> Result<ProducerIdentity, Error> {
+        let never = CancellationToken::new();
+        loop {
+            match self.shared.target.init_producer_id().await {
+                Ok(id) => return Ok(id),
+                Err(e) if e.class == ErrorClass::Retriable => {
+                    tracing::warn!(partition = %self.route.target, error = %e, "getting a new producer id failed, retrying");
+                    self.backoff.wait(&never).await;
+                }
+                Err(e) => return Err(self.stop(e)),
+            }
         }
+    }
+
+    /// Stamps every unacknowledged slot again, in order, from `self.seq`.
+    fn restamp(&mut self) -> Result<(), Error> {
+        for slot in self.slots.iter_mut() {
+            if !matches!(slot.state, SlotState::Acked(_)) {
+                slot.stamp = self.seq.stamp(slot.part.records);
+                slot.stamped = stamp_part(&slot.part, slot.stamp)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every failed slot is sent again (under a new id, so a late answer to the old send is
+    /// ignored).
+    fn requeue(&mut self) {
+        for slot in self.slots.iter_mut() {
+            if matches!(slot.state, SlotState::Failed(_)) {
+                slot.state = SlotState::Queued;
+                slot.id = self.next_id;
+                self.next_id += 1;
+            }
+        }
+    }
+
+    /// Replaces the head slot, refused as too large, by a re-encoding in smaller batches.
+    async fn split_head(&mut self, err: IoError) -> Result<(), Error> {
+        let never = CancellationToken::new();
+        let target = self.route.target.clone();
+        let limits = retry(self.shared, &never, || self.shared.target.topic_limits(target.topic())).await?;
+        self.max_message_bytes.fetch_min(limits.max_message_bytes, Ordering::AcqRel);
+        let Some(head) = self.slots.pop_front() else { return Ok(()) };
+        // The configured limit, or (if the target refused a batch within it, e.g. after
+        // recompressing it) anything smaller than what was refused.
+        let max = limits.max_message_bytes.min(head.stamped.len().saturating_sub(1));
+        tracing::warn!(partition = %target, error = %err, size = head.stamped.len(), max,
+            "the target refused a batch as too large; splitting it");
+        let policy = TargetPolicy { max_message_bytes: max, ..self.policy.clone() };
+        let pieces = if head.part.records > 1 {
+            RecordBatch::parse(head.part.batch.clone())
+                .and_then(|batch| reencode(&batch, batch.base_offset(), ProducerStamp::NONE, &policy).map(|p| (batch, p)))
+        } else {
+            Err(Error::RecordTooLarge { offset: head.part.first_offset, size: head.stamped.len(), limit: max })
+        };
+        let (batch, pieces) = match pieces {
+            Ok(p) => p,
+            Err(e) => {
+                let detail = IoError::new(
+                    ErrorClass::Fatal,
+                    err.code.clone(),
+                    format!(
+                        "{}; splitting it failed: {e}. Raise max.message.bytes of target topic {} \
+                         (or the broker's message.max.bytes) to at least the source's",
+                        err.message,
+                        target.topic()
+                    ),
+                );
+                self.slots.push_front(head);
+                return Err(self.stop(detail));
+            }
+        };
+        let count = pieces.len();
+        let mut reservation = head.reservation;
+        for (i, piece) in pieces.into_iter().enumerate().rev() {
+            let last = i + 1 == count;
+            // Source offsets relative to the part (exact for a pass-through part, whose batch
+            // carries its source offsets; approximate for an already re-encoded one).
+            let shift = head.part.first_offset - batch.base_offset();
+            let first_offset = piece.first_source_offset().map_or(head.part.first_offset, |o| o + shift);
+            let last_offset = piece.last_source_offset().map_or(head.part.last_offset, |o| o + shift);
+            let records = u32::try_from(piece.source_offsets().len()).unwrap_or(0);
+            let out = piece.into_batch();
+            let part = Part {
+                first_offset,
+                last_offset,
+                records,
+                path: head.part.path,
+                compression: out.compression(),
+                max_timestamp_ms: out.max_timestamp(),
+                batch: out.into_bytes(),
+            };
+            self.slots.push_front(Slot {
+                id: self.next_id,
+                stamped: part.batch.clone(),
+                part,
+                stamp: head.stamp,
+                next: if last { head.next } else { None },
+                state: SlotState::Failed(err.clone()),
+                fetched_at: head.fetched_at,
+                reservation: if last { reservation.take() } else { None },
+            });
+            self.next_id += 1;
+        }
+        Ok(())
     }
 
     fn stop(&self, e: IoError) -> Error {

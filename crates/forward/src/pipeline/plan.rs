@@ -68,15 +68,17 @@ pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Pl
     for item in walker.by_ref() {
         let item = item?;
         let next = item.next_offset();
+        // Every batch goes through the filter, also one skipped below: an ABORT marker ends
+        // its producer's aborted transaction for the batches after it.
+        let decision = match aborted.as_mut() {
+            Some(filter) => filter.classify_fetched(&item)?,
+            None => TxnDecision::Keep,
+        };
         if next <= out.next {
             // The broker returned a batch we already forwarded (reads start at the batch
             // holding the fetch offset); nothing of it is wanted.
             continue;
         }
-        let decision = match aborted.as_mut() {
-            Some(filter) => filter.classify_fetched(&item)?,
-            None => TxnDecision::Keep,
-        };
         let step = match (decision, item) {
             (TxnDecision::DropAborted, FetchedBatch::V2(b)) => skip(SkipReason::Aborted, &b, next),
             (TxnDecision::DropControl, FetchedBatch::V2(b)) => skip(SkipReason::Control, &b, next),

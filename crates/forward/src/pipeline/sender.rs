@@ -4,6 +4,10 @@
 //! waiting batch of every partition, sends them together, and keeps younger batches of the same
 //! partitions for the next request, in order. Up to `max_requests` requests are in flight per
 //! broker; they are started in submission order on one connection, which Kafka processes in order.
+//!
+//! An aggregator lives until the forwarder's [`Senders`] is dropped and every batch it accepted
+//! has an answer: it never stops taking batches earlier, because a partition waiting for the
+//! answer to a batch nobody sends would wait forever.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -13,7 +17,6 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use strait_wire::TopicPartition;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use super::io::{ErrorClass, IoError, ProduceAck, Target};
 
@@ -40,12 +43,11 @@ pub(crate) struct Senders<T> {
     nodes: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceItem>>>,
     max_request_bytes: usize,
     max_requests: usize,
-    cancel: CancellationToken,
 }
 
 impl<T: Target> Senders<T> {
-    pub(crate) fn new(target: Arc<T>, max_request_bytes: usize, max_requests: usize, cancel: CancellationToken) -> Self {
-        Senders { target, nodes: Mutex::new(HashMap::new()), max_request_bytes, max_requests: max_requests.max(1), cancel }
+    pub(crate) fn new(target: Arc<T>, max_request_bytes: usize, max_requests: usize) -> Self {
+        Senders { target, nodes: Mutex::new(HashMap::new()), max_request_bytes, max_requests: max_requests.max(1) }
     }
 
     /// Queues a batch for `node`. The result arrives on the item's reply channel.
@@ -57,7 +59,7 @@ impl<T: Target> Senders<T> {
         let item = match nodes.get(&node) {
             Some(tx) => match tx.send(item) {
                 Ok(()) => return,
-                // The aggregator ended (cancelled); start a fresh one below.
+                // The aggregator ended (it panicked); start a fresh one below.
                 Err(mpsc::error::SendError(item)) => item,
             },
             None => item,
@@ -69,7 +71,6 @@ impl<T: Target> Senders<T> {
             rx,
             max_request_bytes: self.max_request_bytes,
             max_requests: self.max_requests,
-            cancel: self.cancel.clone(),
         };
         tokio::spawn(aggregator.run());
         // A fresh receiver is alive, so this send cannot fail; if it did, the item's reply
@@ -85,7 +86,6 @@ struct Aggregator<T> {
     rx: mpsc::UnboundedReceiver<ProduceItem>,
     max_request_bytes: usize,
     max_requests: usize,
-    cancel: CancellationToken,
 }
 
 type Request = Vec<ProduceItem>;
@@ -123,10 +123,6 @@ impl<T: Target> Aggregator<T> {
                 },
                 Some((request, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
                     deliver(request, outcome);
-                }
-                _ = self.cancel.cancelled(), if open => {
-                    // Finish what is in flight; partitions stop submitting on cancel.
-                    open = false;
                 }
             }
         }

@@ -1,0 +1,105 @@
+//! Coalesces the partitions' fetches into one Fetch request per round.
+//!
+//! Each partition's pipeline asks for its own partition, but Kafka serves the requests of one
+//! connection strictly one after another: twelve idle partitions each long-polling for
+//! `fetch.max.wait.ms` on one connection would delay the thirteenth, which has data, by twelve
+//! waits. So, like the Java consumer, the mirror sends one request carrying every partition that
+//! is waiting (per leader, through [`Client::fetch`]); the broker answers as soon as any of
+//! them has data, and every partition gets its part of the answer.
+
+use std::time::Duration;
+
+use strait_wire::{Client, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::pipeline::io::{ErrorClass, IoError};
+use crate::wire_io::classify;
+
+struct Pending {
+    partition: FetchPartition,
+    isolation: IsolationLevel,
+    max_wait: Duration,
+    reply: oneshot::Sender<Result<FetchedPartition, IoError>>,
+}
+
+/// A handle to the coalescing task of one source client.
+#[derive(Clone)]
+pub(crate) struct Coalescer {
+    tx: mpsc::UnboundedSender<Pending>,
+}
+
+impl Coalescer {
+    /// Starts the task (it ends when every handle is dropped).
+    pub(crate) fn start(client: Client) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(client, rx));
+        Coalescer { tx }
+    }
+
+    /// Fetches one partition as part of the next round.
+    pub(crate) async fn fetch(
+        &self,
+        partition: FetchPartition,
+        isolation: IsolationLevel,
+        max_wait: Duration,
+    ) -> Result<FetchedPartition, IoError> {
+        let (reply, answer) = oneshot::channel();
+        let gone = || IoError::new(ErrorClass::Retriable, "disconnected", "the fetch task stopped; retrying");
+        self.tx
+            .send(Pending { partition, isolation, max_wait, reply })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let mut carry: Vec<Pending> = Vec::new();
+    loop {
+        if carry.is_empty() {
+            match rx.recv().await {
+                Some(p) => carry.push(p),
+                None => return,
+            }
+        }
+        // Let partitions that are about to ask join this round.
+        tokio::task::yield_now().await;
+        while let Ok(p) = rx.try_recv() {
+            carry.push(p);
+        }
+        // One entry per partition and one isolation level per request; the rest waits a round.
+        let isolation = carry[0].isolation;
+        let mut round = Vec::new();
+        let mut later = Vec::new();
+        for p in carry.drain(..) {
+            let duplicate = round.iter().any(|r: &Pending| r.partition.partition == p.partition.partition);
+            if p.isolation == isolation && !duplicate {
+                round.push(p);
+            } else {
+                later.push(p);
+            }
+        }
+        carry = later;
+        let max_wait = round.iter().map(|p| p.max_wait).min().unwrap_or(Duration::from_millis(100));
+        let max_bytes = round.iter().map(|p| i64::from(p.partition.max_bytes)).sum::<i64>();
+        let options = FetchOptions {
+            isolation,
+            max_wait,
+            max_bytes: i32::try_from(max_bytes).unwrap_or(i32::MAX),
+            ..FetchOptions::default()
+        };
+        let partitions: Vec<FetchPartition> = round.iter().map(|p| p.partition.clone()).collect();
+        match client.fetch(&partitions, &options).await {
+            Ok(answers) => {
+                for (pending, answer) in round.into_iter().zip(answers) {
+                    let _ = pending.reply.send(Ok(answer));
+                }
+            }
+            Err(e) => {
+                let err = classify(&e);
+                for pending in round {
+                    let _ = pending.reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+}
