@@ -16,6 +16,7 @@ pub mod logging;
 pub mod metrics;
 pub mod mirror;
 pub mod mirrormaker;
+pub mod otel;
 pub mod topics;
 
 pub use config::{Config, Environment, Loaded};

@@ -29,6 +29,7 @@ pub fn settings(config: &Config) -> Settings {
     let mut s = Settings::default();
     s.max_in_flight = usize::from(m.max_in_flight).clamp(1, 5);
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
+    s.commit_interval = m.commit_interval;
     s.isolation = match m.isolation {
         config::Isolation::ReadUncommitted => Isolation::ReadUncommitted,
         _ => Isolation::ReadCommitted,
@@ -121,7 +122,10 @@ async fn mirror_loop(
         }
         tracing::info!(topics = ?selected.keys().collect::<Vec<_>>(), "mirroring");
         let names: Vec<String> = selected.keys().cloned().collect();
-        let group = GroupConfig::new(config.mirror.group_id.clone(), names.clone()).map_err(Error::Wire)?;
+        let group = GroupConfig::new(config.mirror.group_id.clone(), names.clone())
+            .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
+            .and_then(|g| g.with_heartbeat_interval((config.mirror.session_timeout / 10).max(Duration::from_millis(500))))
+            .map_err(Error::Wire)?;
         let mut member = GroupMember::join(source, group).await.map_err(Error::Wire)?;
         let outcome = member_loop(&mut member, &selected, topics, forwarder, positions, observer, readiness, shutdown, refresh).await;
         // Release everything before leaving, so the next owner starts from our final commit.

@@ -211,6 +211,12 @@ pub struct Mirror {
     pub memory_budget: ByteSize,
     /// How often topics and partitions are rediscovered.
     pub refresh_interval: Duration,
+    /// How often acknowledged source positions are committed (bounds re-sent duplicates after a
+    /// crash).
+    pub commit_interval: Duration,
+    /// Consumer-group session timeout: how long a crashed instance keeps its partitions before
+    /// the group hands them to the others.
+    pub session_timeout: Duration,
     /// Replication factor for created topics; -1 = the target broker's default.
     pub replication_factor: i16,
     /// Create missing target topics (same partition count as the source).
@@ -307,6 +313,10 @@ pub mod defaults {
     pub const MEMORY_BUDGET: ByteSize = ByteSize(256 << 20);
     /// `mirror.refresh_interval`.
     pub const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
+    /// `mirror.commit_interval`.
+    pub const COMMIT_INTERVAL: Duration = Duration::from_secs(5);
+    /// `mirror.session_timeout`: the Java consumer's default.
+    pub const SESSION_TIMEOUT: Duration = Duration::from_secs(45);
     /// `mirror.max_in_flight`: the idempotent producer's dedup window.
     pub const MAX_IN_FLIGHT: u8 = 5;
     /// `metrics.listen`.
@@ -444,6 +454,14 @@ impl Config {
         mirror.insert(
             "refresh_interval".into(),
             format_duration(m.refresh_interval).into(),
+        );
+        mirror.insert(
+            "commit_interval".into(),
+            format_duration(m.commit_interval).into(),
+        );
+        mirror.insert(
+            "session_timeout".into(),
+            format_duration(m.session_timeout).into(),
         );
         mirror.insert(
             "replication_factor".into(),
@@ -672,6 +690,22 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             Ok(d)
         })?
         .unwrap_or(defaults::REFRESH_INTERVAL),
+        commit_interval: get(raw, s, "commit_interval", |f| {
+            let d = f.duration()?;
+            if d < Duration::from_millis(10) {
+                return Err(f.invalid("a duration of at least 10ms, e.g. \"5s\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::COMMIT_INTERVAL),
+        session_timeout: get(raw, s, "session_timeout", |f| {
+            let d = f.duration()?;
+            if d < Duration::from_secs(1) {
+                return Err(f.invalid("a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::SESSION_TIMEOUT),
         replication_factor: get(raw, s, "replication_factor", |f| {
             const EXPECTED: &str = "-1 (the target broker's default) or a positive integer";
             let n = f.integer(EXPECTED)?;

@@ -101,6 +101,8 @@ impl Section {
                 "group_id",
                 "memory_budget",
                 "refresh_interval",
+                "commit_interval",
+                "session_timeout",
                 "replication_factor",
                 "create_topics",
                 "sync_topic_configs",

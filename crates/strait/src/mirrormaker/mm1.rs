@@ -126,9 +126,6 @@ pub fn load(opts: &Mm1Options, env: &Environment) -> Result<Loaded> {
     if let Some(n) = opts.num_streams {
         options_ignored.push(format!("--num.streams {n}"));
     }
-    if let Some(ms) = opts.offset_commit_interval_ms {
-        options_ignored.push(format!("--offset.commit.interval.ms {ms}"));
-    }
     if opts.new_consumer {
         options_ignored.push("--new.consumer".into());
     }
@@ -161,6 +158,16 @@ pub fn load(opts: &Mm1Options, env: &Environment) -> Result<Loaded> {
         "rename",
         Entry::text("identity", Origin::Compat("MirrorMaker 1 naming".into())),
     );
+    if let Some(ms) = opts.offset_commit_interval_ms {
+        raw.set(
+            Section::Mirror,
+            "commit_interval",
+            Entry::text(
+                format!("{ms}ms"),
+                Origin::Compat("--offset.commit.interval.ms".into()),
+            ),
+        );
+    }
 
     for (path, role, what, why) in [
         (

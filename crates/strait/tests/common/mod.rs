@@ -1,0 +1,185 @@
+//! Helpers for the binary's end-to-end tests: real Kafka clusters, the `strait` process, and
+//! reading both sides back record by record.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use strait_forward::{FetchedBatch, FetchedRecords};
+use strait_testkit::Cluster;
+use strait_wire::{Client, ClientConfig, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, TopicPartition};
+
+/// Starts the source and target single-node clusters side by side.
+pub fn clusters(prefix: &str) -> (Cluster, Cluster) {
+    let p1 = format!("{prefix}-src");
+    let p2 = format!("{prefix}-dst");
+    let a = std::thread::spawn(move || Cluster::builder(&p1).start().expect("source cluster"));
+    let b = Cluster::builder(&p2).start().expect("target cluster");
+    (a.join().expect("source thread"), b)
+}
+
+/// Writes `count` records with values "1", "2", ... (ProducerPerformance --payload-monotonic),
+/// lz4-compressed batches as a real producer makes them, at `rate` records/s (-1: unthrottled).
+pub fn produce_monotonic(cluster: &Cluster, topic: &str, count: u64, rate: i64) {
+    let out = cluster
+        .java_tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            &[
+                "--topic",
+                topic,
+                "--num-records",
+                &count.to_string(),
+                "--payload-monotonic",
+                "--throughput",
+                &rate.to_string(),
+                "--producer-props",
+                &format!("bootstrap.servers={}", cluster.bootstrap()),
+                "compression.type=lz4",
+                "linger.ms=5",
+                "acks=all",
+            ],
+        )
+        .expect("ProducerPerformance");
+    assert!(out.status.success(), "producer failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A strait.toml mirroring `topics` from `source` to `target`.
+pub fn write_config(dir: &Path, name: &str, source: &Cluster, target: &Cluster, topics: &str, group: &str, extra: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "[source]\nalias = \"src\"\n\"bootstrap.servers\" = \"{}\"\n\n[target]\nalias = \"dst\"\n\"bootstrap.servers\" = \"{}\"\n\n\
+         [mirror]\ntopics = [\"{topics}\"]\ngroup_id = \"{group}\"\nstart = \"earliest\"\nrefresh_interval = \"1s\"\n\
+         commit_interval = \"200ms\"\nsession_timeout = \"6s\"\n{extra}\n[metrics]\nlisten = \"\"\n",
+        source.bootstrap(),
+        target.bootstrap()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Starts `strait run --config <config>`, logging to `<config>.<n>.log`.
+pub fn spawn_strait(config: &Path, n: usize) -> (Child, PathBuf) {
+    let log = config.with_extension(format!("{n}.log"));
+    let file = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["run", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("start strait");
+    (child, log)
+}
+
+/// SIGTERM, then the exit status.
+pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "strait did not exit within 60 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+pub async fn client(cluster: &Cluster) -> Client {
+    Client::connect(ClientConfig::from_properties([("bootstrap.servers", cluster.bootstrap())]).unwrap())
+        .await
+        .unwrap()
+}
+
+/// End offset of each partition of `topic`.
+pub async fn end_offsets(client: &Client, topic: &str, partitions: i32) -> Vec<i64> {
+    let tps: Vec<(TopicPartition, OffsetSpec)> =
+        (0..partitions).map(|p| (TopicPartition::new(topic, p).unwrap(), OffsetSpec::Latest)).collect();
+    client
+        .list_offsets(&tps, IsolationLevel::ReadUncommitted)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.offset.unwrap_or(0))
+        .collect()
+}
+
+/// Every record value of every partition, in log order.
+pub async fn read_all(client: &Client, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<Vec<u8>>> {
+    let ends = end_offsets(client, topic, partitions).await;
+    let mut out = BTreeMap::new();
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p).unwrap();
+        let mut values = Vec::new();
+        let mut offset = 0i64;
+        while offset < ends[p as usize] {
+            let fetched = client
+                .fetch(&[FetchPartition::new(tp.clone(), offset).with_max_bytes(4 << 20)], &FetchOptions::default())
+                .await
+                .unwrap()
+                .pop()
+                .unwrap();
+            fetched.check(None).unwrap();
+            for item in FetchedRecords::new(fetched.records) {
+                let FetchedBatch::V2(batch) = item.unwrap() else { panic!("legacy batch on a 4.x broker") };
+                let decoded = batch.decode_records(64 << 20).unwrap();
+                for record in decoded.iter() {
+                    let record = record.unwrap();
+                    if batch.record_offset(&record) >= offset {
+                        values.push(record.value().unwrap_or_default().to_vec());
+                    }
+                }
+                offset = batch.next_offset();
+            }
+        }
+        out.insert(p, values);
+    }
+    out
+}
+
+/// Waits until the target's end offsets cover `expected` records per partition.
+pub async fn wait_until_complete(target: &Client, topic: &str, expected: &[i64], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let ends = end_offsets(target, topic, expected.len() as i32).await;
+        if ends.iter().zip(expected).all(|(got, want)| got >= want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "target incomplete after {timeout:?}: {ends:?} < {expected:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Checks that `target` holds every record of `source`, in order, and that anything extra is a
+/// re-sent stretch of earlier records. Returns the number of duplicates.
+pub fn assert_complete_in_order(source: &[Vec<u8>], target: &[Vec<u8>], what: &str) -> usize {
+    // Walk the target: each record is either the next source record, or a repeat that restarts
+    // from an earlier source position (a re-send after a crash).
+    let index: std::collections::HashMap<&[u8], usize> =
+        source.iter().enumerate().map(|(i, v)| (v.as_slice(), i)).collect();
+    let mut next = 0usize;
+    let mut duplicates = 0usize;
+    for (i, v) in target.iter().enumerate() {
+        let Some(&pos) = index.get(v.as_slice()) else {
+            panic!("{what}: target record {i} ({:?}) is not a source record", String::from_utf8_lossy(v));
+        };
+        if pos == next {
+            next += 1;
+        } else if pos < next {
+            duplicates += 1;
+        } else {
+            panic!(
+                "{what}: gap before target record {i}: expected source record {next} ({:?}), found source record {pos}",
+                String::from_utf8_lossy(&source[next])
+            );
+        }
+    }
+    assert_eq!(next, source.len(), "{what}: only {next} of {} source records reached the target", source.len());
+    duplicates
+}
