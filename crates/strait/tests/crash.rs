@@ -19,19 +19,22 @@ fn sigkill_at_random_moments_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "crash", &source, &target, topic, "crash-mirror", "");
 
-    // A stream: 120k records at 15k/s while the mirror is killed and restarted.
+    // A stream: 120k records at 5k/s while the mirror is killed and restarted.
     let total = 120_000u64;
     let producer = {
         let src = &source;
         std::thread::scope(|s| {
-            let handle = s.spawn(move || produce_monotonic(src, topic, total, 15_000));
+            let handle = s.spawn(move || produce_monotonic(src, topic, total, 5_000));
             let mut rng = rand::rng();
             let mut kills = 0;
             let mut n = 0;
             while !handle.is_finished() || kills < 4 {
-                let (mut child, _log) = spawn_strait(&config, n);
+                let (mut child, log) = spawn_strait(&config, n);
                 n += 1;
-                std::thread::sleep(Duration::from_millis(rng.random_range(700..3000)));
+                // Kill while it really mirrors: after it owns partitions (the previous, killed
+                // instance holds them until its session times out), at a random moment.
+                wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(60));
+                std::thread::sleep(Duration::from_millis(rng.random_range(100..2500)));
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
                 kills += 1;

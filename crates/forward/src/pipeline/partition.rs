@@ -27,7 +27,7 @@ use crate::rewrite::{ProducerStamp, TargetPolicy, rewrite_for_produce};
 use super::Settings;
 use super::backoff::Backoff;
 use super::budget::{Budget, Reservation};
-use super::io::{ErrorClass, FetchSpec, IoError, ProducerIdentity, Source, StartPosition, Target};
+use super::io::{ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target};
 use super::plan::{self, Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
 use super::sender::{ProduceItem, Senders, SlotResult};
@@ -215,9 +215,18 @@ async fn fetch_loop<S: Source, T: Target>(
         let planned = plan::plan(&fetched, offset, &rules)
             .map_err(|e| Error::Partition { partition: route.source.to_string(), source: Box::new(e) })?;
         shared.observer.lag(&route.source, fetched.high_watermark, planned.next);
-        if planned.steps.is_empty() && planned.truncated_bytes > 0 && planned.next == offset {
-            // Only part of one batch came back: the batch is larger than our limit.
-            // (The broker returns a whole first batch to a lone partition, so this is rare.)
+        let visible_end = match settings.isolation {
+            Isolation::ReadCommitted if fetched.last_stable_offset >= 0 => fetched.last_stable_offset,
+            _ => fetched.high_watermark,
+        };
+        if planned.steps.is_empty() && planned.next == offset && (planned.truncated_bytes > 0 || visible_end > offset) {
+            // No complete batch although there is data: the next batch is larger than our
+            // limit. A lone partition gets a whole first batch (or a cut one), but in a fetch
+            // of several partitions Kafka answers a later partition whose batch does not fit
+            // with nothing at all. Ask for more, up to max_fetch_bytes.
+            if max_bytes >= settings.max_fetch_bytes && !backoff.wait(stop).await {
+                return Ok(());
+            }
             max_bytes = max_bytes.saturating_mul(2).min(settings.max_fetch_bytes);
             continue;
         }
@@ -428,10 +437,12 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     /// Sends the queued slots among the first `max_in_flight` of the window, in order. A batch
     /// further back waits: if it were appended while an earlier one's answer was lost, the
     /// earlier one's resend could fall out of Kafka's five-batch duplicate window and be
-    /// appended twice (or refused as out of order).
+    /// appended twice (or refused as out of order). Until the target confirmed the producer id
+    /// (see [`ProducerSeq::confirmed`]) the window is one batch.
     async fn send_queued(&mut self, refresh: bool) {
         let mut refresh = refresh;
-        let window = self.shared.settings.max_in_flight.min(self.slots.len());
+        let limit = if self.seq.confirmed { self.shared.settings.max_in_flight } else { 1 };
+        let window = limit.min(self.slots.len());
         for i in 0..window {
             if matches!(self.slots[i].state, SlotState::Queued) {
                 self.slots[i].state = SlotState::InFlight;
@@ -467,10 +478,12 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         slot.state = match result.result {
             Ok(ack) => {
                 self.backoff.reset();
+                self.seq.confirmed = true;
                 SlotState::Acked(ack.base_offset)
             }
             Err(e) if e.class == ErrorClass::Duplicate => {
                 self.backoff.reset();
+                self.seq.confirmed = true;
                 SlotState::Acked(-1)
             }
             Err(e) => {
@@ -600,17 +613,19 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         let limits = retry(self.shared, &never, || self.shared.target.topic_limits(target.topic())).await?;
         self.max_message_bytes.fetch_min(limits.max_message_bytes, Ordering::AcqRel);
         let Some(head) = self.slots.pop_front() else { return Ok(()) };
-        // The configured limit, or (if the target refused a batch within it, e.g. after
-        // recompressing it) anything smaller than what was refused.
-        let max = limits.max_message_bytes.min(head.stamped.len().saturating_sub(1));
-        tracing::warn!(partition = %target, error = %err, size = head.stamped.len(), max,
+        // The configured limit; or, if the batch is within it as far as the mirror can tell (it
+        // may not read the configuration, or the broker grew the batch by recompressing it),
+        // half the refused size, halving again until the target takes the pieces.
+        let refused = head.stamped.len();
+        let max = if limits.max_message_bytes < refused { limits.max_message_bytes } else { refused / 2 };
+        tracing::warn!(partition = %target, error = %err, size = refused, max,
             "the target refused a batch as too large; splitting it");
         let policy = TargetPolicy { max_message_bytes: max, ..self.policy.clone() };
         let pieces = if head.part.records > 1 {
             RecordBatch::parse(head.part.batch.clone())
                 .and_then(|batch| reencode(&batch, batch.base_offset(), ProducerStamp::NONE, &policy).map(|p| (batch, p)))
         } else {
-            Err(Error::RecordTooLarge { offset: head.part.first_offset, size: head.stamped.len(), limit: max })
+            Err(Error::RecordTooLarge { offset: head.part.first_offset, size: refused, limit: max })
         };
         let (batch, pieces) = match pieces {
             Ok(p) => p,
@@ -619,8 +634,10 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                     ErrorClass::Fatal,
                     err.code.clone(),
                     format!(
-                        "{}; splitting it failed: {e}. Raise max.message.bytes of target topic {} \
-                         (or the broker's message.max.bytes) to at least the source's",
+                        "the target refused a {refused}-byte batch ({}: {}) and it cannot be split \
+                         further: {e}. Raise max.message.bytes of target topic {} (or the broker's \
+                         message.max.bytes) to at least the source's",
+                        err.code,
                         err.message,
                         target.topic()
                     ),

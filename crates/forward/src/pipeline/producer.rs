@@ -22,12 +22,17 @@ use super::io::ProducerIdentity;
 pub(crate) struct ProducerSeq {
     pub(crate) identity: ProducerIdentity,
     pub(crate) next_sequence: i32,
+    /// The target acknowledged a batch of this identity, so it holds producer state for it and
+    /// refuses sequence gaps. Until then the target takes *any* sequence as the first, so a
+    /// later batch would be appended ahead of an earlier one the target refused: only one batch
+    /// may be in flight.
+    pub(crate) confirmed: bool,
 }
 
 impl ProducerSeq {
     /// A producer id that never wrote to the partition: its sequence starts at 0.
     pub(crate) fn fresh(identity: ProducerIdentity) -> Self {
-        ProducerSeq { identity, next_sequence: 0 }
+        ProducerSeq { identity, next_sequence: 0, confirmed: false }
     }
 
     /// The stamp for a batch of `records` records; the sequence advances past it (wrapping at
@@ -111,7 +116,7 @@ mod tests {
 
     #[test]
     fn stamps_wrap_like_kafka() {
-        let mut seq = ProducerSeq { identity: id(1), next_sequence: i32::MAX - 1 };
+        let mut seq = ProducerSeq { identity: id(1), next_sequence: i32::MAX - 1, confirmed: true };
         assert_eq!(seq.stamp(3).base_sequence, i32::MAX - 1);
         assert_eq!(seq.next_sequence, 1);
     }

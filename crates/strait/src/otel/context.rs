@@ -83,7 +83,9 @@ pub fn extract<'a>(headers: impl IntoIterator<Item = Header<'a>>) -> Option<Upst
 }
 
 fn is_lower_hex(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A trace id of 1 to 32 lower-case hex digits (shorter ids are zero-padded on the left, as
@@ -132,9 +134,7 @@ fn parse_traceparent(value: &str, tracestate: Option<&str>) -> Option<UpstreamCo
         span_id: span_id(span)?,
         sampled: flags & 1 == 1,
         // An invalid tracestate is dropped, the context itself stays valid (W3C §3.3.1.1).
-        trace_state: tracestate
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_default(),
+        trace_state: tracestate.and_then(|s| s.parse().ok()).unwrap_or_default(),
     })
 }
 
@@ -147,7 +147,8 @@ fn parse_jaeger(value: &str) -> Option<UpstreamContext> {
         value
     };
     let mut parts = value.trim().split(':');
-    let (trace, span, _parent, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (trace, span, _parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() || flags.len() > 2 || !is_lower_hex(flags) {
         return None;
     }
@@ -171,10 +172,10 @@ fn parse_b3(value: &str) -> Option<UpstreamContext> {
         Some("0") => false,
         Some(_) => return None,
     };
-    if let Some(parent) = parts.next() {
-        if parent.len() != 16 || span_id(parent).is_none() {
-            return None;
-        }
+    if let Some(parent) = parts.next()
+        && (parent.len() != 16 || span_id(parent).is_none())
+    {
+        return None;
     }
     if parts.next().is_some() || !(trace.len() == 16 || trace.len() == 32) || span.len() != 16 {
         return None;
@@ -277,15 +278,36 @@ mod tests {
 
     #[test]
     fn b3_single_header() {
-        let c = extract([h("b3", "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1-05e3ac9a4f6e3b90")])
-            .unwrap();
+        let c = extract([h(
+            "b3",
+            "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1-05e3ac9a4f6e3b90",
+        )])
+        .unwrap();
         assert_eq!(c.format, Format::B3);
         assert!(c.sampled);
-        assert!(extract([h("b3", "a3ce929d0e0e4736-00f067aa0ba902b7-d")]).unwrap().sampled);
-        assert!(!extract([h("b3", "a3ce929d0e0e4736-00f067aa0ba902b7-0")]).unwrap().sampled);
+        assert!(
+            extract([h("b3", "a3ce929d0e0e4736-00f067aa0ba902b7-d")])
+                .unwrap()
+                .sampled
+        );
+        assert!(
+            !extract([h("b3", "a3ce929d0e0e4736-00f067aa0ba902b7-0")])
+                .unwrap()
+                .sampled
+        );
         // No sampling decision yet: not sampled.
-        assert!(!extract([h("b3", "a3ce929d0e0e4736-00f067aa0ba902b7")]).unwrap().sampled);
-        for bad in ["1", "0", "d", "a3ce929d0e0e4736-00f067aa0ba902b7-x", "abc-00f067aa0ba902b7-1"] {
+        assert!(
+            !extract([h("b3", "a3ce929d0e0e4736-00f067aa0ba902b7")])
+                .unwrap()
+                .sampled
+        );
+        for bad in [
+            "1",
+            "0",
+            "d",
+            "a3ce929d0e0e4736-00f067aa0ba902b7-x",
+            "abc-00f067aa0ba902b7-1",
+        ] {
             assert_eq!(extract([h("b3", bad)]), None, "{bad}");
         }
     }

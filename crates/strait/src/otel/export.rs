@@ -76,9 +76,7 @@ impl<E: SpanExporter + 'static> SpanExporter for TokioExporter<E> {
         self.counters.release(n);
         let inner = self.inner.clone();
         let counters = self.counters.clone();
-        let task = self
-            .handle
-            .spawn(async move { inner.export(batch).await });
+        let task = self.handle.spawn(async move { inner.export(batch).await });
         async move {
             let result = match task.await {
                 Ok(r) => r,

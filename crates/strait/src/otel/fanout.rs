@@ -90,7 +90,12 @@ impl Observer for Fanout {
         }
     }
 
-    fn partition_started(&self, source: &TopicPartition, target: &TopicPartition, start_offset: i64) {
+    fn partition_started(
+        &self,
+        source: &TopicPartition,
+        target: &TopicPartition,
+        start_offset: i64,
+    ) {
         for o in &self.observers {
             o.partition_started(source, target, start_offset);
         }

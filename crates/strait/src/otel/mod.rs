@@ -300,8 +300,7 @@ pub fn init(cfg: &TracingConfig, flow: &Flow) -> Result<Option<OtelHandle>> {
     }
     let invalid = |why: String| Error::Invalid {
         key: "tracing.otlp_endpoint".into(),
-        expected: "the http:// URL of an OTLP/HTTP receiver, e.g. \"http://127.0.0.1:4318\""
-            .into(),
+        expected: "the http:// URL of an OTLP/HTTP receiver, e.g. \"http://127.0.0.1:4318\"".into(),
         got: format!("{endpoint:?} ({why})"),
     };
     if !endpoint.starts_with("http://") {
@@ -354,7 +353,6 @@ fn start<E: SpanExporter + 'static>(
                 .with_max_queue_size(SPAN_QUEUE)
                 .with_max_export_batch_size(EXPORT_BATCH)
                 .with_scheduled_delay(EXPORT_DELAY)
-                .with_max_export_timeout(EXPORT_TIMEOUT)
                 .build(),
         )
         .build();
@@ -467,11 +465,12 @@ impl OtelObserver {
     fn submit(&self, job: Job) {
         if let Some(b) = &job.batch {
             let len = b.len();
-            let reserved = self.counters.queued_bytes.fetch_update(
-                Ordering::AcqRel,
-                Ordering::Acquire,
-                |q| (q + len <= MAX_QUEUED_BYTES).then_some(q + len),
-            );
+            let reserved =
+                self.counters
+                    .queued_bytes
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                        (q + len <= MAX_QUEUED_BYTES).then_some(q + len)
+                    });
             if reserved.is_err() {
                 bump(&self.counters.batches_not_traced);
                 return;
@@ -598,7 +597,10 @@ impl Emitter {
             a.push(KeyValue::new("strait.reencode.reason", reason.as_str()));
         }
         if let Some(group) = &self.flow_info.group_id {
-            a.push(KeyValue::new("messaging.consumer.group.name", group.clone()));
+            a.push(KeyValue::new(
+                "messaging.consumer.group.name",
+                group.clone(),
+            ));
         }
         a
     }

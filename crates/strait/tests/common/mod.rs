@@ -157,29 +157,44 @@ pub async fn wait_until_complete(target: &Client, topic: &str, expected: &[i64],
 }
 
 /// Checks that `target` holds every record of `source`, in order, and that anything extra is a
-/// re-sent stretch of earlier records. Returns the number of duplicates.
+/// re-sent stretch of records it already had (what a restart after a crash produces). Values
+/// need not be unique. Returns the number of duplicates.
 pub fn assert_complete_in_order(source: &[Vec<u8>], target: &[Vec<u8>], what: &str) -> usize {
-    // Walk the target: each record is either the next source record, or a repeat that restarts
-    // from an earlier source position (a re-send after a crash).
-    let index: std::collections::HashMap<&[u8], usize> =
-        source.iter().enumerate().map(|(i, v)| (v.as_slice(), i)).collect();
-    let mut next = 0usize;
-    let mut duplicates = 0usize;
+    // `cur`: the source position the current stretch of the target is at; `high`: how many
+    // source records the target has shown so far. A record is either the next of the stretch, or
+    // the start of a re-send from an earlier position (below `high`); anything else is a gap.
+    let (mut cur, mut high, mut duplicates) = (0usize, 0usize, 0usize);
     for (i, v) in target.iter().enumerate() {
-        let Some(&pos) = index.get(v.as_slice()) else {
-            panic!("{what}: target record {i} ({:?}) is not a source record", String::from_utf8_lossy(v));
-        };
-        if pos == next {
-            next += 1;
-        } else if pos < next {
-            duplicates += 1;
-        } else {
-            panic!(
-                "{what}: gap before target record {i}: expected source record {next} ({:?}), found source record {pos}",
-                String::from_utf8_lossy(&source[next])
-            );
+        if cur < source.len() && source[cur] == *v {
+            cur += 1;
+            if cur > high {
+                high = cur;
+            } else {
+                duplicates += 1;
+            }
+            continue;
+        }
+        match (0..high).rev().find(|&j| source[j] == *v) {
+            Some(j) => {
+                cur = j + 1;
+                duplicates += 1;
+            }
+            None => panic!(
+                "{what}: gap at target record {i} ({:?}): the next new source record is {high} ({:?})",
+                String::from_utf8_lossy(v),
+                source.get(high).map(|s| String::from_utf8_lossy(s).into_owned())
+            ),
         }
     }
-    assert_eq!(next, source.len(), "{what}: only {next} of {} source records reached the target", source.len());
+    assert_eq!(high, source.len(), "{what}: only {high} of {} source records reached the target", source.len());
     duplicates
+}
+
+/// Waits until `log` contains `needle`.
+pub fn wait_for_log(log: &Path, needle: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(needle) {
+        assert!(Instant::now() < deadline, "{needle:?} not in {} after {timeout:?}", log.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -1,0 +1,1488 @@
+//! Deterministic in-memory tests of the fetch -> produce pipeline: a [`Forwarder`] over a fake
+//! source cluster (per-partition logs of real v2 batches: Java fixtures and batches from the
+//! independent encoder in `common`), a fake target that enforces Kafka's produce rules
+//! (one batch per partition per request, baseOffset 0, CRC, offset deltas, no control batches,
+//! max.message.bytes, idempotent producer state with the five-batch duplicate window) and injects
+//! faults (lost responses, leader moves, slow acks, producer-state trouble, fatal errors), and a
+//! fake position store that checks every commit against what the target acknowledged.
+//!
+//! Everything runs on tokio's current-thread runtime with paused time: waits are in virtual
+//! time, nothing depends on the wall clock.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::{BatchSpec, SpecRecord, encode_batch};
+use strait_forward::observe::{BatchForwarded, Observer, Path, SkipReason};
+use strait_forward::pipeline::io::{
+    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity, Source,
+    StartPosition, Target, TopicLimits,
+};
+use strait_forward::{Compression, FetchedBatch, FetchedRecords, Forwarder, OutOfRangePolicy, RecordBatch, Route, Settings};
+use strait_wire::TopicPartition;
+use tokio::sync::watch;
+
+// ------------------------------------------------------------------------------------ records
+
+/// A record as a consumer sees it; `ts` is the create time (what a CreateTime target shows).
+#[derive(Clone, PartialEq, Eq)]
+struct Rec {
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ts: i64,
+}
+
+impl std::fmt::Debug for Rec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = |b: &Option<Vec<u8>>| match b {
+            None => "null".to_string(),
+            Some(b) if b.len() > 24 => format!("<{} bytes {:02x?}..>", b.len(), &b[..8]),
+            Some(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        };
+        write!(f, "Rec(key={} value={} ts={} headers={})", short(&self.key), short(&self.value), self.ts, self.headers.len())
+    }
+}
+
+fn tp(topic: &str, p: i32) -> TopicPartition {
+    TopicPartition::new(topic, p).unwrap()
+}
+
+/// A varied record: null keys and values, empty ones, duplicate and null-valued header keys.
+fn gen_rec(tag: &str, i: usize, ts: i64) -> Rec {
+    let key = match i % 5 {
+        0 => None,
+        1 => Some(Vec::new()),
+        _ => Some(format!("{tag}-k{i}").into_bytes()),
+    };
+    let value = match i % 7 {
+        3 => None,
+        4 => Some(Vec::new()),
+        _ => Some(format!("{tag}-value-{i}-{}", "x".repeat(i % 13)).into_bytes()),
+    };
+    let headers = match i % 4 {
+        0 => vec![],
+        1 => vec![(b"h".to_vec(), Some(b"1".to_vec())), (b"h".to_vec(), Some(b"2".to_vec()))],
+        2 => vec![(b"dup".to_vec(), None), (b"other".to_vec(), Some(Vec::new())), (b"dup".to_vec(), Some(b"z".to_vec()))],
+        _ => vec![("ключ".as_bytes().to_vec(), Some(format!("{i}").into_bytes()))],
+    };
+    Rec { key, value, headers, ts }
+}
+
+/// `n` records of about `size` bytes each.
+fn big_recs(tag: &str, n: usize, size: usize, ts: i64) -> Vec<Rec> {
+    (0..n)
+        .map(|i| {
+            // Not very compressible, so compressed batches stay large.
+            let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ size as u64;
+            let value = (0..size)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b'a' + (x % 26) as u8
+                })
+                .collect();
+            Rec { key: Some(format!("{tag}-{i}").into_bytes()), value: Some(value), headers: vec![], ts: ts + i as i64 }
+        })
+        .collect()
+}
+
+/// Records of a v2 batch with their source offsets, timestamps read as create times.
+fn decode(batch: &RecordBatch) -> Vec<(i64, Rec)> {
+    let decoded = batch.decode_records(64 << 20).unwrap();
+    decoded
+        .iter()
+        .map(|r| {
+            let r = r.unwrap();
+            (
+                batch.record_offset(&r),
+                Rec {
+                    key: r.key().map(<[u8]>::to_vec),
+                    value: r.value().map(<[u8]>::to_vec),
+                    headers: r.headers().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
+                    ts: batch.create_time(&r),
+                },
+            )
+        })
+        .collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s == "null" {
+        return None;
+    }
+    assert!(!s.starts_with('#'), "abbreviated value in a dump");
+    Some((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect())
+}
+
+/// Records of a Java fixture dump (`NAME.txt`, written by Kafka's own reader): the oracle for
+/// fixtures whose values are short enough to be dumped in full.
+fn java_dump_records(name: &str) -> Vec<(i64, Rec)> {
+    let mut in_control = false;
+    common::fixture_dump(name)
+        .lines()
+        .filter_map(|l| {
+            if l.starts_with("batch ") {
+                in_control = l.contains("control=true");
+            }
+            l.strip_prefix("record ").filter(|_| !in_control)
+        })
+        .map(|l| {
+            let field = |k: &str| {
+                let start = l.find(&format!("{k}=")).unwrap() + k.len() + 1;
+                let rest = &l[start..];
+                &rest[..rest.find(' ').unwrap_or(rest.len())]
+            };
+            let inner = &l[l.find("headers=[").unwrap() + 9..l.len() - 1];
+            let headers = if inner.is_empty() {
+                vec![]
+            } else {
+                inner
+                    .split(',')
+                    .map(|h| {
+                        let (k, v) = h.split_once('=').unwrap();
+                        (unhex(k).unwrap(), unhex(v))
+                    })
+                    .collect()
+            };
+            (
+                field("offset").parse().unwrap(),
+                Rec { key: unhex(field("key")), value: unhex(field("value")), headers, ts: field("ts").parse().unwrap() },
+            )
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------ source
+
+#[derive(Clone)]
+struct Entry {
+    base: i64,
+    last: i64,
+    bytes: Bytes,
+}
+
+struct Txn {
+    pid: i64,
+    first: i64,
+    end: Option<i64>,
+    aborted: bool,
+}
+
+/// One source partition's log and what a read_committed consumer must get from it.
+#[derive(Default)]
+struct SrcLog {
+    entries: Vec<Entry>,
+    log_start: i64,
+    end: i64,
+    txns: Vec<Txn>,
+    /// (offset, record) that must arrive, in order.
+    expected: Vec<(i64, Rec)>,
+    /// Records of open transactions, per producer id.
+    pending: HashMap<i64, Vec<(i64, Rec)>>,
+    seqs: HashMap<i64, i32>,
+    fetch_faults: VecDeque<IoError>,
+    fetches: u64,
+    /// Next offset after the last complete batch any fetch returned.
+    delivered_next: i64,
+}
+
+impl SrcLog {
+    fn lso(&self) -> i64 {
+        self.txns.iter().filter(|t| t.end.is_none()).map(|t| t.first).min().unwrap_or(self.end)
+    }
+
+    /// Appends one or more complete entries (moved to the log end); returns their base offsets.
+    fn append_raw(&mut self, raw: &[u8]) -> Vec<i64> {
+        let mut walker = FetchedRecords::new(Bytes::copy_from_slice(raw));
+        let items: Vec<FetchedBatch> = walker.by_ref().map(|b| b.unwrap()).collect();
+        assert_eq!(walker.truncated_tail_bytes(), 0);
+        let first = match &items[0] {
+            FetchedBatch::V2(b) => b.base_offset(),
+            FetchedBatch::Legacy(_) => 0,
+        };
+        let shift = self.end - first;
+        let mut bases = Vec::new();
+        for item in items {
+            let (base, last, bytes) = match item {
+                FetchedBatch::V2(b) => {
+                    let mut v = b.as_bytes().to_vec();
+                    let base = b.base_offset() + shift;
+                    // The base offset is outside the CRC: moving a batch is free.
+                    v[..8].copy_from_slice(&base.to_be_bytes());
+                    (base, b.last_offset() + shift, Bytes::from(v))
+                }
+                FetchedBatch::Legacy(l) => {
+                    assert_eq!(shift, 0, "legacy entries cannot be moved");
+                    (l.last_offset(), l.last_offset(), l.as_bytes().clone())
+                }
+            };
+            bases.push(base);
+            self.end = last + 1;
+            self.entries.push(Entry { base, last, bytes });
+        }
+        bases
+    }
+
+    fn batch(&mut self, codec: Compression, flags: i16, pid: i64, seq: i32, recs: &[Rec], deltas: Option<&[i32]>, lod: Option<i32>) -> i64 {
+        let base_ts = recs.first().map_or(0, |r| r.ts);
+        let spec = BatchSpec {
+            base_offset: self.end,
+            partition_leader_epoch: 3,
+            flags,
+            codec,
+            producer_id: pid,
+            producer_epoch: if pid >= 0 { 0 } else { -1 },
+            base_sequence: seq,
+            base_timestamp: base_ts,
+            max_timestamp: recs.iter().map(|r| r.ts).max().unwrap_or(base_ts),
+            last_offset_delta: lod,
+            records: recs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| SpecRecord {
+                    offset_delta: deltas.map_or(i as i32, |d| d[i]),
+                    timestamp: r.ts,
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                    headers: r.headers.clone(),
+                })
+                .collect(),
+        };
+        self.append_raw(&encode_batch(&spec))[0]
+    }
+
+    /// Plain (idempotent, like the Java producer's) data.
+    fn data(&mut self, codec: Compression, recs: Vec<Rec>) {
+        let seq = *self.seqs.entry(4242).or_insert(0);
+        let base = self.batch(codec, 0, 4242, seq, &recs, None, None);
+        self.seqs.insert(4242, seq + recs.len() as i32);
+        self.expected.extend(recs.into_iter().enumerate().map(|(i, r)| (base + i as i64, r)));
+    }
+
+    /// Transactional data of `pid`; it arrives only if [`end_txn`](Self::end_txn) commits.
+    fn txn(&mut self, pid: i64, codec: Compression, recs: Vec<Rec>) {
+        let seq = *self.seqs.entry(pid).or_insert(0);
+        let base = self.batch(codec, 0x10, pid, seq, &recs, None, None);
+        self.seqs.insert(pid, seq + recs.len() as i32);
+        if !self.txns.iter().any(|t| t.pid == pid && t.end.is_none()) {
+            self.txns.push(Txn { pid, first: base, end: None, aborted: false });
+        }
+        self.pending.entry(pid).or_default().extend(recs.into_iter().enumerate().map(|(i, r)| (base + i as i64, r)));
+    }
+
+    /// The transaction marker (a control batch) ending `pid`'s open transaction.
+    fn end_txn(&mut self, pid: i64, commit: bool) {
+        let marker = Rec { key: Some(vec![0, 0, 0, u8::from(commit)]), value: Some(vec![0, 0, 0, 0, 0, 5]), headers: vec![], ts: 1_700_000_000_000 };
+        let at = self.batch(Compression::None, 0x30, pid, -1, &[marker], None, None);
+        let txn = self.txns.iter_mut().find(|t| t.pid == pid && t.end.is_none()).unwrap();
+        txn.end = Some(at);
+        txn.aborted = !commit;
+        let recs = self.pending.remove(&pid).unwrap_or_default();
+        if commit {
+            self.expected.extend(recs);
+            self.expected.sort_by_key(|(o, _)| *o);
+        }
+    }
+
+    /// A batch the log cleaner compacted: records at `deltas`, lastOffsetDelta = span - 1.
+    fn compacted(&mut self, codec: Compression, span: i32, deltas: &[i32], tag: &str) {
+        let recs: Vec<Rec> = deltas.iter().map(|&d| gen_rec(tag, d as usize + 2, 1_600_000_000_000 + i64::from(d))).collect();
+        let base = self.batch(codec, 0x40, -1, -1, &recs, Some(deltas), Some(span - 1));
+        self.expected.extend(deltas.iter().zip(recs).map(|(&d, r)| (base + i64::from(d), r)));
+    }
+
+    /// A batch the cleaner emptied (recordsCount 0) spanning `span` offsets.
+    fn empty(&mut self, span: i32) {
+        self.batch(Compression::None, 0, 99, 40, &[], None, Some(span - 1));
+    }
+
+    /// Offsets that vanished entirely (whole batches removed by compaction).
+    fn gap(&mut self, n: i64) {
+        self.end += n;
+    }
+
+    /// A single-batch Java fixture; expected records from `expected`.
+    fn fixture(&mut self, name: &str, expected: Vec<(i64, Rec)>) -> Entry {
+        let raw = common::fixture(name);
+        let first = RecordBatch::parse(raw.clone()).unwrap().base_offset();
+        let base = self.append_raw(&raw)[0];
+        self.expected.extend(expected.into_iter().map(|(o, r)| (o - first + base, r)));
+        self.entries.last().unwrap().clone()
+    }
+
+    fn fetch_now(&mut self, spec: &FetchSpec) -> Result<Option<Fetched>, IoError> {
+        self.fetches += 1;
+        if let Some(e) = self.fetch_faults.pop_front() {
+            return Err(e);
+        }
+        if spec.offset < self.log_start || spec.offset > self.end {
+            return Err(IoError::new(
+                ErrorClass::OffsetOutOfRange,
+                "OFFSET_OUT_OF_RANGE",
+                format!("offset {} is outside {}..{}", spec.offset, self.log_start, self.end),
+            ));
+        }
+        let visible = match spec.isolation {
+            Isolation::ReadCommitted => self.lso(),
+            Isolation::ReadUncommitted => self.end,
+        };
+        let Some(first) = self.entries.iter().position(|e| e.last >= spec.offset && e.base < visible) else {
+            return Ok(None);
+        };
+        // Kafka: the first batch comes whole even beyond the limit; the rest is a byte slice of
+        // the log, so the last batch may be cut anywhere.
+        let limit = (spec.max_bytes as usize).max(self.entries[first].bytes.len());
+        let mut buf = BytesMut::new();
+        let mut upper = spec.offset;
+        for e in &self.entries[first..] {
+            if e.base >= visible || buf.len() >= limit {
+                break;
+            }
+            let room = limit - buf.len();
+            upper = e.last;
+            if e.bytes.len() <= room {
+                buf.extend_from_slice(&e.bytes);
+                self.delivered_next = self.delivered_next.max(e.last + 1);
+            } else {
+                buf.extend_from_slice(&e.bytes[..room]);
+                break;
+            }
+        }
+        let aborted = self
+            .txns
+            .iter()
+            .filter(|t| t.aborted && t.first <= upper && t.end.is_some_and(|end| end >= spec.offset))
+            .map(|t| (t.pid, t.first))
+            .collect();
+        Ok(Some(Fetched {
+            records: buf.freeze(),
+            high_watermark: self.end,
+            last_stable_offset: self.lso(),
+            log_start_offset: self.log_start,
+            aborted,
+        }))
+    }
+
+    /// Deletes everything below `offset` (retention or DeleteRecords).
+    fn delete_before(&mut self, offset: i64) {
+        self.log_start = offset;
+        self.entries.retain(|e| e.last >= offset);
+    }
+
+    fn delivered_bytes(&self) -> usize {
+        self.entries.iter().filter(|e| e.last < self.delivered_next).map(|e| e.bytes.len()).sum()
+    }
+}
+
+#[derive(Clone, Default)]
+struct FakeSource(Arc<Mutex<HashMap<TopicPartition, SrcLog>>>);
+
+impl FakeSource {
+    fn with<R>(&self, tp: &TopicPartition, f: impl FnOnce(&mut SrcLog) -> R) -> R {
+        let mut logs = self.0.lock().unwrap();
+        f(logs.entry(tp.clone()).or_default())
+    }
+
+    fn total_fetches(&self) -> u64 {
+        self.0.lock().unwrap().values().map(|l| l.fetches).sum()
+    }
+}
+
+impl Source for FakeSource {
+    fn fetch(&self, spec: &FetchSpec) -> impl Future<Output = Result<Fetched, IoError>> + Send {
+        let answer = self.with(&spec.partition, |log| log.fetch_now(spec));
+        let wait = spec.max_wait;
+        async move {
+            match answer? {
+                Some(f) => Ok(f),
+                None => {
+                    // Nothing to return: the broker holds the fetch for max_wait.
+                    tokio::time::sleep(wait).await;
+                    Ok(Fetched::default())
+                }
+            }
+        }
+    }
+
+    fn resolve(&self, partition: &TopicPartition, start: StartPosition) -> impl Future<Output = Result<i64, IoError>> + Send {
+        let offset = self.with(partition, |log| match start {
+            StartPosition::Earliest => log.log_start,
+            StartPosition::Latest => log.lso(),
+            StartPosition::Offset(o) => o,
+        });
+        async move { Ok(offset) }
+    }
+}
+
+// ------------------------------------------------------------------------------------ target
+
+/// What the fake target does to one partition of one produce attempt.
+#[derive(Clone, Debug)]
+enum Fault {
+    /// Append, then lose the whole request's response (the client sees a timeout).
+    LoseResponse,
+    /// Append, then answer a retriable error for the partition (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    AppendedButFailed,
+    /// The leader moves to another node before the request arrives.
+    NotLeader,
+    /// Refuse with OUT_OF_ORDER_SEQUENCE_NUMBER once, without appending.
+    OutOfOrder,
+    /// The broker forgets the partition's producer state first (as after expiry: only when
+    /// nothing of the partition is in flight).
+    ForgetProducers,
+    /// Refuse with an error that needs an operator.
+    Fatal(&'static str),
+}
+
+type FaultPlan = Box<dyn FnMut(&TopicPartition, u64) -> Option<Fault> + Send>;
+
+struct Stored {
+    base: i64,
+    bytes: Bytes,
+    count: i64,
+    acked: bool,
+}
+
+#[derive(Default)]
+struct ProducerState {
+    epoch: i16,
+    last_seq: i32,
+    /// (first seq, last seq, index into the partition's batches), the last five.
+    recent: VecDeque<(i32, i32, usize)>,
+}
+
+#[derive(Default)]
+struct DstPartition {
+    batches: Vec<Stored>,
+    next_offset: i64,
+    producers: HashMap<i64, ProducerState>,
+    attempts: u64,
+    outstanding: usize,
+    max_outstanding: usize,
+}
+
+struct DstState {
+    topics: HashMap<String, (i32, usize)>,
+    /// `max.message.bytes` that topic_limits reports when it differs from what is enforced
+    /// (the mirror may not read the configuration).
+    reported_limit: Option<usize>,
+    partitions: HashMap<TopicPartition, DstPartition>,
+    leader: HashMap<TopicPartition, i32>,
+    cache: HashMap<TopicPartition, i32>,
+    next_pid: i64,
+    init_producer_ids: u64,
+    faults: Option<FaultPlan>,
+    ack_delay: Box<dyn FnMut() -> Duration + Send>,
+    requests: u64,
+    nodes_used: Vec<i32>,
+    violations: Vec<String>,
+}
+
+#[derive(Clone)]
+struct FakeTarget {
+    state: Arc<Mutex<DstState>>,
+    gate: watch::Sender<bool>,
+}
+
+fn seq_after(seq: i32, n: i64) -> i32 {
+    ((i64::from(seq) + n) % (i64::from(i32::MAX) + 1)) as i32
+}
+
+impl FakeTarget {
+    fn new() -> Self {
+        let (gate, _) = watch::channel(true);
+        FakeTarget {
+            state: Arc::new(Mutex::new(DstState {
+                topics: HashMap::new(),
+                reported_limit: None,
+                partitions: HashMap::new(),
+                leader: HashMap::new(),
+                cache: HashMap::new(),
+                next_pid: 1000,
+                init_producer_ids: 0,
+                faults: None,
+                ack_delay: Box::new(|| Duration::ZERO),
+                requests: 0,
+                nodes_used: Vec::new(),
+                violations: Vec::new(),
+            })),
+            gate,
+        }
+    }
+
+    fn st(&self) -> std::sync::MutexGuard<'_, DstState> {
+        self.state.lock().unwrap()
+    }
+
+    fn create_topic(&self, name: &str, partitions: i32, max_message_bytes: usize) {
+        self.st().topics.insert(name.to_string(), (partitions, max_message_bytes));
+    }
+
+    fn set_gate(&self, open: bool) {
+        self.gate.send_replace(open);
+    }
+
+    /// Records in the partition's log, in order, as a consumer reads them.
+    fn records(&self, tp: &TopicPartition) -> Vec<Rec> {
+        let st = self.st();
+        let Some(p) = st.partitions.get(tp) else { return vec![] };
+        p.batches.iter().flat_map(|b| decode(&RecordBatch::parse(b.bytes.clone()).unwrap())).map(|(_, r)| r).collect()
+    }
+
+    fn batches(&self, tp: &TopicPartition) -> Vec<Bytes> {
+        self.st().partitions.get(tp).map_or(vec![], |p| p.batches.iter().map(|b| b.bytes.clone()).collect())
+    }
+
+    /// Records in the leading run of batches whose append was acknowledged to the client.
+    fn acked_prefix(&self, tp: &TopicPartition) -> i64 {
+        self.st().partitions.get(tp).map_or(0, |p| p.batches.iter().take_while(|b| b.acked).map(|b| b.count).sum())
+    }
+
+    fn outstanding(&self, tp: &TopicPartition) -> usize {
+        self.st().partitions.get(tp).map_or(0, |p| p.outstanding)
+    }
+
+    fn max_outstanding(&self) -> usize {
+        self.st().partitions.values().map(|p| p.max_outstanding).max().unwrap_or(0)
+    }
+
+    /// Appends or refuses one batch, enforcing Kafka's produce rules.
+    fn append(st: &mut DstState, node: i32, tp: &TopicPartition, bytes: &Bytes) -> (Result<ProduceAck, IoError>, Option<usize>, bool) {
+        let attempt = {
+            let p = st.partitions.entry(tp.clone()).or_default();
+            p.attempts += 1;
+            p.attempts
+        };
+        let fault = st.faults.as_mut().and_then(|f| f(tp, attempt));
+        let err = |class, code: &str, msg: String| (Err(IoError::new(class, code, msg)), None, false);
+        let Some(&(partitions, max_message_bytes)) = st.topics.get(tp.topic()) else {
+            return err(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("{tp} does not exist"));
+        };
+        if tp.partition() >= partitions {
+            return err(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("{tp} does not exist"));
+        }
+        if matches!(fault, Some(Fault::NotLeader)) {
+            let l = st.leader.entry(tp.clone()).or_insert(1);
+            *l = if *l == 1 { 2 } else { 1 };
+        }
+        let leader = *st.leader.get(tp).unwrap_or(&1);
+        if leader != node {
+            return err(ErrorClass::Retriable, "NOT_LEADER_OR_FOLLOWER", format!("node {node} does not lead {tp} (node {leader} does)"));
+        }
+        // Kafka's validation; anything refused here is a pipeline bug, unless injected.
+        let invalid = |st: &mut DstState, class, code: &str, why: String| {
+            st.violations.push(format!("{tp}: {code}: {why}"));
+            (Err(IoError::new(class, code, why)), None, false)
+        };
+        let batch = match RecordBatch::parse(bytes.clone()) {
+            Ok(b) => b,
+            Err(e) => return invalid(st, ErrorClass::Fatal, "CORRUPT_MESSAGE", e.to_string()),
+        };
+        if batch.base_offset() != 0 {
+            return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "baseOffset should be 0".into());
+        }
+        if batch.is_control() || batch.record_count() == 0 || i64::from(batch.last_offset_delta()) + 1 != i64::from(batch.record_count()) {
+            return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "control batch or inconsistent offset range".into());
+        }
+        let attrs = batch.attributes().raw();
+        if attrs & 0x10 != 0 {
+            return invalid(st, ErrorClass::Fatal, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "transactional batch without a transactional id".into());
+        }
+        if attrs & 0x48 != 0 {
+            return invalid(st, ErrorClass::Fatal, "INVALID_TIMESTAMP", "LogAppendTime or delete-horizon bit left set".into());
+        }
+        match batch.decode_records(64 << 20) {
+            Ok(d) => {
+                let deltas: Result<Vec<i32>, _> = d.iter().map(|r| r.map(|r| r.offset_delta())).collect();
+                match deltas {
+                    Ok(deltas) if deltas.iter().enumerate().all(|(i, &d)| d == i as i32) => {}
+                    Ok(_) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "offset deltas are not 0..n-1".into()),
+                    Err(e) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string()),
+                }
+            }
+            Err(e) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string()),
+        }
+        if batch.size_in_bytes() > max_message_bytes {
+            // Not a violation: the pipeline may not know the limit (it splits on this answer).
+            return err(ErrorClass::TooLarge, "MESSAGE_TOO_LARGE", format!("{} bytes > max.message.bytes {max_message_bytes}", batch.size_in_bytes()));
+        }
+        let (pid, epoch, seq) = (batch.producer_id(), batch.producer_epoch(), batch.base_sequence());
+        if pid < 0 || seq < 0 {
+            return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "the mirror must produce idempotently".into());
+        }
+        let p = st.partitions.get_mut(tp).unwrap();
+        if matches!(fault, Some(Fault::ForgetProducers)) && p.outstanding == 0 {
+            // As when the state of an idle producer expires. (Losing it between two pipelined
+            // batches, the first of them refused, would let Kafka append the second as a "first"
+            // sequence: a reordering no client can prevent.)
+            p.producers.clear();
+        }
+        match fault {
+            Some(Fault::Fatal(code)) => return err(ErrorClass::Fatal, code, format!("{code} (injected)")),
+            // Only a broker that has state for the producer id can find its sequence wrong.
+            Some(Fault::OutOfOrder) if p.producers.contains_key(&pid) => {
+                return err(ErrorClass::ProducerState, "OUT_OF_ORDER_SEQUENCE_NUMBER", "injected".into());
+            }
+            _ => {}
+        }
+        let count = i64::from(batch.record_count());
+        let last = seq_after(seq, count - 1);
+        if let Some(state) = p.producers.get(&pid) {
+            if epoch < state.epoch {
+                return err(ErrorClass::ProducerState, "INVALID_PRODUCER_EPOCH", format!("epoch {epoch} < {}", state.epoch));
+            }
+            if epoch == state.epoch {
+                if let Some(&(_, _, index)) = state.recent.iter().find(|(f, l, _)| *f == seq && *l == last) {
+                    // A duplicate: success with the original offset, nothing appended.
+                    return (Ok(ProduceAck { base_offset: p.batches[index].base }), Some(index), false);
+                }
+                if seq != seq_after(state.last_seq, 1) {
+                    return err(ErrorClass::ProducerState, "OUT_OF_ORDER_SEQUENCE_NUMBER", format!("{tp}: expected {} got {seq}", seq_after(state.last_seq, 1)));
+                }
+            } else if seq != 0 {
+                return err(ErrorClass::ProducerState, "OUT_OF_ORDER_SEQUENCE_NUMBER", "a new epoch starts at 0".into());
+            }
+        }
+        let base = p.next_offset;
+        let mut stored = bytes.to_vec();
+        stored[..8].copy_from_slice(&base.to_be_bytes());
+        p.batches.push(Stored { base, bytes: Bytes::from(stored), count, acked: false });
+        p.next_offset += count;
+        let index = p.batches.len() - 1;
+        let state = p.producers.entry(pid).or_default();
+        if state.epoch != epoch {
+            state.recent.clear();
+        }
+        state.epoch = epoch;
+        state.last_seq = last;
+        state.recent.push_back((seq, last, index));
+        if state.recent.len() > 5 {
+            state.recent.pop_front();
+        }
+        let lose = matches!(fault, Some(Fault::LoseResponse));
+        match fault {
+            Some(Fault::AppendedButFailed) => {
+                err(ErrorClass::Retriable, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "appended, not replicated in time".into())
+            }
+            _ => (Ok(ProduceAck { base_offset: base }), Some(index), lose),
+        }
+    }
+}
+
+impl Target for FakeTarget {
+    fn init_producer_id(&self) -> impl Future<Output = Result<ProducerIdentity, IoError>> + Send {
+        let mut st = self.st();
+        st.init_producer_ids += 1;
+        st.next_pid += 1;
+        let id = ProducerIdentity { producer_id: st.next_pid, producer_epoch: 0 };
+        async move { Ok(id) }
+    }
+
+    fn leader(&self, partition: &TopicPartition, refresh: bool) -> impl Future<Output = Result<i32, IoError>> + Send {
+        let mut st = self.st();
+        let answer = if !st.topics.contains_key(partition.topic()) {
+            Err(IoError::new(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("target topic {} does not exist", partition.topic())))
+        } else {
+            let actual = *st.leader.get(partition).unwrap_or(&1);
+            let cached = st.cache.entry(partition.clone()).or_insert(actual);
+            if refresh {
+                *cached = actual;
+            }
+            Ok(*cached)
+        };
+        async move { answer }
+    }
+
+    fn produce(&self, node: i32, batches: Vec<(TopicPartition, Bytes)>) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send {
+        // Everything happens when the request "arrives" (the call), in call order, as on one
+        // connection; only the answer is delayed.
+        let (results, delay, lose) = {
+            let mut st = self.st();
+            st.requests += 1;
+            st.nodes_used.push(node);
+            let mut seen = std::collections::HashSet::new();
+            if !batches.iter().all(|(tp, _)| seen.insert(tp.clone())) {
+                st.violations.push("two batches for one partition in a request".into());
+            }
+            let mut results = Vec::new();
+            let mut lose = false;
+            for (tp, bytes) in &batches {
+                let (result, index, lost) = Self::append(&mut st, node, tp, bytes);
+                lose |= lost;
+                results.push((tp.clone(), result, index));
+                let p = st.partitions.entry(tp.clone()).or_default();
+                p.outstanding += 1;
+                p.max_outstanding = p.max_outstanding.max(p.outstanding);
+            }
+            let delay = (st.ack_delay)();
+            (results, delay, lose)
+        };
+        let state = self.state.clone();
+        let mut gate = self.gate.subscribe();
+        async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let _ = gate.wait_for(|open| *open).await;
+            let mut st = state.lock().unwrap();
+            let mut out = Vec::new();
+            for (tp, result, index) in results {
+                let p = st.partitions.get_mut(&tp).unwrap();
+                p.outstanding -= 1;
+                if let (Ok(_), Some(i), false) = (&result, index, lose) {
+                    p.batches[i].acked = true;
+                }
+                out.push(result);
+            }
+            if lose {
+                return Err(IoError::new(ErrorClass::Retriable, "timeout", "the produce response was lost"));
+            }
+            Ok(out)
+        }
+    }
+
+    fn topic_limits(&self, topic: &str) -> impl Future<Output = Result<TopicLimits, IoError>> + Send {
+        let st = self.st();
+        let answer = match st.topics.get(topic) {
+            None => Err(IoError::new(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("target topic {topic} does not exist; create it"))),
+            Some(&(_, max)) => Ok(TopicLimits { max_message_bytes: st.reported_limit.unwrap_or(max), compacted: false }),
+        };
+        async move { answer }
+    }
+}
+
+// ------------------------------------------------------------------------------------ positions
+
+#[derive(Default)]
+struct PosState {
+    committed: HashMap<TopicPartition, i64>,
+    history: Vec<(TopicPartition, i64)>,
+    problems: Vec<String>,
+    /// Where the mirror started each checked partition (records before it are not expected).
+    from: HashMap<TopicPartition, i64>,
+    unchecked: bool,
+}
+
+#[derive(Clone)]
+struct FakePositions {
+    state: Arc<Mutex<PosState>>,
+    src: FakeSource,
+    dst: FakeTarget,
+}
+
+impl FakePositions {
+    fn committed(&self, tp: &TopicPartition) -> Option<i64> {
+        self.state.lock().unwrap().committed.get(tp).copied()
+    }
+}
+
+impl Positions for FakePositions {
+    fn load(&self, partitions: &[TopicPartition]) -> impl Future<Output = Result<Vec<Option<i64>>, IoError>> + Send {
+        let st = self.state.lock().unwrap();
+        let out = partitions.iter().map(|tp| st.committed.get(tp).copied()).collect();
+        async move { Ok(out) }
+    }
+
+    fn commit(&self, positions: &[(TopicPartition, i64)]) -> impl Future<Output = Result<(), IoError>> + Send {
+        let mut st = self.state.lock().unwrap();
+        for (source, offset) in positions {
+            if !st.unchecked {
+                // Never commit past what the target acknowledged: every expected record below
+                // the position must be in the target's acknowledged prefix.
+                let from = st.from.get(source).copied().unwrap_or(i64::MIN);
+                let needed =
+                    self.src.with(source, |log| log.expected.iter().filter(|(o, _)| *o >= from && *o < *offset).count()) as i64;
+                let target = tp("dst", source.partition());
+                let acked = self.dst.acked_prefix(&target);
+                if acked < needed {
+                    st.problems.push(format!("commit {source}@{offset} needs {needed} acknowledged records, the target acknowledged {acked}"));
+                }
+            }
+            st.committed.insert(source.clone(), *offset);
+            st.history.push((source.clone(), *offset));
+        }
+        async move { Ok(()) }
+    }
+}
+
+// ------------------------------------------------------------------------------------ observer
+
+#[derive(Default)]
+struct Recorder {
+    forwarded: Mutex<Vec<(TopicPartition, i64, Path, String, u32)>>,
+    skipped: Mutex<HashMap<&'static str, u32>>,
+}
+
+impl Observer for Recorder {
+    fn batch_forwarded(&self, ev: &BatchForwarded<'_>) {
+        self.forwarded.lock().unwrap().push((ev.source.clone(), ev.source_base_offset, ev.path, ev.compression.to_string(), ev.records));
+    }
+    fn batch_skipped(&self, _source: &TopicPartition, reason: SkipReason, _records: u32) {
+        *self.skipped.lock().unwrap().entry(reason.as_str()).or_default() += 1;
+    }
+}
+
+// ------------------------------------------------------------------------------------ harness
+
+type Fwd = Forwarder<FakeSource, FakeTarget, FakePositions>;
+
+struct World {
+    src: FakeSource,
+    dst: FakeTarget,
+    pos: FakePositions,
+    obs: Arc<Recorder>,
+}
+
+impl World {
+    /// A source topic `src` and a target topic `dst` with `partitions` partitions each.
+    fn new(partitions: i32) -> World {
+        let src = FakeSource::default();
+        let dst = FakeTarget::new();
+        dst.create_topic("dst", partitions, 1_048_588);
+        let pos = FakePositions { state: Arc::default(), src: src.clone(), dst: dst.clone() };
+        World { src, dst, pos, obs: Arc::default() }
+    }
+
+    fn log<R>(&self, p: i32, f: impl FnOnce(&mut SrcLog) -> R) -> R {
+        self.src.with(&tp("src", p), f)
+    }
+
+    async fn forwarder(&self, settings: Settings) -> Arc<Fwd> {
+        Arc::new(Forwarder::new(self.src.clone(), self.dst.clone(), self.pos.clone(), settings, self.obs.clone()).await.unwrap())
+    }
+
+    fn faults(&self, plan: impl FnMut(&TopicPartition, u64) -> Option<Fault> + Send + 'static) {
+        self.dst.st().faults = Some(Box::new(plan));
+    }
+
+    fn ack_delay(&self, delay: impl FnMut() -> Duration + Send + 'static) {
+        self.dst.st().ack_delay = Box::new(delay);
+    }
+
+    /// The target partition holds exactly the expected records of source partition `p` from
+    /// offset `from` on, once each and in order; nothing broke a produce rule or a commit check.
+    fn assert_mirrored(&self, p: i32, from: i64) {
+        let want: Vec<Rec> = self.log(p, |l| l.expected.iter().filter(|(o, _)| *o >= from).map(|(_, r)| r.clone()).collect());
+        let got = self.dst.records(&tp("dst", p));
+        assert_same(&format!("partition {p}"), &want, &got);
+        self.assert_clean();
+    }
+
+    fn assert_clean(&self) {
+        let violations = self.dst.st().violations.clone();
+        assert!(violations.is_empty(), "the target refused batches: {violations:#?}");
+        let problems = self.pos.state.lock().unwrap().problems.clone();
+        assert!(problems.is_empty(), "bad commits: {problems:#?}");
+    }
+
+    fn source_end(&self, p: i32) -> i64 {
+        self.log(p, |l| l.end)
+    }
+}
+
+fn assert_same(what: &str, want: &[Rec], got: &[Rec]) {
+    if let Some(i) = (0..want.len().min(got.len())).find(|&i| want[i] != got[i]) {
+        panic!("{what}: record {i} differs:\n want {:?}\n got  {:?}", want[i], got[i]);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: {} records arrived, {} expected", got.len(), want.len());
+}
+
+/// Waits (in virtual time) until `cond` holds.
+async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..200_000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("waited 2000 s of virtual time for {what}");
+}
+
+fn settings() -> Settings {
+    let mut s = Settings::default();
+    s.partition_fetch_bytes = 4096;
+    s.max_fetch_bytes = 4 << 20;
+    s.memory_budget = 16 << 20;
+    s.commit_interval = Duration::from_secs(1);
+    s.fetch_max_wait = Duration::from_millis(200);
+    s.retry_backoff = Duration::from_millis(50);
+    s.retry_backoff_max = Duration::from_secs(1);
+    s
+}
+
+fn routes(parts: &[i32]) -> Vec<Route> {
+    parts.iter().map(|&p| Route { source: tp("src", p), target: tp("dst", p) }).collect()
+}
+
+/// A tiny deterministic generator for fault schedules.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Many small batches of every codec on `p`.
+fn fill_small(world: &World, p: i32, batches: usize) {
+    world.log(p, |l| {
+        for b in 0..batches {
+            let codec = Compression::ALL[b % Compression::ALL.len()];
+            let recs = (0..1 + b % 6).map(|i| gen_rec(&format!("p{p}b{b}"), i, 1_650_000_000_000 + (b * 10 + i) as i64)).collect();
+            l.data(codec, recs);
+        }
+    });
+}
+
+// ------------------------------------------------------------------------------------ tests
+
+/// §8 and §9 fetch-side cases: legacy magic 1, every codec (Java-written), LogAppendTime,
+/// control batches, aborted and committed transactions of several producers (markers in the
+/// same response, a transaction spanning fetches), compaction gaps inside and between batches,
+/// emptied batches, delete horizons, old timestamps, null/empty keys and values, duplicate
+/// header keys, truncated fetch tails, first batches larger than the fetch size; and a start
+/// position inside a batch.
+#[tokio::test(start_paused = true)]
+async fn every_kind_of_source_batch_arrives_once_in_order() {
+    let world = World::new(3);
+    let mut codec_entries = Vec::new();
+    world.log(0, |l| {
+        l.append_raw(&common::fixture("multi"));
+        l.expected.extend(java_dump_records("multi"));
+        for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+            let name = format!("v2_{codec}");
+            let raw = common::fixture(&name);
+            let expected = decode(&RecordBatch::parse(raw).unwrap());
+            codec_entries.push((l.fixture(&name, expected), codec));
+        }
+        let lat = decode(&RecordBatch::parse(common::fixture("v2_log_append_time")).unwrap());
+        l.fixture("v2_log_append_time", lat);
+        l.fixture("v2_compacted_none", java_dump_records("v2_compacted_none"));
+        l.fixture("v2_compacted_zstd", java_dump_records("v2_compacted_zstd"));
+        l.fixture("v2_empty", vec![]);
+        l.gap(17);
+        for (i, codec) in Compression::ALL.into_iter().enumerate() {
+            // Old timestamps (1971) and all the record shapes.
+            let recs = (0..9).map(|r| gen_rec(&format!("own{i}"), r, 31_536_000_000 + r as i64 * 1000)).collect();
+            l.data(codec, recs);
+            l.compacted(codec, 12, &[0, 3, 4, 9], &format!("c{i}"));
+            l.empty(3);
+        }
+        // lastOffset beyond the last record: the next fetch must start after lastOffset.
+        l.compacted(Compression::Lz4, 30, &[1, 2], "tail");
+        l.data(Compression::None, vec![gen_rec("last", 2, 1_700_000_000_000)]);
+    });
+    world.log(1, |l| {
+        l.append_raw(&common::fixture("v2_txn_markers"));
+        // Fixture: pid 7 aborted (marker at 5), pid 8 committed (marker at 7).
+        l.txns.push(Txn { pid: 7, first: 0, end: Some(5), aborted: true });
+        l.txns.push(Txn { pid: 8, first: 3, end: Some(7), aborted: false });
+        l.expected.extend(java_dump_records("v2_txn_markers").into_iter().filter(|(o, _)| [3, 4, 6].contains(o)));
+        for round in 0..6 {
+            let commit_a = round % 2 == 0;
+            l.txn(100, Compression::Gzip, (0..3).map(|i| gen_rec(&format!("a{round}"), i, 1_700_000_000_000)).collect());
+            l.txn(101, Compression::Zstd, (0..4).map(|i| gen_rec(&format!("b{round}"), i, 1_700_000_000_000)).collect());
+            l.data(Compression::Snappy, (0..2).map(|i| gen_rec(&format!("plain{round}"), i, 1_700_000_000_000)).collect());
+            l.txn(100, Compression::None, (0..2).map(|i| gen_rec(&format!("a{round}x"), i, 1_700_000_000_000)).collect());
+            l.end_txn(100, commit_a);
+            l.txn(101, Compression::Lz4, (0..2).map(|i| gen_rec(&format!("b{round}x"), i, 1_700_000_000_000)).collect());
+            l.end_txn(101, !commit_a);
+        }
+    });
+    // Partition 2 starts inside a gzip batch: nothing before offset 1005 may arrive.
+    let mid = world.log(2, |l| {
+        let expected = decode(&RecordBatch::parse(common::fixture("v2_gzip")).unwrap());
+        let base = l.fixture("v2_gzip", expected).base;
+        l.data(Compression::Lz4, (0..5).map(|i| gen_rec("after", i, 1_700_000_000_000)).collect());
+        base + 5
+    });
+    world.pos.state.lock().unwrap().committed.insert(tp("src", 2), mid);
+    world.pos.state.lock().unwrap().from.insert(tp("src", 2), mid);
+
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1, 2])).await.unwrap();
+    let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
+    wait_until("every position to reach the log end", || {
+        fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
+    fwd.shutdown().await.unwrap();
+
+    world.assert_mirrored(0, 0);
+    world.assert_mirrored(1, 0);
+    world.assert_mirrored(2, mid);
+    for p in 0..3 {
+        assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]), "final commit of partition {p}");
+    }
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
+    let skipped = world.obs.skipped.lock().unwrap().clone();
+    for reason in ["control", "aborted", "empty"] {
+        assert!(skipped.get(reason).copied().unwrap_or(0) > 0, "no {reason} batch was skipped: {skipped:?}");
+    }
+    // Producer-codec batches passed through: the target stores the source's records section.
+    let forwarded = world.obs.forwarded.lock().unwrap().clone();
+    let target_batches = world.dst.batches(&tp("dst", 0));
+    for (entry, codec) in codec_entries {
+        let (_, _, path, compression, _) = forwarded.iter().find(|f| f.0 == tp("src", 0) && f.1 == entry.base).unwrap();
+        assert_eq!((*path, compression.as_str()), (Path::PassThrough, codec), "v2_{codec}");
+        assert!(
+            target_batches.iter().any(|b| b[61..] == entry.bytes[61..]),
+            "the target does not hold the v2_{codec} records section byte for byte"
+        );
+    }
+    // The batch straddling the start offset was split by re-encoding, not passed through.
+    assert!(forwarded.iter().any(|f| f.0 == tp("src", 2) && f.1 == mid && matches!(f.2, Path::Reencoded(_))));
+}
+
+/// Lost responses (after the append), retriable errors after the append, leader moves and slow,
+/// uneven acks: idempotence makes every resend a duplicate the target drops, so each record
+/// lands once; never more than five batches of a partition are in flight.
+#[tokio::test(start_paused = true)]
+async fn lost_responses_and_leader_moves_never_duplicate() {
+    let world = World::new(4);
+    for p in 0..4 {
+        fill_small(&world, p, 120);
+    }
+    let mut rng = Rng(0x5eed);
+    world.faults(move |_, _| match rng.next() % 100 {
+        0..=11 => Some(Fault::LoseResponse),
+        12..=16 => Some(Fault::AppendedButFailed),
+        17..=20 => Some(Fault::NotLeader),
+        _ => None,
+    });
+    let mut delays = Rng(42);
+    world.ack_delay(move || Duration::from_millis(delays.next() % 80));
+    let mut s = settings();
+    s.partition_fetch_bytes = 1024;
+    let fwd = world.forwarder(s).await;
+    fwd.assign(routes(&[0, 1, 2, 3])).await.unwrap();
+    let ends: Vec<i64> = (0..4).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..4 {
+        world.assert_mirrored(p, 0);
+        assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]));
+    }
+    assert!(world.dst.max_outstanding() <= 5, "{} batches of one partition in flight", world.dst.max_outstanding());
+    assert!(world.dst.st().nodes_used.contains(&2), "no request followed a leader move");
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
+}
+
+/// A one-off OUT_OF_ORDER_SEQUENCE_NUMBER (with later batches in flight refused for the gap it
+/// leaves) and lost producer state: the partition renumbers under a new producer id and nothing
+/// is lost or duplicated.
+#[tokio::test(start_paused = true)]
+async fn producer_state_trouble_renumbers_without_loss_or_duplicates() {
+    let world = World::new(2);
+    for p in 0..2 {
+        fill_small(&world, p, 80);
+    }
+    let mut rng = Rng(7);
+    world.faults(move |_, attempt| {
+        if attempt < 3 {
+            return None;
+        }
+        match rng.next() % 100 {
+            0..=5 => Some(Fault::OutOfOrder),
+            6..=10 => Some(Fault::ForgetProducers),
+            _ => None,
+        }
+    });
+    world.ack_delay(|| Duration::from_millis(30));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..2 {
+        world.assert_mirrored(p, 0);
+    }
+    assert!(world.dst.st().init_producer_ids > 1, "no renumbering happened");
+}
+
+/// A target that does not answer: fetching stops once the unacknowledged bytes fill the memory
+/// budget, and resumes when the target answers again.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_target_stops_fetching_at_the_memory_budget() {
+    let world = World::new(8);
+    for p in 0..8 {
+        world.log(p, |l| {
+            for b in 0..40 {
+                l.data(Compression::None, big_recs(&format!("p{p}b{b}"), 3, 10_000, 1_700_000_000_000));
+            }
+        });
+    }
+    world.dst.set_gate(false);
+    let budget = 1 << 20;
+    let mut s = settings();
+    s.memory_budget = budget;
+    s.partition_fetch_bytes = 64 << 10;
+    let fwd = world.forwarder(s).await;
+    fwd.assign(routes(&[0, 1, 2, 3, 4, 5, 6, 7])).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let delivered = || (0..8).map(|p| world.log(p, |l| l.delivered_bytes())).sum::<usize>();
+    let fetches = world.src.total_fetches();
+    let held = delivered();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(world.src.total_fetches(), fetches, "fetching went on with the budget exhausted");
+    assert_eq!(delivered(), held);
+    assert!(held <= budget, "{held} bytes fetched and unacknowledged, budget {budget}");
+    assert!(held > budget / 2, "only {held} bytes fetched: something other than the budget stopped fetching");
+    world.dst.set_gate(true);
+    let ends: Vec<i64> = (0..8).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..8 {
+        world.assert_mirrored(p, 0);
+    }
+}
+
+/// A batch larger than the whole budget, and two partitions whose first batches exceed what
+/// their fetches reserved, still flow (waiting for more budget while holding some deadlocked).
+#[tokio::test(start_paused = true)]
+async fn batches_beyond_the_reserved_budget_do_not_deadlock() {
+    let world = World::new(3);
+    world.dst.create_topic("dst", 3, 4 << 20);
+    world.log(0, |l| l.data(Compression::None, big_recs("huge", 15, 100_000, 1_700_000_000_000)));
+    for p in 1..3 {
+        world.log(p, |l| {
+            for b in 0..3 {
+                l.data(Compression::None, big_recs(&format!("p{p}b{b}"), 7, 100_000, 1_700_000_000_000));
+            }
+        });
+    }
+    let mut s = settings();
+    s.memory_budget = 1 << 20;
+    s.partition_fetch_bytes = 512 << 10;
+    let fwd = world.forwarder(s).await;
+    fwd.assign(routes(&[0, 1, 2])).await.unwrap();
+    let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..3 {
+        world.assert_mirrored(p, 0);
+    }
+}
+
+/// revoke() and shutdown() stop fetching, wait for every batch in flight to be acknowledged, and
+/// commit exactly the position after the last acknowledged batch.
+#[tokio::test(start_paused = true)]
+async fn revoke_and_shutdown_drain_in_flight_batches_and_commit_the_final_position() {
+    let world = World::new(2);
+    for p in 0..2 {
+        fill_small(&world, p, 400);
+    }
+    world.ack_delay(|| Duration::from_millis(700));
+    let mut s = settings();
+    s.commit_interval = Duration::from_secs(3600);
+    let fwd = world.forwarder(s).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    let p0 = tp("dst", 0);
+    wait_until("batches in flight", || world.dst.outstanding(&p0) >= 3 && world.dst.acked_prefix(&p0) > 0).await;
+
+    fwd.revoke(&[tp("src", 0)]).await.unwrap();
+    assert_eq!(world.dst.outstanding(&p0), 0, "revoke returned with batches in flight");
+    let committed = world.pos.committed(&tp("src", 0)).unwrap();
+    assert!(committed > 0 && committed < world.source_end(0));
+    // Exactly the records before the committed position are on the target.
+    let want: Vec<Rec> = world.log(0, |l| l.expected.iter().filter(|(o, _)| *o < committed).map(|(_, r)| r.clone()).collect());
+    assert_same("revoked partition", &want, &world.dst.records(&p0));
+    let fetches = world.log(0, |l| l.fetches);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(world.log(0, |l| l.fetches), fetches, "a revoked partition kept fetching");
+    assert!(fwd.acknowledged_positions().iter().all(|(s, _)| s.partition() == 1));
+
+    let p1 = tp("dst", 1);
+    wait_until("batches in flight", || world.dst.outstanding(&p1) >= 3).await;
+    fwd.shutdown().await.unwrap();
+    assert_eq!(world.dst.outstanding(&p1), 0, "shutdown returned with batches in flight");
+    let committed = world.pos.committed(&tp("src", 1)).unwrap();
+    let want: Vec<Rec> = world.log(1, |l| l.expected.iter().filter(|(o, _)| *o < committed).map(|(_, r)| r.clone()).collect());
+    assert_same("shut down partition", &want, &world.dst.records(&p1));
+    let requests = world.dst.st().requests;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(world.dst.st().requests, requests, "produce requests after shutdown");
+    world.assert_clean();
+}
+
+/// The needed source offset was deleted: with the default policy the partition stops with an
+/// error naming `mirror.on_offset_out_of_range`, the others go on; with `Earliest` it continues
+/// from the log start, and a partition whose whole log is gone commits the new position.
+#[tokio::test(start_paused = true)]
+async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest() {
+    for policy in [OutOfRangePolicy::Fail, OutOfRangePolicy::Earliest] {
+        let world = World::new(3);
+        for p in 0..3 {
+            fill_small(&world, p, 30);
+        }
+        let cut = world.log(0, |l| l.entries[12].base);
+        world.log(0, |l| l.delete_before(cut));
+        let end2 = world.source_end(2);
+        world.log(2, |l| l.delete_before(end2));
+        for p in [0, 2] {
+            world.pos.state.lock().unwrap().committed.insert(tp("src", p), 3);
+        }
+        world.pos.state.lock().unwrap().unchecked = true;
+        let mut s = settings();
+        s.on_offset_out_of_range = policy;
+        let fwd = world.forwarder(s).await;
+        fwd.assign(routes(&[0, 1, 2])).await.unwrap();
+        let end1 = world.source_end(1);
+        match policy {
+            OutOfRangePolicy::Fail => {
+                wait_until("partitions 0 and 2 to fail, 1 to finish", || {
+                    fwd.failures().len() == 2 && fwd.acknowledged_positions().iter().any(|(s, o)| s.partition() == 1 && *o == end1)
+                })
+                .await;
+                let failures = fwd.failures();
+                for (source, message) in &failures {
+                    assert!(source.partition() == 0 || source.partition() == 2);
+                    assert!(message.contains("mirror.on_offset_out_of_range"), "{message}");
+                    assert!(message.contains("offset 3 of src-"), "{message}");
+                }
+                fwd.shutdown().await.unwrap();
+                assert!(world.dst.records(&tp("dst", 0)).is_empty());
+                assert_eq!(world.pos.committed(&tp("src", 0)), Some(3), "a failed partition's position moved");
+                world.assert_mirrored(1, 0);
+            }
+            _ => {
+                let end0 = world.source_end(0);
+                wait_until("all partitions to finish", || {
+                    let acked = fwd.acknowledged_positions();
+                    acked.iter().any(|(s, o)| s.partition() == 0 && *o == end0)
+                        && acked.iter().any(|(s, o)| s.partition() == 1 && *o == end1)
+                        && acked.iter().any(|(s, o)| s.partition() == 2 && *o == end2)
+                })
+                .await;
+                fwd.shutdown().await.unwrap();
+                assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
+                world.assert_mirrored(0, cut);
+                world.assert_mirrored(1, 0);
+                assert!(world.dst.records(&tp("dst", 2)).is_empty());
+                assert_eq!(world.pos.committed(&tp("src", 2)), Some(end2), "the gap was not committed");
+            }
+        }
+    }
+}
+
+/// A target error that needs an operator stops that partition only; failures() names it.
+#[tokio::test(start_paused = true)]
+async fn a_fatal_target_error_stops_only_that_partition() {
+    let world = World::new(3);
+    for p in 0..3 {
+        fill_small(&world, p, 40);
+    }
+    world.faults(|tp, _| (tp.partition() == 1).then_some(Fault::Fatal("TOPIC_AUTHORIZATION_FAILED")));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1, 2])).await.unwrap();
+    let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
+    wait_until("partition 1 to fail, 0 and 2 to finish", || {
+        !fwd.failures().is_empty()
+            && fwd.acknowledged_positions().iter().filter(|(s, _)| s.partition() != 1).all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
+    let failures = fwd.failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].0, tp("src", 1));
+    assert!(failures[0].1.contains("dst-1") && failures[0].1.contains("TOPIC_AUTHORIZATION_FAILED"), "{}", failures[0].1);
+    fwd.shutdown().await.unwrap();
+    world.assert_mirrored(0, 0);
+    world.assert_mirrored(2, 0);
+    assert!(world.dst.records(&tp("dst", 1)).is_empty());
+    assert_eq!(world.pos.committed(&tp("src", 1)), Some(0));
+}
+
+/// A partition revoked and assigned again (a rebalance giving it back) continues its producer
+/// sequence: restarting at 0 under the same producer id made the target take its first batches
+/// for duplicates of old ones and drop them. Two routes into one target partition at once use
+/// two producer ids.
+#[tokio::test(start_paused = true)]
+async fn a_partition_assigned_again_continues_its_producer_sequence() {
+    let world = World::new(2);
+    let batch = |tag: &str| (0..10).map(|i| gen_rec(tag, i, 1_700_000_000_000)).collect::<Vec<_>>();
+    world.log(0, |l| l.data(Compression::None, batch("first")));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0])).await.unwrap();
+    wait_until("the first batch", || world.dst.records(&tp("dst", 0)).len() == 10).await;
+    fwd.revoke(&[tp("src", 0)]).await.unwrap();
+    // The same shape again: sequence 0..9 would match the first batch exactly.
+    world.log(0, |l| l.data(Compression::None, batch("second")));
+    fwd.assign(routes(&[0])).await.unwrap();
+    let end = world.source_end(0);
+    wait_until("the second batch", || fwd.acknowledged_positions().iter().any(|(_, o)| *o == end)).await;
+    fwd.revoke(&[tp("src", 0)]).await.unwrap();
+    world.assert_mirrored(0, 0);
+
+    // Two source partitions into one target partition, concurrently.
+    world.pos.state.lock().unwrap().unchecked = true;
+    world.log(1, |l| {
+        for b in 0..20 {
+            l.data(Compression::Gzip, batch(&format!("one-{b}")));
+        }
+    });
+    world.log(0, |l| {
+        for b in 0..20 {
+            l.data(Compression::Zstd, batch(&format!("zero-{b}")));
+        }
+    });
+    let shared = tp("dst", 0);
+    let both = vec![Route { source: tp("src", 0), target: shared.clone() }, Route { source: tp("src", 1), target: shared.clone() }];
+    fwd.assign(both).await.unwrap();
+    let (end0, end1) = (world.source_end(0), world.source_end(1));
+    wait_until("both sources", || {
+        let acked = fwd.acknowledged_positions();
+        acked.iter().any(|(s, o)| s.partition() == 0 && *o == end0) && acked.iter().any(|(s, o)| s.partition() == 1 && *o == end1)
+    })
+    .await;
+    fwd.shutdown().await.unwrap();
+    let got = world.dst.records(&shared);
+    for p in 0..2 {
+        // Each source's records arrive once, in order (interleaved with the other's).
+        let want: Vec<Rec> = world.log(p, |l| l.expected.iter().map(|(_, r)| r.clone()).collect());
+        let mine: Vec<Rec> = got.iter().filter(|r| want.contains(r)).cloned().collect();
+        let skip = if p == 0 { 20 } else { 0 };
+        assert_same(&format!("source {p} in the shared partition"), &want[skip..], &mine[skip..]);
+    }
+    assert_eq!(got.len(), 20 + 400);
+    world.assert_clean();
+}
+
+/// Dropping the forwarder without shutdown stops everything: no fetch and no produce after it
+/// (the partition tasks used to keep the forwarder alive, and kept mirroring, forever).
+#[tokio::test(start_paused = true)]
+async fn dropping_the_forwarder_stops_it() {
+    let world = World::new(2);
+    for p in 0..2 {
+        fill_small(&world, p, 300);
+    }
+    world.ack_delay(|| Duration::from_millis(200));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    wait_until("some progress", || world.dst.acked_prefix(&tp("dst", 0)) > 20).await;
+    let weak = Arc::downgrade(&fwd);
+    drop(fwd);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(weak.upgrade().is_none(), "the forwarder outlived its last owner");
+    let (fetches, requests) = (world.src.total_fetches(), world.dst.st().requests);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(world.src.total_fetches(), fetches, "fetching after drop");
+    assert_eq!(world.dst.st().requests, requests, "producing after drop");
+    assert!(world.dst.records(&tp("dst", 0)).len() < world.log(0, |l| l.expected.len()));
+}
+
+/// The target refuses batches as too large although the mirror believed they fit (it could not
+/// read the topic's configuration, or the limit shrank): each is split by re-encoding and every
+/// record arrives once; a single record that can never fit stops its partition with a clear
+/// message.
+#[tokio::test(start_paused = true)]
+async fn batches_the_target_refuses_as_too_large_are_split() {
+    let world = World::new(2);
+    world.dst.create_topic("dst", 2, 16 << 10);
+    world.dst.st().reported_limit = Some(1_048_588);
+    world.log(0, |l| {
+        for b in 0..6 {
+            l.data(Compression::ALL[b % 5], big_recs(&format!("b{b}"), 40, 1_000, 1_700_000_000_000));
+            l.data(Compression::None, vec![gen_rec("small", b, 1_700_000_000_000)]);
+        }
+    });
+    world.log(1, |l| {
+        l.data(Compression::None, vec![gen_rec("fits", 1, 1_700_000_000_000)]);
+        l.data(Compression::None, big_recs("alone", 1, 20_000, 1_700_000_000_000));
+    });
+    world.ack_delay(|| Duration::from_millis(20));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    let end0 = world.source_end(0);
+    wait_until("partition 0 mirrored, partition 1 failed", || {
+        fwd.acknowledged_positions().iter().any(|(s, o)| s.partition() == 0 && *o == end0) && fwd.failures().len() == 1
+    })
+    .await;
+    let failures = fwd.failures();
+    assert_eq!(failures[0].0, tp("src", 1));
+    assert!(failures[0].1.contains("MESSAGE_TOO_LARGE") && failures[0].1.contains("max.message.bytes"), "{}", failures[0].1);
+    fwd.shutdown().await.unwrap();
+    world.assert_mirrored(0, 0);
+    assert_eq!(world.dst.records(&tp("dst", 1)).len(), 1, "the record before the oversized one");
+    assert!(world.dst.batches(&tp("dst", 0)).iter().all(|b| b.len() <= 16 << 10));
+}
+
+/// An open transaction pins the last stable offset: nothing after it is forwarded until it ends;
+/// then the committed transaction and what follows arrive, an aborted one never does.
+#[tokio::test(start_paused = true)]
+async fn an_open_transaction_holds_the_partition_back() {
+    let world = World::new(1);
+    world.log(0, |l| {
+        l.data(Compression::None, (0..3).map(|i| gen_rec("before", i, 1_700_000_000_000)).collect());
+        l.txn(300, Compression::Gzip, (0..3).map(|i| gen_rec("open", i, 1_700_000_000_000)).collect());
+        l.data(Compression::None, (0..3).map(|i| gen_rec("behind", i, 1_700_000_000_000)).collect());
+    });
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0])).await.unwrap();
+    let lso = world.log(0, |l| l.lso());
+    wait_until("the data before the transaction", || fwd.acknowledged_positions()[0].1 == lso).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(world.dst.records(&tp("dst", 0)).len(), 3, "data beyond the last stable offset was forwarded");
+    world.log(0, |l| {
+        l.end_txn(300, true);
+        l.txn(301, Compression::Lz4, (0..2).map(|i| gen_rec("aborted", i, 1_700_000_000_000)).collect());
+        l.end_txn(301, false);
+    });
+    let end = world.source_end(0);
+    wait_until("the rest", || fwd.acknowledged_positions()[0].1 == end).await;
+    fwd.shutdown().await.unwrap();
+    world.assert_mirrored(0, 0);
+}
+
+/// A missing target topic is retried (not a failure) until it exists; then mirroring starts.
+#[tokio::test(start_paused = true)]
+async fn a_missing_target_topic_is_waited_for() {
+    let world = World::new(1);
+    world.dst.st().topics.clear();
+    fill_small(&world, 0, 10);
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0])).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
+    assert_eq!(world.dst.st().requests, 0);
+    world.dst.create_topic("dst", 1, 1_048_588);
+    let end = world.source_end(0);
+    wait_until("mirroring after the topic appeared", || fwd.acknowledged_positions()[0].1 == end).await;
+    fwd.shutdown().await.unwrap();
+    world.assert_mirrored(0, 0);
+}
+
+/// Fetch errors: retriable ones are retried, a fatal one stops the partition.
+#[tokio::test(start_paused = true)]
+async fn fetch_errors_are_retried_or_stop_the_partition() {
+    let world = World::new(2);
+    for p in 0..2 {
+        fill_small(&world, p, 20);
+    }
+    world.log(0, |l| {
+        for _ in 0..5 {
+            l.fetch_faults.push_back(IoError::new(ErrorClass::Retriable, "NOT_LEADER_OR_FOLLOWER", "leader moved"));
+        }
+    });
+    world.log(1, |l| l.fetch_faults.push_back(IoError::new(ErrorClass::Fatal, "TOPIC_AUTHORIZATION_FAILED", "may not read src")));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    let end0 = world.source_end(0);
+    wait_until("partition 0 mirrored", || fwd.acknowledged_positions().iter().any(|(s, o)| s.partition() == 0 && *o == end0)).await;
+    fwd.shutdown().await.unwrap();
+    world.assert_mirrored(0, 0);
+    let failures = fwd.failures();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(failures[0].0, tp("src", 1));
+    assert!(failures[0].1.contains("may not read src"));
+}
