@@ -192,6 +192,9 @@ struct SrcLog {
     fetches: u64,
     /// Next offset after the last complete batch any fetch returned.
     delivered_next: i64,
+    /// Answer as Kafka answers a partition that is not the first of a multi-partition fetch:
+    /// a first batch larger than the partition's limit gives an empty answer.
+    oversize_empty: bool,
 }
 
 impl SrcLog {
@@ -337,8 +340,17 @@ impl SrcLog {
         let Some(first) = self.entries.iter().position(|e| e.last >= spec.offset && e.base < visible) else {
             return Ok(None);
         };
-        // Kafka: the first batch comes whole even beyond the limit; the rest is a byte slice of
-        // the log, so the last batch may be cut anywhere.
+        // Kafka: the first batch comes whole even beyond the limit (to the first partition of a
+        // fetch); the rest is a byte slice of the log, so the last batch may be cut anywhere.
+        if self.oversize_empty && self.entries[first].bytes.len() > spec.max_bytes as usize {
+            return Ok(Some(Fetched {
+                records: Bytes::new(),
+                high_watermark: self.end,
+                last_stable_offset: self.lso(),
+                log_start_offset: self.log_start,
+                aborted: vec![],
+            }));
+        }
         let limit = (spec.max_bytes as usize).max(self.entries[first].bytes.len());
         let mut buf = BytesMut::new();
         let mut upper = spec.offset;
@@ -769,6 +781,10 @@ struct PosState {
     /// Where the mirror started each checked partition (records before it are not expected).
     from: HashMap<TopicPartition, i64>,
     unchecked: bool,
+    /// A commit takes effect this long after it was sent.
+    delay: Duration,
+    /// Commits sent and not yet in effect.
+    in_progress: usize,
 }
 
 #[derive(Clone)]
@@ -793,6 +809,8 @@ impl Positions for FakePositions {
 
     fn commit(&self, positions: &[(TopicPartition, i64)]) -> impl Future<Output = Result<(), IoError>> + Send {
         let mut st = self.state.lock().unwrap();
+        let delay = st.delay;
+        st.in_progress += 1;
         for (source, offset) in positions {
             if !st.unchecked {
                 // Never commit past what the target acknowledged: every expected record below
@@ -806,10 +824,19 @@ impl Positions for FakePositions {
                     st.problems.push(format!("commit {source}@{offset} needs {needed} acknowledged records, the target acknowledged {acked}"));
                 }
             }
-            st.committed.insert(source.clone(), *offset);
-            st.history.push((source.clone(), *offset));
         }
-        async move { Ok(()) }
+        drop(st);
+        let (state, positions) = (self.state.clone(), positions.to_vec());
+        async move {
+            tokio::time::sleep(delay).await;
+            let mut st = state.lock().unwrap();
+            st.in_progress -= 1;
+            for (source, offset) in positions {
+                st.committed.insert(source.clone(), offset);
+                st.history.push((source, offset));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -1485,4 +1512,81 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     assert_eq!(failures.len(), 1);
     assert_eq!(failures[0].0, tp("src", 1));
     assert!(failures[0].1.contains("may not read src"));
+}
+
+/// In a fetch of several partitions Kafka answers a partition whose next batch exceeds its
+/// limit with nothing (not with a cut batch): the partition asks for more instead of asking
+/// the same forever.
+#[tokio::test(start_paused = true)]
+async fn batches_larger_than_the_fetch_size_in_a_shared_fetch_are_not_starved() {
+    let world = World::new(1);
+    world.log(0, |l| {
+        l.oversize_empty = true;
+        for b in 0..4 {
+            l.data(Compression::Gzip, big_recs(&format!("b{b}"), 30, 1_000, 1_700_000_000_000));
+            l.data(Compression::None, vec![gen_rec("small", b, 1_700_000_000_000)]);
+        }
+    });
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0])).await.unwrap();
+    let end = world.source_end(0);
+    wait_until("the partition mirrored", || fwd.acknowledged_positions()[0].1 == end).await;
+    fwd.shutdown().await.unwrap();
+    world.assert_mirrored(0, 0);
+}
+
+/// A batch split into many parts (target max.message.bytes far below the source's batches)
+/// is sent at most five parts at a time, so a resend after a lost answer is still within
+/// Kafka's duplicate window: no duplicates.
+#[tokio::test(start_paused = true)]
+async fn a_split_batch_keeps_at_most_five_parts_in_flight() {
+    let world = World::new(2);
+    world.dst.create_topic("dst", 2, 4 << 10);
+    for p in 0..2 {
+        world.log(p, |l| {
+            for b in 0..4 {
+                l.data(Compression::ALL[b % 5], big_recs(&format!("p{p}b{b}"), 60, 700, 1_700_000_000_000));
+            }
+        });
+    }
+    let mut rng = Rng(99);
+    world.faults(move |_, attempt| (attempt > 1 && rng.next() % 100 < 15).then_some(Fault::LoseResponse));
+    let mut delays = Rng(5);
+    world.ack_delay(move || Duration::from_millis(20 + delays.next() % 50));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..2 {
+        world.assert_mirrored(p, 0);
+        assert!(world.dst.batches(&tp("dst", p)).len() > 40, "the batches were not split");
+    }
+    assert!(world.dst.max_outstanding() <= 5, "{} batches of one partition in flight", world.dst.max_outstanding());
+}
+
+/// A periodic commit that is slow to take effect must not land after the final commit of a
+/// revoke (which here is fast) and move the position back.
+#[tokio::test(start_paused = true)]
+async fn a_periodic_commit_never_lands_after_the_final_one() {
+    let world = World::new(1);
+    fill_small(&world, 0, 600);
+    world.pos.state.lock().unwrap().delay = Duration::from_millis(900);
+    world.ack_delay(|| Duration::from_millis(200));
+    let mut s = settings();
+    s.commit_interval = Duration::from_millis(1000);
+    let fwd = world.forwarder(s).await;
+    fwd.assign(routes(&[0])).await.unwrap();
+    wait_until("a few commits", || world.pos.state.lock().unwrap().history.len() >= 3).await;
+    wait_until("a periodic commit under way", || world.pos.state.lock().unwrap().in_progress > 0).await;
+    world.pos.state.lock().unwrap().delay = Duration::from_millis(10);
+    fwd.revoke(&[tp("src", 0)]).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let st = world.pos.state.lock().unwrap();
+    let offsets: Vec<i64> = st.history.iter().map(|(_, o)| *o).collect();
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "commits went backwards: {offsets:?}");
+    assert_eq!(st.committed[&tp("src", 0)], *offsets.iter().max().unwrap());
+    drop(st);
+    assert!(world.pos.committed(&tp("src", 0)).unwrap() < world.source_end(0));
+    world.assert_clean();
 }

@@ -224,6 +224,7 @@ async fn fetch_loop<S: Source, T: Target>(
             // limit. A lone partition gets a whole first batch (or a cut one), but in a fetch
             // of several partitions Kafka answers a later partition whose batch does not fit
             // with nothing at all. Ask for more, up to max_fetch_bytes.
+            drop(reservation);
             if max_bytes >= settings.max_fetch_bytes && !backoff.wait(stop).await {
                 return Ok(());
             }
