@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt as _, Tracer as _};
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
+use opentelemetry::KeyValue;
 use strait_forward::{FetchedBatch, FetchedRecords};
 use strait_wire::group::{Generation, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::offset_commit::CommitOffset;
@@ -251,7 +251,6 @@ async fn handle_partition(
                 tp.partition()
             );
             span.end();
-            let _ = Context::current();
             printed += 1;
             next = offset + 1;
         }

@@ -125,6 +125,10 @@ async fn mirror_loop(
         let group = GroupConfig::new(config.mirror.group_id.clone(), names.clone())
             .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
             .and_then(|g| g.with_heartbeat_interval((config.mirror.session_timeout / 10).max(Duration::from_millis(500))))
+            .and_then(|g| match &config.mirror.instance_id {
+                Some(id) => g.with_group_instance_id(id.clone()),
+                None => Ok(g),
+            })
             .map_err(Error::Wire)?;
         let mut member = GroupMember::join(source, group).await.map_err(Error::Wire)?;
         let outcome = member_loop(&mut member, &selected, topics, forwarder, positions, observer, readiness, shutdown, refresh).await;

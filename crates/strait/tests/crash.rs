@@ -72,3 +72,42 @@ fn sigkill_at_random_moments_loses_nothing() {
         duplicates as f64 * 100.0 / total as f64
     );
 }
+
+/// With `mirror.instance_id` (static membership), an instance restarted after SIGKILL gets its
+/// partitions back at once, instead of waiting for the session timeout to expire the dead one.
+#[test]
+fn static_member_restarted_after_sigkill_resumes_before_session_timeout() {
+    let (source, target) = clusters("static");
+    let topic = "static-stream";
+    source.create_topic(topic, 3, 1, &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A session timeout far longer than the wait below: only static membership can explain a
+    // reassignment within it.
+    let config = write_config(
+        dir.path(),
+        "static",
+        &source,
+        &target,
+        topic,
+        "static-mirror",
+        "instance_id = \"mirror-1\"",
+    );
+    let config_text = std::fs::read_to_string(&config).unwrap().replace("session_timeout = \"6s\"", "session_timeout = \"120s\"");
+    std::fs::write(&config, config_text).unwrap();
+    produce_monotonic(&source, topic, 3_000, -1);
+    let (mut first, log) = spawn_strait(&config, 0);
+    wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(60));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    produce_monotonic(&source, topic, 3_000, -1);
+    let (mut second, log2) = spawn_strait(&config, 1);
+    wait_for_log(&log2, "strait::mirror: assigned partitions=3", Duration::from_secs(60));
+    let rt = runtime();
+    rt.block_on(async {
+        let src = client(&source).await;
+        let dst = client(&target).await;
+        wait_until_complete(&dst, topic, &end_offsets(&src, topic, 3).await, Duration::from_secs(60)).await;
+    });
+    let status = terminate(&mut second);
+    assert!(status.success(), "{}", std::fs::read_to_string(&log2).unwrap_or_default());
+}

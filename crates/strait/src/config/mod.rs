@@ -217,6 +217,10 @@ pub struct Mirror {
     /// Consumer-group session timeout: how long a crashed instance keeps its partitions before
     /// the group hands them to the others.
     pub session_timeout: Duration,
+    /// Static group membership (`group.instance.id`, KIP-345): a restarted instance with the
+    /// same id gets its partitions back at once instead of after the session timeout. Unique per
+    /// process.
+    pub instance_id: Option<String>,
     /// Replication factor for created topics; -1 = the target broker's default.
     pub replication_factor: i16,
     /// Create missing target topics (same partition count as the source).
@@ -450,6 +454,9 @@ impl Config {
         }
         mirror.insert("start".into(), m.start.as_str().into());
         mirror.insert("group_id".into(), m.group_id.clone().into());
+        if let Some(id) = &m.instance_id {
+            mirror.insert("instance_id".into(), id.clone().into());
+        }
         mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
         mirror.insert(
             "refresh_interval".into(),
@@ -674,6 +681,7 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
         group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
             .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
+        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
         memory_budget: get(raw, s, "memory_budget", |f| {
             let b = f.byte_size()?;
             if b.0 < (1 << 20) {

@@ -103,6 +103,7 @@ impl Section {
                 "refresh_interval",
                 "commit_interval",
                 "session_timeout",
+                "instance_id",
                 "replication_factor",
                 "create_topics",
                 "sync_topic_configs",
