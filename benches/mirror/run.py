@@ -104,6 +104,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-reps", type=int, default=env("LATENCY_REPS", 1))
     p.add_argument("--latency-linger-ms", type=int, default=env("LATENCY_LINGER_MS", 5))
     p.add_argument("--no-limits", action="store_true", help="skip the broker-limit phase")
+    p.add_argument(
+        "--skip-after-failure",
+        action="store_true",
+        help="stop running a contender after ANY failed run (default: only after one that never delivered a record)",
+    )
     p.add_argument("--watch-interval-ms", type=int, default=env("WATCH_INTERVAL_MS", 20))
     p.add_argument(
         "--first-timeout",
@@ -461,7 +466,13 @@ class Bench:
             elif target_partitions is None and first is None:
                 fail += " [the target topic was never created]"
             row.update(status="FAILED", reason=fail)
-            self.disabled[c.name] = f"not run after it failed in run {rid} ({d.name}): {fail}"
+            # A mirror that never delivered a record cannot run here at all (missing engine, crash at start, bad
+            # config): skip its other runs. One that worked and then stalled or died may still do the other
+            # datasets: keep measuring it, the failed run stays FAILED in the tables.
+            if first is None or a.skip_after_failure:
+                self.disabled[c.name] = f"not run after it failed in run {rid} ({d.name}): {fail}"
+            else:
+                self.notes.append(f"{c.label} FAILED run {rid} ({d.name}, rep {rep}): {fail}")
             return row
         elapsed = done - t0
         gb = d.payload_bytes / GB
@@ -617,7 +628,7 @@ class Bench:
         probe.stop()
         if fail:
             row.update(status="FAILED", reason=fail)
-            if c:
+            if c and ("warmup" not in marks or a.skip_after_failure):
                 self.disabled[c.name] = f"not run after it failed in latency run {rid}: {fail}"
             return row
         row.update(result)
@@ -723,6 +734,8 @@ class Bench:
             md.append(noise)
         if skipped:
             md += ["## Contenders not measured\n", "\n".join(skipped) + "\n"]
+        if self.notes:
+            md += ["## Failed runs and notes\n", "\n".join(f"- {n}" for n in self.notes) + "\n"]
         md += [
             (
                 f"## Throughput (median over {a.reps} repetition(s), (min–max) when several; MB = 2^20 bytes of record "

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
 use opentelemetry::KeyValue;
+use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
 use strait_forward::{FetchedBatch, FetchedRecords};
 use strait_wire::group::{Generation, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::offset_commit::CommitOffset;
@@ -22,6 +22,7 @@ use strait_wire::{
 
 use crate::error::{Error, Result};
 use crate::telemetry::{Telemetry, extract};
+use crate::topic::{TOPIC_WAIT, wait_for_topic};
 
 /// Cap on a fetched batch's decompressed size.
 const MAX_DECOMPRESSED: usize = 64 << 20;
@@ -85,6 +86,12 @@ pub async fn run(
     args: &ConsumeArgs,
     stop: impl Future<Output = ()>,
 ) -> Result<u64> {
+    // On the target cluster the mirror creates the topic: join once it exists.
+    let partitions = wait_for_topic(client, &args.topic, TOPIC_WAIT).await?;
+    eprintln!(
+        "strait-demo consume: {} has {partitions} partition(s); joining group {}",
+        args.topic, args.group
+    );
     let config = GroupConfig::new(args.group.clone(), [args.topic.clone()])?;
     let mut member = GroupMember::join(client, config).await?;
     let options = FetchOptions {
@@ -193,7 +200,9 @@ async fn handle_partition(
                 )
                 .await?;
             let earliest = listed.first().and_then(|l| l.offset).unwrap_or(0);
-            eprintln!("strait-demo consume: {tp}: offset {fetch_offset} is gone; continuing at {earliest}");
+            eprintln!(
+                "strait-demo consume: {tp}: offset {fetch_offset} is gone; continuing at {earliest}"
+            );
             owned.next.insert(tp, earliest);
             return Ok(0);
         }

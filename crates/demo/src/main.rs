@@ -22,6 +22,7 @@ mod produce;
 mod props;
 mod record;
 mod telemetry;
+mod topic;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -8,13 +8,14 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use strait_wire::{Client, ProduceBatch, ProduceOptions, TopicPartition};
 
 use crate::error::{Error, Result};
 use crate::record::single_record_batch;
 use crate::telemetry::{Telemetry, inject};
+use crate::topic::{TOPIC_WAIT, wait_for_topic};
 
 /// What to produce.
 #[derive(Debug, Clone)]
@@ -25,35 +26,6 @@ pub struct ProduceArgs {
     pub rate: f64,
     /// Stop after this many records; 0 = until stopped.
     pub count: u64,
-}
-
-/// How long to wait for the topic to appear in metadata.
-const TOPIC_WAIT: Duration = Duration::from_secs(60);
-
-/// The topic's partition count, waiting up to [`TOPIC_WAIT`] for it to exist.
-pub async fn partition_count(client: &Client, topic: &str) -> Result<i32> {
-    let deadline = tokio::time::Instant::now() + TOPIC_WAIT;
-    loop {
-        let md = client.metadata(Some(&[topic.to_string()])).await?;
-        let reason = match md.topic(topic) {
-            Some(t) if t.error.is_none() && !t.partitions.is_empty() => {
-                return Ok(t.partitions.len() as i32);
-            }
-            Some(t) => match t.error {
-                Some(e) => format!("{e:?}"),
-                None => "no partitions".to_string(),
-            },
-            None => "not in metadata".to_string(),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(Error::TopicUnavailable {
-                topic: topic.to_string(),
-                waited_secs: TOPIC_WAIT.as_secs(),
-                reason,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 fn now_ms() -> i64 {
@@ -77,7 +49,7 @@ pub async fn run(
             args.rate
         )));
     }
-    let partitions = partition_count(client, &args.topic).await?;
+    let partitions = wait_for_topic(client, &args.topic, TOPIC_WAIT).await?;
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let tracer = telemetry.tracer();

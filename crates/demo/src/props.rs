@@ -72,6 +72,7 @@ impl Properties {
     }
 
     /// A value.
+    #[cfg(test)]
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
             .iter()

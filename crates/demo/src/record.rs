@@ -10,8 +10,8 @@ use strait_forward::RecordBatch;
 use strait_wire::kafka_protocol::indexmap::IndexMap;
 use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::kafka_protocol::records::{
-    Compression, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-    Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Record,
+    RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 use crate::error::{Error, Result};

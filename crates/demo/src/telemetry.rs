@@ -164,6 +164,10 @@ struct HeaderInjector<'a>(&'a mut Vec<(String, Vec<u8>)>);
 impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
         self.0.retain(|(k, _)| k != key);
+        // The propagator writes an empty `tracestate` when there is none; leave it out.
+        if value.is_empty() {
+            return;
+        }
         self.0.push((key.to_string(), value.into_bytes()));
     }
 }

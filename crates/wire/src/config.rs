@@ -167,8 +167,8 @@ pub struct ClientConfig {
     max_response_size: usize,
 }
 
-/// Every key this crate understands, for the "unknown key" error.
-const KNOWN_KEYS: &[&str] = &[
+/// Every client property this crate understands (anything else is an "unknown key" error).
+pub const KNOWN_KEYS: &[&str] = &[
     "bootstrap.servers",
     "security.protocol",
     "client.id",

@@ -25,41 +25,7 @@ use crate::error::{Error, Result};
 
 /// Kafka client properties that `strait_wire::ClientConfig` understands; they go to `[source]` or
 /// `[target]` unchanged. Everything else in a MirrorMaker file is mapped or reported.
-pub const CLIENT_KEYS: &[&str] = &[
-    "bootstrap.servers",
-    "security.protocol",
-    "client.id",
-    "request.timeout.ms",
-    "socket.connection.setup.timeout.ms",
-    "retry.backoff.ms",
-    "retry.backoff.max.ms",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "metadata.max.age.ms",
-    "receive.message.max.bytes",
-    "ssl.ca.location",
-    "ssl.ca.pem",
-    "ssl.certificate.location",
-    "ssl.certificate.pem",
-    "ssl.key.location",
-    "ssl.key.pem",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-    "ssl.truststore.location",
-    "ssl.truststore.type",
-    "ssl.truststore.certificates",
-    "ssl.truststore.password",
-    "ssl.keystore.location",
-    "ssl.keystore.type",
-    "ssl.keystore.certificate.chain",
-    "ssl.keystore.key",
-    "ssl.keystore.password",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "sasl.jaas.config",
-];
+pub const CLIENT_KEYS: &[&str] = strait_wire::config::KNOWN_KEYS;
 
 /// True for keys passed to the Kafka client unchanged.
 pub fn is_client_key(key: &str) -> bool {
