@@ -17,6 +17,7 @@
 #   DEMO_METRICS_LISTEN=127.0.0.1:9464  Strait's /metrics (empty = off)
 #   DEMO_SUMMARY_EVERY=10s    how often the receiver prints the hop summary
 #   DEMO_DIR=<new temp dir>   where logs, client properties and strait.toml go (kept afterwards)
+#   DEMO_STRAIT_BIN           run this strait binary instead of the one just built
 #   CARGO_TARGET_DIR          honoured
 #
 # Ctrl-C stops everything in order: producer, consumer, Strait, receiver (final summary), then both clusters.
@@ -40,7 +41,11 @@ case "$profile" in
 esac
 [[ "$duration" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_DURATION=$duration: use a number of seconds" >&2; exit 2; }
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [[ -t 1 ]]; then
+  say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  say() { printf '\n== %s\n' "$*"; }
+fi
 
 say "building strait, strait-demo, strait-otlp-sink ($profile) and strait-kafka"
 cargo build "${profile_flag[@]}" -p strait -p strait-demo -p strait-otlp-sink \
@@ -208,7 +213,7 @@ level = "info"
 EOF
 
 say "starting strait run --config $work/strait.toml"
-start strait "$bin/strait" run --config "$work/strait.toml"
+start strait "${DEMO_STRAIT_BIN:-$bin/strait}" run --config "$work/strait.toml"
 sleep 2
 if ! alive strait; then
   echo "demo: strait run exited at once; the end of $work/strait.log:" >&2

@@ -16,13 +16,7 @@
 //! Owns: the two demo clients and their output format. Does not own: the Kafka protocol
 //! (strait-wire), batch parsing (strait-forward) or the mirror.
 
-mod consume;
-mod error;
-mod produce;
-mod props;
-mod record;
-mod telemetry;
-mod topic;
+use strait_demo::{consume, error, produce, props, telemetry};
 
 use std::path::PathBuf;
 use std::process::ExitCode;

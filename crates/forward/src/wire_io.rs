@@ -11,22 +11,25 @@ use strait_wire::admin::Admin;
 use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{
-    Client, ClientConfig, Error as WireError, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch,
-    ProduceOptions, ResponseError, TopicPartition,
+    Client, ClientConfig, Error as WireError, FetchPartition, IsolationLevel, OffsetSpec,
+    ProduceBatch, ProduceOptions, ResponseError, TopicPartition,
 };
 
 use crate::Error;
 use crate::observe::{NoopObserver, Observer};
 use crate::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity, Source, StartPosition,
-    Target, TopicLimits,
+    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity,
+    Source, StartPosition, Target, TopicLimits,
 };
 use crate::pipeline::{Forwarder, Settings};
 
 /// Classifies a `strait-wire` error for the pipeline.
 pub fn classify(e: &WireError) -> IoError {
     let code = e.code();
-    let name = code.map_or_else(|| wire_error_kind(e).to_string(), strait_wire::error::error_name);
+    let name = code.map_or_else(
+        || wire_error_kind(e).to_string(),
+        strait_wire::error::error_name,
+    );
     let class = match code {
         Some(ResponseError::OffsetOutOfRange) => ErrorClass::OffsetOutOfRange,
         Some(ResponseError::DuplicateSequenceNumber) => ErrorClass::Duplicate,
@@ -37,7 +40,9 @@ pub fn classify(e: &WireError) -> IoError {
             | ResponseError::InvalidProducerIdMapping
             | ResponseError::ProducerFenced,
         ) => ErrorClass::ProducerState,
-        Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge) => ErrorClass::TooLarge,
+        Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge) => {
+            ErrorClass::TooLarge
+        }
         _ if e.is_retriable() => ErrorClass::Retriable,
         _ => ErrorClass::Fatal,
     };
@@ -74,23 +79,37 @@ impl WireSource {
 
 impl Source for WireSource {
     async fn fetch(&self, spec: &FetchSpec) -> Result<Fetched, IoError> {
-        let partition = FetchPartition::new(spec.partition.clone(), spec.offset).with_max_bytes(spec.max_bytes);
+        let partition =
+            FetchPartition::new(spec.partition.clone(), spec.offset).with_max_bytes(spec.max_bytes);
         let isolation = match spec.isolation {
             Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
             Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
         };
-        let answer = self.fetches.fetch(partition, isolation, spec.max_wait).await?;
-        answer.check(self.client.principal()).map_err(|e| classify(&e))?;
+        let answer = self
+            .fetches
+            .fetch(partition, isolation, spec.max_wait)
+            .await?;
+        answer
+            .check(self.client.principal())
+            .map_err(|e| classify(&e))?;
         Ok(Fetched {
             records: answer.records,
             high_watermark: answer.high_watermark,
             last_stable_offset: answer.last_stable_offset,
             log_start_offset: answer.log_start_offset,
-            aborted: answer.aborted_transactions.iter().map(|a| (a.producer_id, a.first_offset)).collect(),
+            aborted: answer
+                .aborted_transactions
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect(),
         })
     }
 
-    async fn resolve(&self, partition: &TopicPartition, start: StartPosition) -> Result<i64, IoError> {
+    async fn resolve(
+        &self,
+        partition: &TopicPartition,
+        start: StartPosition,
+    ) -> Result<i64, IoError> {
         let spec = match start {
             StartPosition::Offset(o) => return Ok(o),
             StartPosition::Earliest => OffsetSpec::Earliest,
@@ -101,10 +120,13 @@ impl Source for WireSource {
             .list_offsets(&[(partition.clone(), spec)], IsolationLevel::ReadCommitted)
             .await
             .map_err(|e| classify(&e))?;
-        listed
-            .first()
-            .and_then(|l| l.offset)
-            .ok_or_else(|| IoError::new(ErrorClass::Retriable, "bad_response", format!("no offset listed for {partition}")))
+        listed.first().and_then(|l| l.offset).ok_or_else(|| {
+            IoError::new(
+                ErrorClass::Retriable,
+                "bad_response",
+                format!("no offset listed for {partition}"),
+            )
+        })
     }
 }
 
@@ -125,8 +147,15 @@ impl WireTarget {
 
 impl Target for WireTarget {
     async fn init_producer_id(&self) -> Result<ProducerIdentity, IoError> {
-        let id = self.client.init_producer_id().await.map_err(|e| classify(&e))?;
-        Ok(ProducerIdentity { producer_id: id.producer_id, producer_epoch: id.epoch })
+        let id = self
+            .client
+            .init_producer_id()
+            .await
+            .map_err(|e| classify(&e))?;
+        Ok(ProducerIdentity {
+            producer_id: id.producer_id,
+            producer_epoch: id.epoch,
+        })
     }
 
     async fn leader(&self, partition: &TopicPartition, refresh: bool) -> Result<i32, IoError> {
@@ -135,7 +164,11 @@ impl Target for WireTarget {
             return Ok(node);
         }
         let topics = [partition.topic().to_string()];
-        let md = self.client.metadata(Some(&topics)).await.map_err(|e| classify(&e))?;
+        let md = self
+            .client
+            .metadata(Some(&topics))
+            .await
+            .map_err(|e| classify(&e))?;
         if let Some(code) = md.topic(partition.topic()).and_then(|t| t.error) {
             let name = strait_wire::error::error_name(code);
             return Err(match code {
@@ -152,28 +185,47 @@ impl Target for WireTarget {
                     name,
                     format!(
                         "the mirror's principal{} may not describe target topic {}; grant it Describe and Write on the topic",
-                        self.client.principal().map(|p| format!(" ({p})")).unwrap_or_default(),
+                        self.client
+                            .principal()
+                            .map(|p| format!(" ({p})"))
+                            .unwrap_or_default(),
                         partition.topic()
                     ),
                 ),
                 _ => IoError::new(
                     ErrorClass::Retriable,
                     name.clone(),
-                    format!("metadata for target topic {} failed with {name}", partition.topic()),
+                    format!(
+                        "metadata for target topic {} failed with {name}",
+                        partition.topic()
+                    ),
                 ),
             });
         }
         md.leader(partition).ok_or_else(|| {
-            IoError::new(ErrorClass::Retriable, "LEADER_NOT_AVAILABLE", format!("target partition {partition} has no leader right now"))
+            IoError::new(
+                ErrorClass::Retriable,
+                "LEADER_NOT_AVAILABLE",
+                format!("target partition {partition} has no leader right now"),
+            )
         })
     }
 
-    async fn produce(&self, node: i32, batches: Vec<(TopicPartition, Bytes)>) -> Result<Vec<Result<ProduceAck, IoError>>, IoError> {
+    async fn produce(
+        &self,
+        node: i32,
+        batches: Vec<(TopicPartition, Bytes)>,
+    ) -> Result<Vec<Result<ProduceAck, IoError>>, IoError> {
         let conn = self.client.broker(node).await.map_err(|e| classify(&e))?;
-        let batches: Vec<ProduceBatch> = batches.into_iter().map(|(tp, b)| ProduceBatch::new(tp, b)).collect();
+        let batches: Vec<ProduceBatch> = batches
+            .into_iter()
+            .map(|(tp, b)| ProduceBatch::new(tp, b))
+            .collect();
         let md = self.client.cached_metadata();
         let answers = conn
-            .produce(&batches, &ProduceOptions::default(), |topic| md.topic(topic).and_then(|t| t.id))
+            .produce(&batches, &ProduceOptions::default(), |topic| {
+                md.topic(topic).and_then(|t| t.id)
+            })
             .await
             .map_err(|e| classify(&e))?;
         let principal = self.client.principal();
@@ -181,7 +233,9 @@ impl Target for WireTarget {
             .iter()
             .map(|a| {
                 a.result(principal)
-                    .map(|ack| ProduceAck { base_offset: ack.base_offset })
+                    .map(|ack| ProduceAck {
+                        base_offset: ack.base_offset,
+                    })
                     .map_err(|e| classify(&e))
             })
             .collect())
@@ -191,10 +245,15 @@ impl Target for WireTarget {
         let mut limits = TopicLimits::default();
         match self.admin.describe_topic_configs(topic).await {
             Ok(configs) => {
-                if let Some(v) = configs.value("max.message.bytes").and_then(|v| v.parse().ok()) {
+                if let Some(v) = configs
+                    .value("max.message.bytes")
+                    .and_then(|v| v.parse().ok())
+                {
                     limits.max_message_bytes = v;
                 }
-                limits.compacted = configs.value("cleanup.policy").is_some_and(|p| p.contains("compact"));
+                limits.compacted = configs
+                    .value("cleanup.policy")
+                    .is_some_and(|p| p.contains("compact"));
                 Ok(limits)
             }
             Err(e) if matches!(e, WireError::Authorization { .. }) => {
@@ -239,7 +298,11 @@ impl GroupPositions {
 
 impl Positions for GroupPositions {
     async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
-        let committed = self.offsets.fetch(partitions).await.map_err(|e| classify(&e))?;
+        let committed = self
+            .offsets
+            .fetch(partitions)
+            .await
+            .map_err(|e| classify(&e))?;
         Ok(partitions
             .iter()
             .map(|tp| committed.get(tp).and_then(|c| c.as_ref()).map(|c| c.offset))
@@ -247,9 +310,19 @@ impl Positions for GroupPositions {
     }
 
     async fn commit(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
-        let generation = self.generation.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let offsets: Vec<CommitOffset> = positions.iter().map(|(tp, o)| CommitOffset::new(tp.clone(), *o)).collect();
-        self.offsets.commit(&generation, &offsets).await.map_err(|e| classify(&e))
+        let generation = self
+            .generation
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let offsets: Vec<CommitOffset> = positions
+            .iter()
+            .map(|(tp, o)| CommitOffset::new(tp.clone(), *o))
+            .collect();
+        self.offsets
+            .commit(&generation, &offsets)
+            .await
+            .map_err(|e| classify(&e))
     }
 }
 
@@ -259,7 +332,7 @@ pub type WireForwarder = Forwarder<WireSource, WireTarget, GroupPositions>;
 /// Builds a [`WireForwarder`] from Kafka client configurations.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), strait_forward::Error> {
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use strait_forward::{Forwarder, Route};
 /// use strait_wire::{ClientConfig, TopicPartition};
@@ -322,12 +395,26 @@ impl ForwarderBuilder {
     /// Connects to both clusters and gets the target producer id.
     pub async fn build(self) -> Result<WireForwarder, Error> {
         let (Some(source), Some(target)) = (self.source, self.target) else {
-            return Err(Error::Settings { field: "source/target", detail: "both cluster configurations are required".into() });
+            return Err(Error::Settings {
+                field: "source/target",
+                detail: "both cluster configurations are required".into(),
+            });
         };
-        let source = Client::connect(source).await.map_err(|e| Error::Io(classify(&e)))?;
-        let target = Client::connect(target).await.map_err(|e| Error::Io(classify(&e)))?;
+        let source = Client::connect(source)
+            .await
+            .map_err(|e| Error::Io(classify(&e)))?;
+        let target = Client::connect(target)
+            .await
+            .map_err(|e| Error::Io(classify(&e)))?;
         let positions = GroupPositions::new(&source, &self.group_id);
-        Forwarder::new(WireSource::new(source), WireTarget::new(target), positions, self.settings, self.observer).await
+        Forwarder::new(
+            WireSource::new(source),
+            WireTarget::new(target),
+            positions,
+            self.settings,
+            self.observer,
+        )
+        .await
     }
 }
 

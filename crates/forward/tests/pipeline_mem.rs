@@ -21,10 +21,13 @@ use bytes::{Bytes, BytesMut};
 use common::{BatchSpec, SpecRecord, encode_batch};
 use strait_forward::observe::{BatchForwarded, Observer, Path, SkipReason};
 use strait_forward::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity, Source,
-    StartPosition, Target, TopicLimits,
+    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity,
+    Source, StartPosition, Target, TopicLimits,
 };
-use strait_forward::{Compression, FetchedBatch, FetchedRecords, Forwarder, OutOfRangePolicy, RecordBatch, Route, Settings};
+use strait_forward::{
+    Compression, FetchedBatch, FetchedRecords, Forwarder, OutOfRangePolicy, RecordBatch, Route,
+    Settings,
+};
 use strait_wire::TopicPartition;
 use tokio::sync::watch;
 
@@ -46,7 +49,14 @@ impl std::fmt::Debug for Rec {
             Some(b) if b.len() > 24 => format!("<{} bytes {:02x?}..>", b.len(), &b[..8]),
             Some(b) => format!("{:?}", String::from_utf8_lossy(b)),
         };
-        write!(f, "Rec(key={} value={} ts={} headers={})", short(&self.key), short(&self.value), self.ts, self.headers.len())
+        write!(
+            f,
+            "Rec(key={} value={} ts={} headers={})",
+            short(&self.key),
+            short(&self.value),
+            self.ts,
+            self.headers.len()
+        )
     }
 }
 
@@ -68,11 +78,26 @@ fn gen_rec(tag: &str, i: usize, ts: i64) -> Rec {
     };
     let headers = match i % 4 {
         0 => vec![],
-        1 => vec![(b"h".to_vec(), Some(b"1".to_vec())), (b"h".to_vec(), Some(b"2".to_vec()))],
-        2 => vec![(b"dup".to_vec(), None), (b"other".to_vec(), Some(Vec::new())), (b"dup".to_vec(), Some(b"z".to_vec()))],
-        _ => vec![("ключ".as_bytes().to_vec(), Some(format!("{i}").into_bytes()))],
+        1 => vec![
+            (b"h".to_vec(), Some(b"1".to_vec())),
+            (b"h".to_vec(), Some(b"2".to_vec())),
+        ],
+        2 => vec![
+            (b"dup".to_vec(), None),
+            (b"other".to_vec(), Some(Vec::new())),
+            (b"dup".to_vec(), Some(b"z".to_vec())),
+        ],
+        _ => vec![(
+            "ключ".as_bytes().to_vec(),
+            Some(format!("{i}").into_bytes()),
+        )],
     };
-    Rec { key, value, headers, ts }
+    Rec {
+        key,
+        value,
+        headers,
+        ts,
+    }
 }
 
 /// `n` records of about `size` bytes each.
@@ -89,7 +114,12 @@ fn big_recs(tag: &str, n: usize, size: usize, ts: i64) -> Vec<Rec> {
                     b'a' + (x % 26) as u8
                 })
                 .collect();
-            Rec { key: Some(format!("{tag}-{i}").into_bytes()), value: Some(value), headers: vec![], ts: ts + i as i64 }
+            Rec {
+                key: Some(format!("{tag}-{i}").into_bytes()),
+                value: Some(value),
+                headers: vec![],
+                ts: ts + i as i64,
+            }
         })
         .collect()
 }
@@ -106,7 +136,10 @@ fn decode(batch: &RecordBatch) -> Vec<(i64, Rec)> {
                 Rec {
                     key: r.key().map(<[u8]>::to_vec),
                     value: r.value().map(<[u8]>::to_vec),
-                    headers: r.headers().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
+                    headers: r
+                        .headers()
+                        .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
+                        .collect(),
                     ts: batch.create_time(&r),
                 },
             )
@@ -119,7 +152,12 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         return None;
     }
     assert!(!s.starts_with('#'), "abbreviated value in a dump");
-    Some((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect())
+    Some(
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect(),
+    )
 }
 
 /// Records of a Java fixture dump (`NAME.txt`, written by Kafka's own reader): the oracle for
@@ -154,7 +192,12 @@ fn java_dump_records(name: &str) -> Vec<(i64, Rec)> {
             };
             (
                 field("offset").parse().unwrap(),
-                Rec { key: unhex(field("key")), value: unhex(field("value")), headers, ts: field("ts").parse().unwrap() },
+                Rec {
+                    key: unhex(field("key")),
+                    value: unhex(field("value")),
+                    headers,
+                    ts: field("ts").parse().unwrap(),
+                },
             )
         })
         .collect()
@@ -199,7 +242,12 @@ struct SrcLog {
 
 impl SrcLog {
     fn lso(&self) -> i64 {
-        self.txns.iter().filter(|t| t.end.is_none()).map(|t| t.first).min().unwrap_or(self.end)
+        self.txns
+            .iter()
+            .filter(|t| t.end.is_none())
+            .map(|t| t.first)
+            .min()
+            .unwrap_or(self.end)
     }
 
     /// Appends one or more complete entries (moved to the log end); returns their base offsets.
@@ -234,7 +282,20 @@ impl SrcLog {
         bases
     }
 
-    fn batch(&mut self, codec: Compression, flags: i16, pid: i64, seq: i32, recs: &[Rec], deltas: Option<&[i32]>, lod: Option<i32>) -> i64 {
+    /// Appends a batch of `recs` from producer `(pid, seq)`; `layout` gives compacted offset
+    /// deltas and the lastOffsetDelta.
+    fn batch(
+        &mut self,
+        codec: Compression,
+        flags: i16,
+        (pid, seq): (i64, i32),
+        recs: &[Rec],
+        layout: Option<(&[i32], i32)>,
+    ) -> i64 {
+        let (deltas, lod) = match layout {
+            Some((d, lod)) => (Some(d), Some(lod)),
+            None => (None, None),
+        };
         let base_ts = recs.first().map_or(0, |r| r.ts);
         let spec = BatchSpec {
             base_offset: self.end,
@@ -265,27 +326,49 @@ impl SrcLog {
     /// Plain (idempotent, like the Java producer's) data.
     fn data(&mut self, codec: Compression, recs: Vec<Rec>) {
         let seq = *self.seqs.entry(4242).or_insert(0);
-        let base = self.batch(codec, 0, 4242, seq, &recs, None, None);
+        let base = self.batch(codec, 0, (4242, seq), &recs, None);
         self.seqs.insert(4242, seq + recs.len() as i32);
-        self.expected.extend(recs.into_iter().enumerate().map(|(i, r)| (base + i as i64, r)));
+        self.expected.extend(
+            recs.into_iter()
+                .enumerate()
+                .map(|(i, r)| (base + i as i64, r)),
+        );
     }
 
     /// Transactional data of `pid`; it arrives only if [`end_txn`](Self::end_txn) commits.
     fn txn(&mut self, pid: i64, codec: Compression, recs: Vec<Rec>) {
         let seq = *self.seqs.entry(pid).or_insert(0);
-        let base = self.batch(codec, 0x10, pid, seq, &recs, None, None);
+        let base = self.batch(codec, 0x10, (pid, seq), &recs, None);
         self.seqs.insert(pid, seq + recs.len() as i32);
         if !self.txns.iter().any(|t| t.pid == pid && t.end.is_none()) {
-            self.txns.push(Txn { pid, first: base, end: None, aborted: false });
+            self.txns.push(Txn {
+                pid,
+                first: base,
+                end: None,
+                aborted: false,
+            });
         }
-        self.pending.entry(pid).or_default().extend(recs.into_iter().enumerate().map(|(i, r)| (base + i as i64, r)));
+        self.pending.entry(pid).or_default().extend(
+            recs.into_iter()
+                .enumerate()
+                .map(|(i, r)| (base + i as i64, r)),
+        );
     }
 
     /// The transaction marker (a control batch) ending `pid`'s open transaction.
     fn end_txn(&mut self, pid: i64, commit: bool) {
-        let marker = Rec { key: Some(vec![0, 0, 0, u8::from(commit)]), value: Some(vec![0, 0, 0, 0, 0, 5]), headers: vec![], ts: 1_700_000_000_000 };
-        let at = self.batch(Compression::None, 0x30, pid, -1, &[marker], None, None);
-        let txn = self.txns.iter_mut().find(|t| t.pid == pid && t.end.is_none()).unwrap();
+        let marker = Rec {
+            key: Some(vec![0, 0, 0, u8::from(commit)]),
+            value: Some(vec![0, 0, 0, 0, 0, 5]),
+            headers: vec![],
+            ts: 1_700_000_000_000,
+        };
+        let at = self.batch(Compression::None, 0x30, (pid, -1), &[marker], None);
+        let txn = self
+            .txns
+            .iter_mut()
+            .find(|t| t.pid == pid && t.end.is_none())
+            .unwrap();
         txn.end = Some(at);
         txn.aborted = !commit;
         let recs = self.pending.remove(&pid).unwrap_or_default();
@@ -297,14 +380,22 @@ impl SrcLog {
 
     /// A batch the log cleaner compacted: records at `deltas`, lastOffsetDelta = span - 1.
     fn compacted(&mut self, codec: Compression, span: i32, deltas: &[i32], tag: &str) {
-        let recs: Vec<Rec> = deltas.iter().map(|&d| gen_rec(tag, d as usize + 2, 1_600_000_000_000 + i64::from(d))).collect();
-        let base = self.batch(codec, 0x40, -1, -1, &recs, Some(deltas), Some(span - 1));
-        self.expected.extend(deltas.iter().zip(recs).map(|(&d, r)| (base + i64::from(d), r)));
+        let recs: Vec<Rec> = deltas
+            .iter()
+            .map(|&d| gen_rec(tag, d as usize + 2, 1_600_000_000_000 + i64::from(d)))
+            .collect();
+        let base = self.batch(codec, 0x40, (-1, -1), &recs, Some((deltas, span - 1)));
+        self.expected.extend(
+            deltas
+                .iter()
+                .zip(recs)
+                .map(|(&d, r)| (base + i64::from(d), r)),
+        );
     }
 
     /// A batch the cleaner emptied (recordsCount 0) spanning `span` offsets.
     fn empty(&mut self, span: i32) {
-        self.batch(Compression::None, 0, 99, 40, &[], None, Some(span - 1));
+        self.batch(Compression::None, 0, (99, 40), &[], Some((&[], span - 1)));
     }
 
     /// Offsets that vanished entirely (whole batches removed by compaction).
@@ -317,7 +408,8 @@ impl SrcLog {
         let raw = common::fixture(name);
         let first = RecordBatch::parse(raw.clone()).unwrap().base_offset();
         let base = self.append_raw(&raw)[0];
-        self.expected.extend(expected.into_iter().map(|(o, r)| (o - first + base, r)));
+        self.expected
+            .extend(expected.into_iter().map(|(o, r)| (o - first + base, r)));
         self.entries.last().unwrap().clone()
     }
 
@@ -330,14 +422,21 @@ impl SrcLog {
             return Err(IoError::new(
                 ErrorClass::OffsetOutOfRange,
                 "OFFSET_OUT_OF_RANGE",
-                format!("offset {} is outside {}..{}", spec.offset, self.log_start, self.end),
+                format!(
+                    "offset {} is outside {}..{}",
+                    spec.offset, self.log_start, self.end
+                ),
             ));
         }
         let visible = match spec.isolation {
             Isolation::ReadCommitted => self.lso(),
             Isolation::ReadUncommitted => self.end,
         };
-        let Some(first) = self.entries.iter().position(|e| e.last >= spec.offset && e.base < visible) else {
+        let Some(first) = self
+            .entries
+            .iter()
+            .position(|e| e.last >= spec.offset && e.base < visible)
+        else {
             return Ok(None);
         };
         // Kafka: the first batch comes whole even beyond the limit (to the first partition of a
@@ -371,7 +470,9 @@ impl SrcLog {
         let aborted = self
             .txns
             .iter()
-            .filter(|t| t.aborted && t.first <= upper && t.end.is_some_and(|end| end >= spec.offset))
+            .filter(|t| {
+                t.aborted && t.first <= upper && t.end.is_some_and(|end| end >= spec.offset)
+            })
             .map(|t| (t.pid, t.first))
             .collect();
         Ok(Some(Fetched {
@@ -390,7 +491,11 @@ impl SrcLog {
     }
 
     fn delivered_bytes(&self) -> usize {
-        self.entries.iter().filter(|e| e.last < self.delivered_next).map(|e| e.bytes.len()).sum()
+        self.entries
+            .iter()
+            .filter(|e| e.last < self.delivered_next)
+            .map(|e| e.bytes.len())
+            .sum()
     }
 }
 
@@ -424,7 +529,11 @@ impl Source for FakeSource {
         }
     }
 
-    fn resolve(&self, partition: &TopicPartition, start: StartPosition) -> impl Future<Output = Result<i64, IoError>> + Send {
+    fn resolve(
+        &self,
+        partition: &TopicPartition,
+        start: StartPosition,
+    ) -> impl Future<Output = Result<i64, IoError>> + Send {
         let offset = self.with(partition, |log| match start {
             StartPosition::Earliest => log.log_start,
             StartPosition::Latest => log.lso(),
@@ -535,7 +644,9 @@ impl FakeTarget {
     }
 
     fn create_topic(&self, name: &str, partitions: i32, max_message_bytes: usize) {
-        self.st().topics.insert(name.to_string(), (partitions, max_message_bytes));
+        self.st()
+            .topics
+            .insert(name.to_string(), (partitions, max_message_bytes));
     }
 
     fn set_gate(&self, open: bool) {
@@ -545,17 +656,31 @@ impl FakeTarget {
     /// Records in the partition's log, in order, as a consumer reads them.
     fn records(&self, tp: &TopicPartition) -> Vec<Rec> {
         let st = self.st();
-        let Some(p) = st.partitions.get(tp) else { return vec![] };
-        p.batches.iter().flat_map(|b| decode(&RecordBatch::parse(b.bytes.clone()).unwrap())).map(|(_, r)| r).collect()
+        let Some(p) = st.partitions.get(tp) else {
+            return vec![];
+        };
+        p.batches
+            .iter()
+            .flat_map(|b| decode(&RecordBatch::parse(b.bytes.clone()).unwrap()))
+            .map(|(_, r)| r)
+            .collect()
     }
 
     fn batches(&self, tp: &TopicPartition) -> Vec<Bytes> {
-        self.st().partitions.get(tp).map_or(vec![], |p| p.batches.iter().map(|b| b.bytes.clone()).collect())
+        self.st().partitions.get(tp).map_or(vec![], |p| {
+            p.batches.iter().map(|b| b.bytes.clone()).collect()
+        })
     }
 
     /// Records in the leading run of batches whose append was acknowledged to the client.
     fn acked_prefix(&self, tp: &TopicPartition) -> i64 {
-        self.st().partitions.get(tp).map_or(0, |p| p.batches.iter().take_while(|b| b.acked).map(|b| b.count).sum())
+        self.st().partitions.get(tp).map_or(0, |p| {
+            p.batches
+                .iter()
+                .take_while(|b| b.acked)
+                .map(|b| b.count)
+                .sum()
+        })
     }
 
     fn outstanding(&self, tp: &TopicPartition) -> usize {
@@ -563,23 +688,42 @@ impl FakeTarget {
     }
 
     fn max_outstanding(&self) -> usize {
-        self.st().partitions.values().map(|p| p.max_outstanding).max().unwrap_or(0)
+        self.st()
+            .partitions
+            .values()
+            .map(|p| p.max_outstanding)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Appends or refuses one batch, enforcing Kafka's produce rules.
-    fn append(st: &mut DstState, node: i32, tp: &TopicPartition, bytes: &Bytes) -> (Result<ProduceAck, IoError>, Option<usize>, bool) {
+    fn append(
+        st: &mut DstState,
+        node: i32,
+        tp: &TopicPartition,
+        bytes: &Bytes,
+    ) -> (Result<ProduceAck, IoError>, Option<usize>, bool) {
         let attempt = {
             let p = st.partitions.entry(tp.clone()).or_default();
             p.attempts += 1;
             p.attempts
         };
         let fault = st.faults.as_mut().and_then(|f| f(tp, attempt));
-        let err = |class, code: &str, msg: String| (Err(IoError::new(class, code, msg)), None, false);
+        let err =
+            |class, code: &str, msg: String| (Err(IoError::new(class, code, msg)), None, false);
         let Some(&(partitions, max_message_bytes)) = st.topics.get(tp.topic()) else {
-            return err(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("{tp} does not exist"));
+            return err(
+                ErrorClass::Retriable,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                format!("{tp} does not exist"),
+            );
         };
         if tp.partition() >= partitions {
-            return err(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("{tp} does not exist"));
+            return err(
+                ErrorClass::Retriable,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                format!("{tp} does not exist"),
+            );
         }
         if matches!(fault, Some(Fault::NotLeader)) {
             let l = st.leader.entry(tp.clone()).or_insert(1);
@@ -587,7 +731,11 @@ impl FakeTarget {
         }
         let leader = *st.leader.get(tp).unwrap_or(&1);
         if leader != node {
-            return err(ErrorClass::Retriable, "NOT_LEADER_OR_FOLLOWER", format!("node {node} does not lead {tp} (node {leader} does)"));
+            return err(
+                ErrorClass::Retriable,
+                "NOT_LEADER_OR_FOLLOWER",
+                format!("node {node} does not lead {tp} (node {leader} does)"),
+            );
         }
         // Kafka's validation; anything refused here is a pipeline bug, unless injected.
         let invalid = |st: &mut DstState, class, code: &str, why: String| {
@@ -599,36 +747,85 @@ impl FakeTarget {
             Err(e) => return invalid(st, ErrorClass::Fatal, "CORRUPT_MESSAGE", e.to_string()),
         };
         if batch.base_offset() != 0 {
-            return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "baseOffset should be 0".into());
+            return invalid(
+                st,
+                ErrorClass::Fatal,
+                "INVALID_RECORD",
+                "baseOffset should be 0".into(),
+            );
         }
-        if batch.is_control() || batch.record_count() == 0 || i64::from(batch.last_offset_delta()) + 1 != i64::from(batch.record_count()) {
-            return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "control batch or inconsistent offset range".into());
+        if batch.is_control()
+            || batch.record_count() == 0
+            || i64::from(batch.last_offset_delta()) + 1 != i64::from(batch.record_count())
+        {
+            return invalid(
+                st,
+                ErrorClass::Fatal,
+                "INVALID_RECORD",
+                "control batch or inconsistent offset range".into(),
+            );
         }
         let attrs = batch.attributes().raw();
         if attrs & 0x10 != 0 {
-            return invalid(st, ErrorClass::Fatal, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "transactional batch without a transactional id".into());
+            return invalid(
+                st,
+                ErrorClass::Fatal,
+                "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+                "transactional batch without a transactional id".into(),
+            );
         }
         if attrs & 0x48 != 0 {
-            return invalid(st, ErrorClass::Fatal, "INVALID_TIMESTAMP", "LogAppendTime or delete-horizon bit left set".into());
+            return invalid(
+                st,
+                ErrorClass::Fatal,
+                "INVALID_TIMESTAMP",
+                "LogAppendTime or delete-horizon bit left set".into(),
+            );
         }
         match batch.decode_records(64 << 20) {
             Ok(d) => {
-                let deltas: Result<Vec<i32>, _> = d.iter().map(|r| r.map(|r| r.offset_delta())).collect();
+                let deltas: Result<Vec<i32>, _> =
+                    d.iter().map(|r| r.map(|r| r.offset_delta())).collect();
                 match deltas {
                     Ok(deltas) if deltas.iter().enumerate().all(|(i, &d)| d == i as i32) => {}
-                    Ok(_) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "offset deltas are not 0..n-1".into()),
-                    Err(e) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string()),
+                    Ok(_) => {
+                        return invalid(
+                            st,
+                            ErrorClass::Fatal,
+                            "INVALID_RECORD",
+                            "offset deltas are not 0..n-1".into(),
+                        );
+                    }
+                    Err(e) => {
+                        return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string());
+                    }
                 }
             }
             Err(e) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string()),
         }
         if batch.size_in_bytes() > max_message_bytes {
             // Not a violation: the pipeline may not know the limit (it splits on this answer).
-            return err(ErrorClass::TooLarge, "MESSAGE_TOO_LARGE", format!("{} bytes > max.message.bytes {max_message_bytes}", batch.size_in_bytes()));
+            return err(
+                ErrorClass::TooLarge,
+                "MESSAGE_TOO_LARGE",
+                format!(
+                    "{} bytes > max.message.bytes {max_message_bytes}",
+                    batch.size_in_bytes()
+                ),
+            );
         }
-        let (pid, epoch, seq) = (batch.producer_id(), batch.producer_epoch(), batch.base_sequence());
+        let (pid, epoch, seq) = (
+            batch.producer_id(),
+            batch.producer_epoch(),
+            batch.base_sequence(),
+        );
         if pid < 0 || seq < 0 {
-            return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", "the mirror must produce idempotently".into());
+            return invalid(
+                st,
+                ErrorClass::Fatal,
+                "INVALID_RECORD",
+                "the mirror must produce idempotently".into(),
+            );
         }
         let p = st.partitions.get_mut(tp).unwrap();
         if matches!(fault, Some(Fault::ForgetProducers)) && p.outstanding == 0 {
@@ -638,10 +835,16 @@ impl FakeTarget {
             p.producers.clear();
         }
         match fault {
-            Some(Fault::Fatal(code)) => return err(ErrorClass::Fatal, code, format!("{code} (injected)")),
+            Some(Fault::Fatal(code)) => {
+                return err(ErrorClass::Fatal, code, format!("{code} (injected)"));
+            }
             // Only a broker that has state for the producer id can find its sequence wrong.
             Some(Fault::OutOfOrder) if p.producers.contains_key(&pid) => {
-                return err(ErrorClass::ProducerState, "OUT_OF_ORDER_SEQUENCE_NUMBER", "injected".into());
+                return err(
+                    ErrorClass::ProducerState,
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    "injected".into(),
+                );
             }
             _ => {}
         }
@@ -649,24 +852,51 @@ impl FakeTarget {
         let last = seq_after(seq, count - 1);
         if let Some(state) = p.producers.get(&pid) {
             if epoch < state.epoch {
-                return err(ErrorClass::ProducerState, "INVALID_PRODUCER_EPOCH", format!("epoch {epoch} < {}", state.epoch));
+                return err(
+                    ErrorClass::ProducerState,
+                    "INVALID_PRODUCER_EPOCH",
+                    format!("epoch {epoch} < {}", state.epoch),
+                );
             }
             if epoch == state.epoch {
-                if let Some(&(_, _, index)) = state.recent.iter().find(|(f, l, _)| *f == seq && *l == last) {
+                if let Some(&(_, _, index)) = state
+                    .recent
+                    .iter()
+                    .find(|(f, l, _)| *f == seq && *l == last)
+                {
                     // A duplicate: success with the original offset, nothing appended.
-                    return (Ok(ProduceAck { base_offset: p.batches[index].base }), Some(index), false);
+                    return (
+                        Ok(ProduceAck {
+                            base_offset: p.batches[index].base,
+                        }),
+                        Some(index),
+                        false,
+                    );
                 }
                 if seq != seq_after(state.last_seq, 1) {
-                    return err(ErrorClass::ProducerState, "OUT_OF_ORDER_SEQUENCE_NUMBER", format!("{tp}: expected {} got {seq}", seq_after(state.last_seq, 1)));
+                    return err(
+                        ErrorClass::ProducerState,
+                        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                        format!("{tp}: expected {} got {seq}", seq_after(state.last_seq, 1)),
+                    );
                 }
             } else if seq != 0 {
-                return err(ErrorClass::ProducerState, "OUT_OF_ORDER_SEQUENCE_NUMBER", "a new epoch starts at 0".into());
+                return err(
+                    ErrorClass::ProducerState,
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    "a new epoch starts at 0".into(),
+                );
             }
         }
         let base = p.next_offset;
         let mut stored = bytes.to_vec();
         stored[..8].copy_from_slice(&base.to_be_bytes());
-        p.batches.push(Stored { base, bytes: Bytes::from(stored), count, acked: false });
+        p.batches.push(Stored {
+            base,
+            bytes: Bytes::from(stored),
+            count,
+            acked: false,
+        });
         p.next_offset += count;
         let index = p.batches.len() - 1;
         let state = p.producers.entry(pid).or_default();
@@ -681,9 +911,11 @@ impl FakeTarget {
         }
         let lose = matches!(fault, Some(Fault::LoseResponse));
         match fault {
-            Some(Fault::AppendedButFailed) => {
-                err(ErrorClass::Retriable, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "appended, not replicated in time".into())
-            }
+            Some(Fault::AppendedButFailed) => err(
+                ErrorClass::Retriable,
+                "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+                "appended, not replicated in time".into(),
+            ),
             _ => (Ok(ProduceAck { base_offset: base }), Some(index), lose),
         }
     }
@@ -694,14 +926,25 @@ impl Target for FakeTarget {
         let mut st = self.st();
         st.init_producer_ids += 1;
         st.next_pid += 1;
-        let id = ProducerIdentity { producer_id: st.next_pid, producer_epoch: 0 };
+        let id = ProducerIdentity {
+            producer_id: st.next_pid,
+            producer_epoch: 0,
+        };
         async move { Ok(id) }
     }
 
-    fn leader(&self, partition: &TopicPartition, refresh: bool) -> impl Future<Output = Result<i32, IoError>> + Send {
+    fn leader(
+        &self,
+        partition: &TopicPartition,
+        refresh: bool,
+    ) -> impl Future<Output = Result<i32, IoError>> + Send {
         let mut st = self.st();
         let answer = if !st.topics.contains_key(partition.topic()) {
-            Err(IoError::new(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("target topic {} does not exist", partition.topic())))
+            Err(IoError::new(
+                ErrorClass::Retriable,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                format!("target topic {} does not exist", partition.topic()),
+            ))
         } else {
             let actual = *st.leader.get(partition).unwrap_or(&1);
             let cached = st.cache.entry(partition.clone()).or_insert(actual);
@@ -713,7 +956,11 @@ impl Target for FakeTarget {
         async move { answer }
     }
 
-    fn produce(&self, node: i32, batches: Vec<(TopicPartition, Bytes)>) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send {
+    fn produce(
+        &self,
+        node: i32,
+        batches: Vec<(TopicPartition, Bytes)>,
+    ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send {
         // Everything happens when the request "arrives" (the call), in call order, as on one
         // connection; only the answer is delayed.
         let (results, delay, lose) = {
@@ -722,7 +969,8 @@ impl Target for FakeTarget {
             st.nodes_used.push(node);
             let mut seen = std::collections::HashSet::new();
             if !batches.iter().all(|(tp, _)| seen.insert(tp.clone())) {
-                st.violations.push("two batches for one partition in a request".into());
+                st.violations
+                    .push("two batches for one partition in a request".into());
             }
             let mut results = Vec::new();
             let mut lose = false;
@@ -755,17 +1003,31 @@ impl Target for FakeTarget {
                 out.push(result);
             }
             if lose {
-                return Err(IoError::new(ErrorClass::Retriable, "timeout", "the produce response was lost"));
+                return Err(IoError::new(
+                    ErrorClass::Retriable,
+                    "timeout",
+                    "the produce response was lost",
+                ));
             }
             Ok(out)
         }
     }
 
-    fn topic_limits(&self, topic: &str) -> impl Future<Output = Result<TopicLimits, IoError>> + Send {
+    fn topic_limits(
+        &self,
+        topic: &str,
+    ) -> impl Future<Output = Result<TopicLimits, IoError>> + Send {
         let st = self.st();
         let answer = match st.topics.get(topic) {
-            None => Err(IoError::new(ErrorClass::Retriable, "UNKNOWN_TOPIC_OR_PARTITION", format!("target topic {topic} does not exist; create it"))),
-            Some(&(_, max)) => Ok(TopicLimits { max_message_bytes: st.reported_limit.unwrap_or(max), compacted: false }),
+            None => Err(IoError::new(
+                ErrorClass::Retriable,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                format!("target topic {topic} does not exist; create it"),
+            )),
+            Some(&(_, max)) => Ok(TopicLimits {
+                max_message_bytes: st.reported_limit.unwrap_or(max),
+                compacted: false,
+            }),
         };
         async move { answer }
     }
@@ -801,13 +1063,22 @@ impl FakePositions {
 }
 
 impl Positions for FakePositions {
-    fn load(&self, partitions: &[TopicPartition]) -> impl Future<Output = Result<Vec<Option<i64>>, IoError>> + Send {
+    fn load(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> impl Future<Output = Result<Vec<Option<i64>>, IoError>> + Send {
         let st = self.state.lock().unwrap();
-        let out = partitions.iter().map(|tp| st.committed.get(tp).copied()).collect();
+        let out = partitions
+            .iter()
+            .map(|tp| st.committed.get(tp).copied())
+            .collect();
         async move { Ok(out) }
     }
 
-    fn commit(&self, positions: &[(TopicPartition, i64)]) -> impl Future<Output = Result<(), IoError>> + Send {
+    fn commit(
+        &self,
+        positions: &[(TopicPartition, i64)],
+    ) -> impl Future<Output = Result<(), IoError>> + Send {
         let mut st = self.state.lock().unwrap();
         let delay = st.delay;
         st.in_progress += 1;
@@ -816,8 +1087,12 @@ impl Positions for FakePositions {
                 // Never commit past what the target acknowledged: every expected record below
                 // the position must be in the target's acknowledged prefix.
                 let from = st.from.get(source).copied().unwrap_or(i64::MIN);
-                let needed =
-                    self.src.with(source, |log| log.expected.iter().filter(|(o, _)| *o >= from && *o < *offset).count()) as i64;
+                let needed = self.src.with(source, |log| {
+                    log.expected
+                        .iter()
+                        .filter(|(o, _)| *o >= from && *o < *offset)
+                        .count()
+                }) as i64;
                 let target = tp("dst", source.partition());
                 let acked = self.dst.acked_prefix(&target);
                 if acked < needed {
@@ -842,18 +1117,32 @@ impl Positions for FakePositions {
 
 // ------------------------------------------------------------------------------------ observer
 
+/// One acknowledged batch: source partition, first source offset, path, codec, records.
+type Forwarded = (TopicPartition, i64, Path, String, u32);
+
 #[derive(Default)]
 struct Recorder {
-    forwarded: Mutex<Vec<(TopicPartition, i64, Path, String, u32)>>,
+    forwarded: Mutex<Vec<Forwarded>>,
     skipped: Mutex<HashMap<&'static str, u32>>,
 }
 
 impl Observer for Recorder {
     fn batch_forwarded(&self, ev: &BatchForwarded<'_>) {
-        self.forwarded.lock().unwrap().push((ev.source.clone(), ev.source_base_offset, ev.path, ev.compression.to_string(), ev.records));
+        self.forwarded.lock().unwrap().push((
+            ev.source.clone(),
+            ev.source_base_offset,
+            ev.path,
+            ev.compression.to_string(),
+            ev.records,
+        ));
     }
     fn batch_skipped(&self, _source: &TopicPartition, reason: SkipReason, _records: u32) {
-        *self.skipped.lock().unwrap().entry(reason.as_str()).or_default() += 1;
+        *self
+            .skipped
+            .lock()
+            .unwrap()
+            .entry(reason.as_str())
+            .or_default() += 1;
     }
 }
 
@@ -874,8 +1163,17 @@ impl World {
         let src = FakeSource::default();
         let dst = FakeTarget::new();
         dst.create_topic("dst", partitions, 1_048_588);
-        let pos = FakePositions { state: Arc::default(), src: src.clone(), dst: dst.clone() };
-        World { src, dst, pos, obs: Arc::default() }
+        let pos = FakePositions {
+            state: Arc::default(),
+            src: src.clone(),
+            dst: dst.clone(),
+        };
+        World {
+            src,
+            dst,
+            pos,
+            obs: Arc::default(),
+        }
     }
 
     fn log<R>(&self, p: i32, f: impl FnOnce(&mut SrcLog) -> R) -> R {
@@ -883,7 +1181,17 @@ impl World {
     }
 
     async fn forwarder(&self, settings: Settings) -> Arc<Fwd> {
-        Arc::new(Forwarder::new(self.src.clone(), self.dst.clone(), self.pos.clone(), settings, self.obs.clone()).await.unwrap())
+        Arc::new(
+            Forwarder::new(
+                self.src.clone(),
+                self.dst.clone(),
+                self.pos.clone(),
+                settings,
+                self.obs.clone(),
+            )
+            .await
+            .unwrap(),
+        )
     }
 
     fn faults(&self, plan: impl FnMut(&TopicPartition, u64) -> Option<Fault> + Send + 'static) {
@@ -897,7 +1205,13 @@ impl World {
     /// The target partition holds exactly the expected records of source partition `p` from
     /// offset `from` on, once each and in order; nothing broke a produce rule or a commit check.
     fn assert_mirrored(&self, p: i32, from: i64) {
-        let want: Vec<Rec> = self.log(p, |l| l.expected.iter().filter(|(o, _)| *o >= from).map(|(_, r)| r.clone()).collect());
+        let want: Vec<Rec> = self.log(p, |l| {
+            l.expected
+                .iter()
+                .filter(|(o, _)| *o >= from)
+                .map(|(_, r)| r.clone())
+                .collect()
+        });
         let got = self.dst.records(&tp("dst", p));
         assert_same(&format!("partition {p}"), &want, &got);
         self.assert_clean();
@@ -905,7 +1219,10 @@ impl World {
 
     fn assert_clean(&self) {
         let violations = self.dst.st().violations.clone();
-        assert!(violations.is_empty(), "the target refused batches: {violations:#?}");
+        assert!(
+            violations.is_empty(),
+            "the target refused batches: {violations:#?}"
+        );
         let problems = self.pos.state.lock().unwrap().problems.clone();
         assert!(problems.is_empty(), "bad commits: {problems:#?}");
     }
@@ -917,9 +1234,18 @@ impl World {
 
 fn assert_same(what: &str, want: &[Rec], got: &[Rec]) {
     if let Some(i) = (0..want.len().min(got.len())).find(|&i| want[i] != got[i]) {
-        panic!("{what}: record {i} differs:\n want {:?}\n got  {:?}", want[i], got[i]);
+        panic!(
+            "{what}: record {i} differs:\n want {:?}\n got  {:?}",
+            want[i], got[i]
+        );
     }
-    assert_eq!(got.len(), want.len(), "{what}: {} records arrived, {} expected", got.len(), want.len());
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} records arrived, {} expected",
+        got.len(),
+        want.len()
+    );
 }
 
 /// Waits (in virtual time) until `cond` holds.
@@ -946,7 +1272,13 @@ fn settings() -> Settings {
 }
 
 fn routes(parts: &[i32]) -> Vec<Route> {
-    parts.iter().map(|&p| Route { source: tp("src", p), target: tp("dst", p) }).collect()
+    parts
+        .iter()
+        .map(|&p| Route {
+            source: tp("src", p),
+            target: tp("dst", p),
+        })
+        .collect()
 }
 
 /// A tiny deterministic generator for fault schedules.
@@ -966,7 +1298,15 @@ fn fill_small(world: &World, p: i32, batches: usize) {
     world.log(p, |l| {
         for b in 0..batches {
             let codec = Compression::ALL[b % Compression::ALL.len()];
-            let recs = (0..1 + b % 6).map(|i| gen_rec(&format!("p{p}b{b}"), i, 1_650_000_000_000 + (b * 10 + i) as i64)).collect();
+            let recs = (0..1 + b % 6)
+                .map(|i| {
+                    gen_rec(
+                        &format!("p{p}b{b}"),
+                        i,
+                        1_650_000_000_000 + (b * 10 + i) as i64,
+                    )
+                })
+                .collect();
             l.data(codec, recs);
         }
     });
@@ -1001,29 +1341,77 @@ async fn every_kind_of_source_batch_arrives_once_in_order() {
         l.gap(17);
         for (i, codec) in Compression::ALL.into_iter().enumerate() {
             // Old timestamps (1971) and all the record shapes.
-            let recs = (0..9).map(|r| gen_rec(&format!("own{i}"), r, 31_536_000_000 + r as i64 * 1000)).collect();
+            let recs = (0..9)
+                .map(|r| gen_rec(&format!("own{i}"), r, 31_536_000_000 + r as i64 * 1000))
+                .collect();
             l.data(codec, recs);
             l.compacted(codec, 12, &[0, 3, 4, 9], &format!("c{i}"));
             l.empty(3);
         }
         // lastOffset beyond the last record: the next fetch must start after lastOffset.
         l.compacted(Compression::Lz4, 30, &[1, 2], "tail");
-        l.data(Compression::None, vec![gen_rec("last", 2, 1_700_000_000_000)]);
+        l.data(
+            Compression::None,
+            vec![gen_rec("last", 2, 1_700_000_000_000)],
+        );
     });
     world.log(1, |l| {
         l.append_raw(&common::fixture("v2_txn_markers"));
         // Fixture: pid 7 aborted (marker at 5), pid 8 committed (marker at 7).
-        l.txns.push(Txn { pid: 7, first: 0, end: Some(5), aborted: true });
-        l.txns.push(Txn { pid: 8, first: 3, end: Some(7), aborted: false });
-        l.expected.extend(java_dump_records("v2_txn_markers").into_iter().filter(|(o, _)| [3, 4, 6].contains(o)));
+        l.txns.push(Txn {
+            pid: 7,
+            first: 0,
+            end: Some(5),
+            aborted: true,
+        });
+        l.txns.push(Txn {
+            pid: 8,
+            first: 3,
+            end: Some(7),
+            aborted: false,
+        });
+        l.expected.extend(
+            java_dump_records("v2_txn_markers")
+                .into_iter()
+                .filter(|(o, _)| [3, 4, 6].contains(o)),
+        );
         for round in 0..6 {
             let commit_a = round % 2 == 0;
-            l.txn(100, Compression::Gzip, (0..3).map(|i| gen_rec(&format!("a{round}"), i, 1_700_000_000_000)).collect());
-            l.txn(101, Compression::Zstd, (0..4).map(|i| gen_rec(&format!("b{round}"), i, 1_700_000_000_000)).collect());
-            l.data(Compression::Snappy, (0..2).map(|i| gen_rec(&format!("plain{round}"), i, 1_700_000_000_000)).collect());
-            l.txn(100, Compression::None, (0..2).map(|i| gen_rec(&format!("a{round}x"), i, 1_700_000_000_000)).collect());
+            l.txn(
+                100,
+                Compression::Gzip,
+                (0..3)
+                    .map(|i| gen_rec(&format!("a{round}"), i, 1_700_000_000_000))
+                    .collect(),
+            );
+            l.txn(
+                101,
+                Compression::Zstd,
+                (0..4)
+                    .map(|i| gen_rec(&format!("b{round}"), i, 1_700_000_000_000))
+                    .collect(),
+            );
+            l.data(
+                Compression::Snappy,
+                (0..2)
+                    .map(|i| gen_rec(&format!("plain{round}"), i, 1_700_000_000_000))
+                    .collect(),
+            );
+            l.txn(
+                100,
+                Compression::None,
+                (0..2)
+                    .map(|i| gen_rec(&format!("a{round}x"), i, 1_700_000_000_000))
+                    .collect(),
+            );
             l.end_txn(100, commit_a);
-            l.txn(101, Compression::Lz4, (0..2).map(|i| gen_rec(&format!("b{round}x"), i, 1_700_000_000_000)).collect());
+            l.txn(
+                101,
+                Compression::Lz4,
+                (0..2)
+                    .map(|i| gen_rec(&format!("b{round}x"), i, 1_700_000_000_000))
+                    .collect(),
+            );
             l.end_txn(101, !commit_a);
         }
     });
@@ -1031,17 +1419,36 @@ async fn every_kind_of_source_batch_arrives_once_in_order() {
     let mid = world.log(2, |l| {
         let expected = decode(&RecordBatch::parse(common::fixture("v2_gzip")).unwrap());
         let base = l.fixture("v2_gzip", expected).base;
-        l.data(Compression::Lz4, (0..5).map(|i| gen_rec("after", i, 1_700_000_000_000)).collect());
+        l.data(
+            Compression::Lz4,
+            (0..5)
+                .map(|i| gen_rec("after", i, 1_700_000_000_000))
+                .collect(),
+        );
         base + 5
     });
-    world.pos.state.lock().unwrap().committed.insert(tp("src", 2), mid);
-    world.pos.state.lock().unwrap().from.insert(tp("src", 2), mid);
+    world
+        .pos
+        .state
+        .lock()
+        .unwrap()
+        .committed
+        .insert(tp("src", 2), mid);
+    world
+        .pos
+        .state
+        .lock()
+        .unwrap()
+        .from
+        .insert(tp("src", 2), mid);
 
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1, 2])).await.unwrap();
     let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
     wait_until("every position to reach the log end", || {
-        fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
     })
     .await;
     fwd.shutdown().await.unwrap();
@@ -1050,26 +1457,44 @@ async fn every_kind_of_source_batch_arrives_once_in_order() {
     world.assert_mirrored(1, 0);
     world.assert_mirrored(2, mid);
     for p in 0..3 {
-        assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]), "final commit of partition {p}");
+        assert_eq!(
+            world.pos.committed(&tp("src", p)),
+            Some(ends[p as usize]),
+            "final commit of partition {p}"
+        );
     }
     assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
     let skipped = world.obs.skipped.lock().unwrap().clone();
     for reason in ["control", "aborted", "empty"] {
-        assert!(skipped.get(reason).copied().unwrap_or(0) > 0, "no {reason} batch was skipped: {skipped:?}");
+        assert!(
+            skipped.get(reason).copied().unwrap_or(0) > 0,
+            "no {reason} batch was skipped: {skipped:?}"
+        );
     }
     // Producer-codec batches passed through: the target stores the source's records section.
     let forwarded = world.obs.forwarded.lock().unwrap().clone();
     let target_batches = world.dst.batches(&tp("dst", 0));
     for (entry, codec) in codec_entries {
-        let (_, _, path, compression, _) = forwarded.iter().find(|f| f.0 == tp("src", 0) && f.1 == entry.base).unwrap();
-        assert_eq!((*path, compression.as_str()), (Path::PassThrough, codec), "v2_{codec}");
+        let (_, _, path, compression, _) = forwarded
+            .iter()
+            .find(|f| f.0 == tp("src", 0) && f.1 == entry.base)
+            .unwrap();
+        assert_eq!(
+            (*path, compression.as_str()),
+            (Path::PassThrough, codec),
+            "v2_{codec}"
+        );
         assert!(
             target_batches.iter().any(|b| b[61..] == entry.bytes[61..]),
             "the target does not hold the v2_{codec} records section byte for byte"
         );
     }
     // The batch straddling the start offset was split by re-encoding, not passed through.
-    assert!(forwarded.iter().any(|f| f.0 == tp("src", 2) && f.1 == mid && matches!(f.2, Path::Reencoded(_))));
+    assert!(
+        forwarded
+            .iter()
+            .any(|f| f.0 == tp("src", 2) && f.1 == mid && matches!(f.2, Path::Reencoded(_)))
+    );
 }
 
 /// Lost responses (after the append), retriable errors after the append, leader moves and slow,
@@ -1095,14 +1520,26 @@ async fn lost_responses_and_leader_moves_never_duplicate() {
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1, 2, 3])).await.unwrap();
     let ends: Vec<i64> = (0..4).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     for p in 0..4 {
         world.assert_mirrored(p, 0);
         assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]));
     }
-    assert!(world.dst.max_outstanding() <= 5, "{} batches of one partition in flight", world.dst.max_outstanding());
-    assert!(world.dst.st().nodes_used.contains(&2), "no request followed a leader move");
+    assert!(
+        world.dst.max_outstanding() <= 5,
+        "{} batches of one partition in flight",
+        world.dst.max_outstanding()
+    );
+    assert!(
+        world.dst.st().nodes_used.contains(&2),
+        "no request followed a leader move"
+    );
     assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
 }
 
@@ -1130,12 +1567,20 @@ async fn producer_state_trouble_renumbers_without_loss_or_duplicates() {
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
     let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     for p in 0..2 {
         world.assert_mirrored(p, 0);
     }
-    assert!(world.dst.st().init_producer_ids > 1, "no renumbering happened");
+    assert!(
+        world.dst.st().init_producer_ids > 1,
+        "no renumbering happened"
+    );
 }
 
 /// A target that does not answer: fetching stops once the unacknowledged bytes fill the memory
@@ -1146,7 +1591,10 @@ async fn a_stalled_target_stops_fetching_at_the_memory_budget() {
     for p in 0..8 {
         world.log(p, |l| {
             for b in 0..40 {
-                l.data(Compression::None, big_recs(&format!("p{p}b{b}"), 3, 10_000, 1_700_000_000_000));
+                l.data(
+                    Compression::None,
+                    big_recs(&format!("p{p}b{b}"), 3, 10_000, 1_700_000_000_000),
+                );
             }
         });
     }
@@ -1158,17 +1606,36 @@ async fn a_stalled_target_stops_fetching_at_the_memory_budget() {
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1, 2, 3, 4, 5, 6, 7])).await.unwrap();
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let delivered = || (0..8).map(|p| world.log(p, |l| l.delivered_bytes())).sum::<usize>();
+    let delivered = || {
+        (0..8)
+            .map(|p| world.log(p, |l| l.delivered_bytes()))
+            .sum::<usize>()
+    };
     let fetches = world.src.total_fetches();
     let held = delivered();
     tokio::time::sleep(Duration::from_secs(120)).await;
-    assert_eq!(world.src.total_fetches(), fetches, "fetching went on with the budget exhausted");
+    assert_eq!(
+        world.src.total_fetches(),
+        fetches,
+        "fetching went on with the budget exhausted"
+    );
     assert_eq!(delivered(), held);
-    assert!(held <= budget, "{held} bytes fetched and unacknowledged, budget {budget}");
-    assert!(held > budget / 2, "only {held} bytes fetched: something other than the budget stopped fetching");
+    assert!(
+        held <= budget,
+        "{held} bytes fetched and unacknowledged, budget {budget}"
+    );
+    assert!(
+        held > budget / 2,
+        "only {held} bytes fetched: something other than the budget stopped fetching"
+    );
     world.dst.set_gate(true);
     let ends: Vec<i64> = (0..8).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     for p in 0..8 {
         world.assert_mirrored(p, 0);
@@ -1181,11 +1648,19 @@ async fn a_stalled_target_stops_fetching_at_the_memory_budget() {
 async fn batches_beyond_the_reserved_budget_do_not_deadlock() {
     let world = World::new(3);
     world.dst.create_topic("dst", 3, 4 << 20);
-    world.log(0, |l| l.data(Compression::None, big_recs("huge", 15, 100_000, 1_700_000_000_000)));
+    world.log(0, |l| {
+        l.data(
+            Compression::None,
+            big_recs("huge", 15, 100_000, 1_700_000_000_000),
+        )
+    });
     for p in 1..3 {
         world.log(p, |l| {
             for b in 0..3 {
-                l.data(Compression::None, big_recs(&format!("p{p}b{b}"), 7, 100_000, 1_700_000_000_000));
+                l.data(
+                    Compression::None,
+                    big_recs(&format!("p{p}b{b}"), 7, 100_000, 1_700_000_000_000),
+                );
             }
         });
     }
@@ -1195,7 +1670,12 @@ async fn batches_beyond_the_reserved_budget_do_not_deadlock() {
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1, 2])).await.unwrap();
     let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     for p in 0..3 {
         world.assert_mirrored(p, 0);
@@ -1216,30 +1696,65 @@ async fn revoke_and_shutdown_drain_in_flight_batches_and_commit_the_final_positi
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
     let p0 = tp("dst", 0);
-    wait_until("batches in flight", || world.dst.outstanding(&p0) >= 3 && world.dst.acked_prefix(&p0) > 0).await;
+    wait_until("batches in flight", || {
+        world.dst.outstanding(&p0) >= 3 && world.dst.acked_prefix(&p0) > 0
+    })
+    .await;
 
     fwd.revoke(&[tp("src", 0)]).await.unwrap();
-    assert_eq!(world.dst.outstanding(&p0), 0, "revoke returned with batches in flight");
+    assert_eq!(
+        world.dst.outstanding(&p0),
+        0,
+        "revoke returned with batches in flight"
+    );
     let committed = world.pos.committed(&tp("src", 0)).unwrap();
     assert!(committed > 0 && committed < world.source_end(0));
     // Exactly the records before the committed position are on the target.
-    let want: Vec<Rec> = world.log(0, |l| l.expected.iter().filter(|(o, _)| *o < committed).map(|(_, r)| r.clone()).collect());
+    let want: Vec<Rec> = world.log(0, |l| {
+        l.expected
+            .iter()
+            .filter(|(o, _)| *o < committed)
+            .map(|(_, r)| r.clone())
+            .collect()
+    });
     assert_same("revoked partition", &want, &world.dst.records(&p0));
     let fetches = world.log(0, |l| l.fetches);
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(world.log(0, |l| l.fetches), fetches, "a revoked partition kept fetching");
-    assert!(fwd.acknowledged_positions().iter().all(|(s, _)| s.partition() == 1));
+    assert_eq!(
+        world.log(0, |l| l.fetches),
+        fetches,
+        "a revoked partition kept fetching"
+    );
+    assert!(
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, _)| s.partition() == 1)
+    );
 
     let p1 = tp("dst", 1);
     wait_until("batches in flight", || world.dst.outstanding(&p1) >= 3).await;
     fwd.shutdown().await.unwrap();
-    assert_eq!(world.dst.outstanding(&p1), 0, "shutdown returned with batches in flight");
+    assert_eq!(
+        world.dst.outstanding(&p1),
+        0,
+        "shutdown returned with batches in flight"
+    );
     let committed = world.pos.committed(&tp("src", 1)).unwrap();
-    let want: Vec<Rec> = world.log(1, |l| l.expected.iter().filter(|(o, _)| *o < committed).map(|(_, r)| r.clone()).collect());
+    let want: Vec<Rec> = world.log(1, |l| {
+        l.expected
+            .iter()
+            .filter(|(o, _)| *o < committed)
+            .map(|(_, r)| r.clone())
+            .collect()
+    });
     assert_same("shut down partition", &want, &world.dst.records(&p1));
     let requests = world.dst.st().requests;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(world.dst.st().requests, requests, "produce requests after shutdown");
+    assert_eq!(
+        world.dst.st().requests,
+        requests,
+        "produce requests after shutdown"
+    );
     world.assert_clean();
 }
 
@@ -1258,7 +1773,13 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
         let end2 = world.source_end(2);
         world.log(2, |l| l.delete_before(end2));
         for p in [0, 2] {
-            world.pos.state.lock().unwrap().committed.insert(tp("src", p), 3);
+            world
+                .pos
+                .state
+                .lock()
+                .unwrap()
+                .committed
+                .insert(tp("src", p), 3);
         }
         world.pos.state.lock().unwrap().unchecked = true;
         let mut s = settings();
@@ -1269,18 +1790,29 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
         match policy {
             OutOfRangePolicy::Fail => {
                 wait_until("partitions 0 and 2 to fail, 1 to finish", || {
-                    fwd.failures().len() == 2 && fwd.acknowledged_positions().iter().any(|(s, o)| s.partition() == 1 && *o == end1)
+                    fwd.failures().len() == 2
+                        && fwd
+                            .acknowledged_positions()
+                            .iter()
+                            .any(|(s, o)| s.partition() == 1 && *o == end1)
                 })
                 .await;
                 let failures = fwd.failures();
                 for (source, message) in &failures {
                     assert!(source.partition() == 0 || source.partition() == 2);
-                    assert!(message.contains("mirror.on_offset_out_of_range"), "{message}");
+                    assert!(
+                        message.contains("mirror.on_offset_out_of_range"),
+                        "{message}"
+                    );
                     assert!(message.contains("offset 3 of src-"), "{message}");
                 }
                 fwd.shutdown().await.unwrap();
                 assert!(world.dst.records(&tp("dst", 0)).is_empty());
-                assert_eq!(world.pos.committed(&tp("src", 0)), Some(3), "a failed partition's position moved");
+                assert_eq!(
+                    world.pos.committed(&tp("src", 0)),
+                    Some(3),
+                    "a failed partition's position moved"
+                );
                 world.assert_mirrored(1, 0);
             }
             _ => {
@@ -1297,7 +1829,11 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
                 world.assert_mirrored(0, cut);
                 world.assert_mirrored(1, 0);
                 assert!(world.dst.records(&tp("dst", 2)).is_empty());
-                assert_eq!(world.pos.committed(&tp("src", 2)), Some(end2), "the gap was not committed");
+                assert_eq!(
+                    world.pos.committed(&tp("src", 2)),
+                    Some(end2),
+                    "the gap was not committed"
+                );
             }
         }
     }
@@ -1310,19 +1846,29 @@ async fn a_fatal_target_error_stops_only_that_partition() {
     for p in 0..3 {
         fill_small(&world, p, 40);
     }
-    world.faults(|tp, _| (tp.partition() == 1).then_some(Fault::Fatal("TOPIC_AUTHORIZATION_FAILED")));
+    world.faults(|tp, _| {
+        (tp.partition() == 1).then_some(Fault::Fatal("TOPIC_AUTHORIZATION_FAILED"))
+    });
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1, 2])).await.unwrap();
     let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
     wait_until("partition 1 to fail, 0 and 2 to finish", || {
         !fwd.failures().is_empty()
-            && fwd.acknowledged_positions().iter().filter(|(s, _)| s.partition() != 1).all(|(s, o)| *o == ends[s.partition() as usize])
+            && fwd
+                .acknowledged_positions()
+                .iter()
+                .filter(|(s, _)| s.partition() != 1)
+                .all(|(s, o)| *o == ends[s.partition() as usize])
     })
     .await;
     let failures = fwd.failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0].0, tp("src", 1));
-    assert!(failures[0].1.contains("dst-1") && failures[0].1.contains("TOPIC_AUTHORIZATION_FAILED"), "{}", failures[0].1);
+    assert!(
+        failures[0].1.contains("dst-1") && failures[0].1.contains("TOPIC_AUTHORIZATION_FAILED"),
+        "{}",
+        failures[0].1
+    );
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
     world.assert_mirrored(2, 0);
@@ -1337,17 +1883,27 @@ async fn a_fatal_target_error_stops_only_that_partition() {
 #[tokio::test(start_paused = true)]
 async fn a_partition_assigned_again_continues_its_producer_sequence() {
     let world = World::new(2);
-    let batch = |tag: &str| (0..10).map(|i| gen_rec(tag, i, 1_700_000_000_000)).collect::<Vec<_>>();
+    let batch = |tag: &str| {
+        (0..10)
+            .map(|i| gen_rec(tag, i, 1_700_000_000_000))
+            .collect::<Vec<_>>()
+    };
     world.log(0, |l| l.data(Compression::None, batch("first")));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0])).await.unwrap();
-    wait_until("the first batch", || world.dst.records(&tp("dst", 0)).len() == 10).await;
+    wait_until("the first batch", || {
+        world.dst.records(&tp("dst", 0)).len() == 10
+    })
+    .await;
     fwd.revoke(&[tp("src", 0)]).await.unwrap();
     // The same shape again: sequence 0..9 would match the first batch exactly.
     world.log(0, |l| l.data(Compression::None, batch("second")));
     fwd.assign(routes(&[0])).await.unwrap();
     let end = world.source_end(0);
-    wait_until("the second batch", || fwd.acknowledged_positions().iter().any(|(_, o)| *o == end)).await;
+    wait_until("the second batch", || {
+        fwd.acknowledged_positions().iter().any(|(_, o)| *o == end)
+    })
+    .await;
     fwd.revoke(&[tp("src", 0)]).await.unwrap();
     world.assert_mirrored(0, 0);
 
@@ -1364,12 +1920,22 @@ async fn a_partition_assigned_again_continues_its_producer_sequence() {
         }
     });
     let shared = tp("dst", 0);
-    let both = vec![Route { source: tp("src", 0), target: shared.clone() }, Route { source: tp("src", 1), target: shared.clone() }];
+    let both = vec![
+        Route {
+            source: tp("src", 0),
+            target: shared.clone(),
+        },
+        Route {
+            source: tp("src", 1),
+            target: shared.clone(),
+        },
+    ];
     fwd.assign(both).await.unwrap();
     let (end0, end1) = (world.source_end(0), world.source_end(1));
     wait_until("both sources", || {
         let acked = fwd.acknowledged_positions();
-        acked.iter().any(|(s, o)| s.partition() == 0 && *o == end0) && acked.iter().any(|(s, o)| s.partition() == 1 && *o == end1)
+        acked.iter().any(|(s, o)| s.partition() == 0 && *o == end0)
+            && acked.iter().any(|(s, o)| s.partition() == 1 && *o == end1)
     })
     .await;
     fwd.shutdown().await.unwrap();
@@ -1379,7 +1945,11 @@ async fn a_partition_assigned_again_continues_its_producer_sequence() {
         let want: Vec<Rec> = world.log(p, |l| l.expected.iter().map(|(_, r)| r.clone()).collect());
         let mine: Vec<Rec> = got.iter().filter(|r| want.contains(r)).cloned().collect();
         let skip = if p == 0 { 20 } else { 0 };
-        assert_same(&format!("source {p} in the shared partition"), &want[skip..], &mine[skip..]);
+        assert_same(
+            &format!("source {p} in the shared partition"),
+            &want[skip..],
+            &mine[skip..],
+        );
     }
     assert_eq!(got.len(), 20 + 400);
     world.assert_clean();
@@ -1396,11 +1966,17 @@ async fn dropping_the_forwarder_stops_it() {
     world.ack_delay(|| Duration::from_millis(200));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
-    wait_until("some progress", || world.dst.acked_prefix(&tp("dst", 0)) > 20).await;
+    wait_until("some progress", || {
+        world.dst.acked_prefix(&tp("dst", 0)) > 20
+    })
+    .await;
     let weak = Arc::downgrade(&fwd);
     drop(fwd);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(weak.upgrade().is_none(), "the forwarder outlived its last owner");
+    assert!(
+        weak.upgrade().is_none(),
+        "the forwarder outlived its last owner"
+    );
     let (fetches, requests) = (world.src.total_fetches(), world.dst.st().requests);
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(world.src.total_fetches(), fetches, "fetching after drop");
@@ -1419,29 +1995,58 @@ async fn batches_the_target_refuses_as_too_large_are_split() {
     world.dst.st().reported_limit = Some(1_048_588);
     world.log(0, |l| {
         for b in 0..6 {
-            l.data(Compression::ALL[b % 5], big_recs(&format!("b{b}"), 40, 1_000, 1_700_000_000_000));
-            l.data(Compression::None, vec![gen_rec("small", b, 1_700_000_000_000)]);
+            l.data(
+                Compression::ALL[b % 5],
+                big_recs(&format!("b{b}"), 40, 1_000, 1_700_000_000_000),
+            );
+            l.data(
+                Compression::None,
+                vec![gen_rec("small", b, 1_700_000_000_000)],
+            );
         }
     });
     world.log(1, |l| {
-        l.data(Compression::None, vec![gen_rec("fits", 1, 1_700_000_000_000)]);
-        l.data(Compression::None, big_recs("alone", 1, 20_000, 1_700_000_000_000));
+        l.data(
+            Compression::None,
+            vec![gen_rec("fits", 1, 1_700_000_000_000)],
+        );
+        l.data(
+            Compression::None,
+            big_recs("alone", 1, 20_000, 1_700_000_000_000),
+        );
     });
     world.ack_delay(|| Duration::from_millis(20));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
     let end0 = world.source_end(0);
     wait_until("partition 0 mirrored, partition 1 failed", || {
-        fwd.acknowledged_positions().iter().any(|(s, o)| s.partition() == 0 && *o == end0) && fwd.failures().len() == 1
+        fwd.acknowledged_positions()
+            .iter()
+            .any(|(s, o)| s.partition() == 0 && *o == end0)
+            && fwd.failures().len() == 1
     })
     .await;
     let failures = fwd.failures();
     assert_eq!(failures[0].0, tp("src", 1));
-    assert!(failures[0].1.contains("MESSAGE_TOO_LARGE") && failures[0].1.contains("max.message.bytes"), "{}", failures[0].1);
+    assert!(
+        failures[0].1.contains("MESSAGE_TOO_LARGE") && failures[0].1.contains("max.message.bytes"),
+        "{}",
+        failures[0].1
+    );
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
-    assert_eq!(world.dst.records(&tp("dst", 1)).len(), 1, "the record before the oversized one");
-    assert!(world.dst.batches(&tp("dst", 0)).iter().all(|b| b.len() <= 16 << 10));
+    assert_eq!(
+        world.dst.records(&tp("dst", 1)).len(),
+        1,
+        "the record before the oversized one"
+    );
+    assert!(
+        world
+            .dst
+            .batches(&tp("dst", 0))
+            .iter()
+            .all(|b| b.len() <= 16 << 10)
+    );
 }
 
 /// An open transaction pins the last stable offset: nothing after it is forwarded until it ends;
@@ -1450,19 +2055,48 @@ async fn batches_the_target_refuses_as_too_large_are_split() {
 async fn an_open_transaction_holds_the_partition_back() {
     let world = World::new(1);
     world.log(0, |l| {
-        l.data(Compression::None, (0..3).map(|i| gen_rec("before", i, 1_700_000_000_000)).collect());
-        l.txn(300, Compression::Gzip, (0..3).map(|i| gen_rec("open", i, 1_700_000_000_000)).collect());
-        l.data(Compression::None, (0..3).map(|i| gen_rec("behind", i, 1_700_000_000_000)).collect());
+        l.data(
+            Compression::None,
+            (0..3)
+                .map(|i| gen_rec("before", i, 1_700_000_000_000))
+                .collect(),
+        );
+        l.txn(
+            300,
+            Compression::Gzip,
+            (0..3)
+                .map(|i| gen_rec("open", i, 1_700_000_000_000))
+                .collect(),
+        );
+        l.data(
+            Compression::None,
+            (0..3)
+                .map(|i| gen_rec("behind", i, 1_700_000_000_000))
+                .collect(),
+        );
     });
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0])).await.unwrap();
     let lso = world.log(0, |l| l.lso());
-    wait_until("the data before the transaction", || fwd.acknowledged_positions()[0].1 == lso).await;
+    wait_until("the data before the transaction", || {
+        fwd.acknowledged_positions()[0].1 == lso
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_eq!(world.dst.records(&tp("dst", 0)).len(), 3, "data beyond the last stable offset was forwarded");
+    assert_eq!(
+        world.dst.records(&tp("dst", 0)).len(),
+        3,
+        "data beyond the last stable offset was forwarded"
+    );
     world.log(0, |l| {
         l.end_txn(300, true);
-        l.txn(301, Compression::Lz4, (0..2).map(|i| gen_rec("aborted", i, 1_700_000_000_000)).collect());
+        l.txn(
+            301,
+            Compression::Lz4,
+            (0..2)
+                .map(|i| gen_rec("aborted", i, 1_700_000_000_000))
+                .collect(),
+        );
         l.end_txn(301, false);
     });
     let end = world.source_end(0);
@@ -1484,7 +2118,10 @@ async fn a_missing_target_topic_is_waited_for() {
     assert_eq!(world.dst.st().requests, 0);
     world.dst.create_topic("dst", 1, 1_048_588);
     let end = world.source_end(0);
-    wait_until("mirroring after the topic appeared", || fwd.acknowledged_positions()[0].1 == end).await;
+    wait_until("mirroring after the topic appeared", || {
+        fwd.acknowledged_positions()[0].1 == end
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
 }
@@ -1498,14 +2135,29 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     }
     world.log(0, |l| {
         for _ in 0..5 {
-            l.fetch_faults.push_back(IoError::new(ErrorClass::Retriable, "NOT_LEADER_OR_FOLLOWER", "leader moved"));
+            l.fetch_faults.push_back(IoError::new(
+                ErrorClass::Retriable,
+                "NOT_LEADER_OR_FOLLOWER",
+                "leader moved",
+            ));
         }
     });
-    world.log(1, |l| l.fetch_faults.push_back(IoError::new(ErrorClass::Fatal, "TOPIC_AUTHORIZATION_FAILED", "may not read src")));
+    world.log(1, |l| {
+        l.fetch_faults.push_back(IoError::new(
+            ErrorClass::Fatal,
+            "TOPIC_AUTHORIZATION_FAILED",
+            "may not read src",
+        ))
+    });
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
     let end0 = world.source_end(0);
-    wait_until("partition 0 mirrored", || fwd.acknowledged_positions().iter().any(|(s, o)| s.partition() == 0 && *o == end0)).await;
+    wait_until("partition 0 mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .any(|(s, o)| s.partition() == 0 && *o == end0)
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
     let failures = fwd.failures();
@@ -1523,14 +2175,23 @@ async fn batches_larger_than_the_fetch_size_in_a_shared_fetch_are_not_starved() 
     world.log(0, |l| {
         l.oversize_empty = true;
         for b in 0..4 {
-            l.data(Compression::Gzip, big_recs(&format!("b{b}"), 30, 1_000, 1_700_000_000_000));
-            l.data(Compression::None, vec![gen_rec("small", b, 1_700_000_000_000)]);
+            l.data(
+                Compression::Gzip,
+                big_recs(&format!("b{b}"), 30, 1_000, 1_700_000_000_000),
+            );
+            l.data(
+                Compression::None,
+                vec![gen_rec("small", b, 1_700_000_000_000)],
+            );
         }
     });
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0])).await.unwrap();
     let end = world.source_end(0);
-    wait_until("the partition mirrored", || fwd.acknowledged_positions()[0].1 == end).await;
+    wait_until("the partition mirrored", || {
+        fwd.acknowledged_positions()[0].1 == end
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
 }
@@ -1545,24 +2206,41 @@ async fn a_split_batch_keeps_at_most_five_parts_in_flight() {
     for p in 0..2 {
         world.log(p, |l| {
             for b in 0..4 {
-                l.data(Compression::ALL[b % 5], big_recs(&format!("p{p}b{b}"), 60, 700, 1_700_000_000_000));
+                l.data(
+                    Compression::ALL[b % 5],
+                    big_recs(&format!("p{p}b{b}"), 60, 700, 1_700_000_000_000),
+                );
             }
         });
     }
     let mut rng = Rng(99);
-    world.faults(move |_, attempt| (attempt > 1 && rng.next() % 100 < 15).then_some(Fault::LoseResponse));
+    world.faults(move |_, attempt| {
+        (attempt > 1 && rng.next() % 100 < 15).then_some(Fault::LoseResponse)
+    });
     let mut delays = Rng(5);
     world.ack_delay(move || Duration::from_millis(20 + delays.next() % 50));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
     let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || fwd.acknowledged_positions().iter().all(|(s, o)| *o == ends[s.partition() as usize])).await;
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
     fwd.shutdown().await.unwrap();
     for p in 0..2 {
         world.assert_mirrored(p, 0);
-        assert!(world.dst.batches(&tp("dst", p)).len() > 40, "the batches were not split");
+        assert!(
+            world.dst.batches(&tp("dst", p)).len() > 40,
+            "the batches were not split"
+        );
     }
-    assert!(world.dst.max_outstanding() <= 5, "{} batches of one partition in flight", world.dst.max_outstanding());
+    assert!(
+        world.dst.max_outstanding() <= 5,
+        "{} batches of one partition in flight",
+        world.dst.max_outstanding()
+    );
 }
 
 /// A periodic commit that is slow to take effect must not land after the final commit of a
@@ -1577,14 +2255,24 @@ async fn a_periodic_commit_never_lands_after_the_final_one() {
     s.commit_interval = Duration::from_millis(1000);
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0])).await.unwrap();
-    wait_until("a few commits", || world.pos.state.lock().unwrap().history.len() >= 3).await;
-    wait_until("a periodic commit under way", || world.pos.state.lock().unwrap().in_progress > 0).await;
+    wait_until("a few commits", || {
+        world.pos.state.lock().unwrap().history.len() >= 3
+    })
+    .await;
+    wait_until("a periodic commit under way", || {
+        world.pos.state.lock().unwrap().in_progress > 0
+    })
+    .await;
     world.pos.state.lock().unwrap().delay = Duration::from_millis(10);
+    world.ack_delay(|| Duration::from_millis(1));
     fwd.revoke(&[tp("src", 0)]).await.unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let st = world.pos.state.lock().unwrap();
     let offsets: Vec<i64> = st.history.iter().map(|(_, o)| *o).collect();
-    assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "commits went backwards: {offsets:?}");
+    assert!(
+        offsets.windows(2).all(|w| w[0] <= w[1]),
+        "commits went backwards: {offsets:?}"
+    );
     assert_eq!(st.committed[&tp("src", 0)], *offsets.iter().max().unwrap());
     drop(st);
     assert!(world.pos.committed(&tp("src", 0)).unwrap() < world.source_end(0));

@@ -19,8 +19,10 @@
 //! | mirror -> consumer | mirror span end | consumer span start |
 //! | end to end | producer span start | consumer span start |
 //!
-//! Hops between processes compare clocks of different processes: on one machine that is exact,
-//! across machines it includes clock skew, so values may be negative and are kept signed.
+//! Values are kept signed, and small negative values are expected: a span ends when its process
+//! has *handled* the acknowledgement, and by then the broker may already have handed the record
+//! to the next hop's waiting fetch (the mirror's span can start a few milliseconds before the
+//! producer's span ends). Across machines the hops also include clock skew.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;

@@ -9,6 +9,7 @@ use strait::config::{Config, Environment};
 use strait::http::{self, Readiness};
 use strait::metrics::Metrics;
 use strait::{Error, Result, logging, mirror};
+use strait_forward::observe::Observer;
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -92,22 +93,23 @@ async fn run(config: Config) -> Result<()> {
         }
         None => None,
     };
-    let result = run_mirror(config, metrics, readiness, shutdown.clone()).await;
+    let otel = strait::otel::init_from_config(&config)?;
+    let observer: Arc<dyn Observer> = match &otel {
+        Some(h) => Arc::new(strait::otel::Fanout::new(vec![metrics.clone(), h.observer()])),
+        None => metrics.clone(),
+    };
+    let result = mirror::run(config, observer, readiness, shutdown.clone()).await;
+    if let Some(h) = otel {
+        match h.shutdown().await {
+            Ok(stats) => tracing::info!(?stats, "tracing stopped"),
+            Err(e) => tracing::warn!(error = %e, "tracing did not shut down cleanly"),
+        }
+    }
     shutdown.cancel();
     if let Some(server) = server {
         let _ = server.await;
     }
     result
-}
-
-/// Runs the forwarding engine with metrics as its observer.
-async fn run_mirror(
-    config: Config,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    shutdown: CancellationToken,
-) -> Result<()> {
-    mirror::run(config, metrics, readiness, shutdown).await
 }
 
 /// Cancels `token` on SIGINT (Ctrl-C) or SIGTERM (container stop).

@@ -16,12 +16,19 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     pub(crate) fn new(base: Duration, max: Duration) -> Self {
-        Backoff { base: base.max(Duration::from_millis(1)), max: max.max(base), attempt: 0 }
+        Backoff {
+            base: base.max(Duration::from_millis(1)),
+            max: max.max(base),
+            attempt: 0,
+        }
     }
 
     /// The next delay, advancing the attempt counter.
     pub(crate) fn next_delay(&mut self) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << self.attempt.min(20)).min(self.max);
+        let exp = self
+            .base
+            .saturating_mul(1u32 << self.attempt.min(20))
+            .min(self.max);
         self.attempt = self.attempt.saturating_add(1);
         exp.mul_f64(0.5 + rand::random::<f64>() * 0.5)
     }

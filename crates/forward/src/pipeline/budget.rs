@@ -25,7 +25,10 @@ impl Budget {
     /// A budget of `total` bytes (at least 1 MiB, at most what a semaphore can count).
     pub(crate) fn new(total: usize) -> Self {
         let total = total.clamp(1 << 20, u32::MAX as usize);
-        Budget { sem: Arc::new(Semaphore::new(total)), total }
+        Budget {
+            sem: Arc::new(Semaphore::new(total)),
+            total,
+        }
     }
 
     /// Waits until `bytes` are free and holds them. A request larger than the whole budget holds
@@ -33,7 +36,9 @@ impl Budget {
     pub(crate) async fn reserve(&self, bytes: usize) -> Reservation {
         let n = bytes.clamp(1, self.total) as u32;
         match self.sem.clone().acquire_many_owned(n).await {
-            Ok(permit) => Reservation { permit: Some(permit) },
+            Ok(permit) => Reservation {
+                permit: Some(permit),
+            },
             // The semaphore is never closed; an empty reservation is harmless if it were.
             Err(_) => Reservation { permit: None },
         }
@@ -54,9 +59,13 @@ impl Reservation {
         };
         let n = bytes.min(permit.num_permits());
         if n == permit.num_permits() {
-            return Reservation { permit: self.permit.take() };
+            return Reservation {
+                permit: self.permit.take(),
+            };
         }
-        Reservation { permit: permit.split(n) }
+        Reservation {
+            permit: permit.split(n),
+        }
     }
 
     /// Bytes held.

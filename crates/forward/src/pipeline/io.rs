@@ -91,7 +91,10 @@ pub struct TopicLimits {
 impl Default for TopicLimits {
     fn default() -> Self {
         // Kafka's default max.message.bytes (1 MiB + 12).
-        TopicLimits { max_message_bytes: 1_048_588, compacted: false }
+        TopicLimits {
+            max_message_bytes: 1_048_588,
+            compacted: false,
+        }
     }
 }
 
@@ -127,7 +130,11 @@ pub struct IoError {
 impl IoError {
     /// A new error.
     pub fn new(class: ErrorClass, code: impl Into<String>, message: impl Into<String>) -> Self {
-        IoError { class, code: code.into(), message: message.into() }
+        IoError {
+            class,
+            code: code.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -167,7 +174,10 @@ pub trait Target: Send + Sync + 'static {
         batches: Vec<(TopicPartition, Bytes)>,
     ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send;
     /// Limits of a target topic.
-    fn topic_limits(&self, topic: &str) -> impl Future<Output = Result<TopicLimits, IoError>> + Send;
+    fn topic_limits(
+        &self,
+        topic: &str,
+    ) -> impl Future<Output = Result<TopicLimits, IoError>> + Send;
 }
 
 /// Where source positions are stored (normally the source cluster's consumer group).
@@ -178,5 +188,8 @@ pub trait Positions: Send + Sync + 'static {
         partitions: &[TopicPartition],
     ) -> impl Future<Output = Result<Vec<Option<i64>>, IoError>> + Send;
     /// Commits positions (the next offset to mirror, as Kafka consumers commit).
-    fn commit(&self, positions: &[(TopicPartition, i64)]) -> impl Future<Output = Result<(), IoError>> + Send;
+    fn commit(
+        &self,
+        positions: &[(TopicPartition, i64)],
+    ) -> impl Future<Output = Result<(), IoError>> + Send;
 }

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::compression::Compression;
-use crate::rewrite::LogAppendTimePolicy;
 use crate::observe::Observer;
+use crate::rewrite::LogAppendTimePolicy;
 
 pub use io::{Isolation, Positions, Source, StartPosition, Target};
 pub use partition::Route;
@@ -114,12 +114,23 @@ impl Default for Settings {
 impl Settings {
     /// Checks ranges; the error names the field.
     pub fn validate(&self) -> Result<(), Error> {
-        let bad = |field: &'static str, why: &str| Err(Error::Settings { field, detail: why.to_string() });
+        let bad = |field: &'static str, why: &str| {
+            Err(Error::Settings {
+                field,
+                detail: why.to_string(),
+            })
+        };
         if !(1..=5).contains(&self.max_in_flight) {
-            return bad("max_in_flight", "must be 1 to 5 (Kafka detects duplicates only among the last 5 batches)");
+            return bad(
+                "max_in_flight",
+                "must be 1 to 5 (Kafka detects duplicates only among the last 5 batches)",
+            );
         }
         if self.partition_fetch_bytes < 1024 || self.max_fetch_bytes < self.partition_fetch_bytes {
-            return bad("partition_fetch_bytes", "must be at least 1024 and at most max_fetch_bytes");
+            return bad(
+                "partition_fetch_bytes",
+                "must be at least 1024 and at most max_fetch_bytes",
+            );
         }
         if self.memory_budget < (1 << 20) {
             return bad("memory_budget", "must be at least 1 MiB");
@@ -162,12 +173,22 @@ pub struct Forwarder<S: Source, T: Target, P: Positions> {
 impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
     /// A forwarder with no partitions yet. Gets the target producer id first, so a target that
     /// is down or refuses the mirror's principal fails here, not later.
-    pub async fn new(source: S, target: T, positions: P, settings: Settings, observer: Arc<dyn Observer>) -> Result<Self, Error> {
+    pub async fn new(
+        source: S,
+        target: T,
+        positions: P,
+        settings: Settings,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Self, Error> {
         settings.validate()?;
         let target = Arc::new(target);
         let identity = target.init_producer_id().await.map_err(Error::Io)?;
         let cancel = CancellationToken::new();
-        let senders = Arc::new(Senders::new(target.clone(), settings.max_request_bytes, settings.max_requests_per_broker));
+        let senders = Arc::new(Senders::new(
+            target.clone(),
+            settings.max_request_bytes,
+            settings.max_requests_per_broker,
+        ));
         let shared = Arc::new(Shared {
             source: Arc::new(source),
             target,
@@ -197,7 +218,10 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
     pub async fn assign(self: &Arc<Self>, routes: Vec<Route>) -> Result<(), Error> {
         let routes: Vec<Route> = {
             let running = self.running();
-            routes.into_iter().filter(|r| !running.contains_key(&r.source)).collect()
+            routes
+                .into_iter()
+                .filter(|r| !running.contains_key(&r.source))
+                .collect()
         };
         if routes.is_empty() {
             return Ok(());
@@ -221,7 +245,15 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
                 cell.clone(),
                 stop.clone(),
             ));
-            running.insert(route.source.clone(), Running { route, cell, stop, handle: Some(handle) });
+            running.insert(
+                route.source.clone(),
+                Running {
+                    route,
+                    cell,
+                    stop,
+                    handle: Some(handle),
+                },
+            );
         }
         drop(running);
         self.ensure_committer();
@@ -262,17 +294,22 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             .values()
             .filter_map(|r| {
                 let ackd = r.cell.ackd.load(Ordering::Acquire);
-                (ackd >= 0 && ackd != r.cell.committed.load(Ordering::Acquire)).then(|| (r.route.source.clone(), ackd, r.cell.clone()))
+                (ackd >= 0 && ackd != r.cell.committed.load(Ordering::Acquire))
+                    .then(|| (r.route.source.clone(), ackd, r.cell.clone()))
             })
             .collect();
         self.commit_cells(changed).await
     }
 
-    async fn commit_cells(&self, changed: Vec<(TopicPartition, i64, Arc<PositionCell>)>) -> Result<(), Error> {
+    async fn commit_cells(
+        &self,
+        changed: Vec<(TopicPartition, i64, Arc<PositionCell>)>,
+    ) -> Result<(), Error> {
         if changed.is_empty() {
             return Ok(());
         }
-        let positions: Vec<(TopicPartition, i64)> = changed.iter().map(|(tp, o, _)| (tp.clone(), *o)).collect();
+        let positions: Vec<(TopicPartition, i64)> =
+            changed.iter().map(|(tp, o, _)| (tp.clone(), *o)).collect();
         self.positions.commit(&positions).await.map_err(Error::Io)?;
         for (tp, offset, cell) in changed {
             cell.committed.fetch_max(offset, Ordering::AcqRel);
@@ -315,7 +352,11 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         let all: Vec<TopicPartition> = self.running().keys().cloned().collect();
         let result = self.revoke(&all).await;
         self.cancel.cancel();
-        let committer = self.committer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let committer = self
+            .committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(c) = committer {
             let _ = c.await;
         }
@@ -329,12 +370,18 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
 
     /// Partitions that stopped on an error, with the error's message.
     pub fn failures(&self) -> Vec<(TopicPartition, String)> {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The next source offset for each partition that the target has fully acknowledged.
     pub fn acknowledged_positions(&self) -> Vec<(TopicPartition, i64)> {
-        self.running().values().map(|r| (r.route.source.clone(), r.cell.ackd.load(Ordering::Acquire))).collect()
+        self.running()
+            .values()
+            .map(|r| (r.route.source.clone(), r.cell.ackd.load(Ordering::Acquire)))
+            .collect()
     }
 }
 
@@ -347,7 +394,12 @@ impl<S: Source, T: Target, P: Positions> Drop for Forwarder<S, T, P> {
                 handle.abort();
             }
         }
-        if let Some(committer) = self.committer.get_mut().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(committer) = self
+            .committer
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             committer.abort();
         }
     }
@@ -367,7 +419,10 @@ async fn partition_task<S: Source, T: Target>(
     {
         tracing::error!(partition = %route.source, error = %e, "partition stopped");
         shared.observer.partition_stopped(&route.source, e);
-        failures.lock().unwrap_or_else(|p| p.into_inner()).push((route.source.clone(), e.to_string()));
+        failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((route.source.clone(), e.to_string()));
     }
     result
 }

@@ -27,7 +27,9 @@ use crate::rewrite::{ProducerStamp, TargetPolicy, rewrite_for_produce};
 use super::Settings;
 use super::backoff::Backoff;
 use super::budget::{Budget, Reservation};
-use super::io::{ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target};
+use super::io::{
+    ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
+};
 use super::plan::{self, Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
 use super::sender::{ProduceItem, Senders, SlotResult};
@@ -52,7 +54,10 @@ pub(crate) struct PositionCell {
 
 impl PositionCell {
     pub(crate) fn new() -> Self {
-        PositionCell { ackd: AtomicI64::new(-1), committed: AtomicI64::new(-1) }
+        PositionCell {
+            ackd: AtomicI64::new(-1),
+            committed: AtomicI64::new(-1),
+        }
     }
 }
 
@@ -70,8 +75,15 @@ pub(crate) struct Shared<S, T> {
 /// What the fetch task hands the produce task.
 #[derive(Debug)]
 enum Work {
-    Forward { parts: Vec<Part>, next: i64, fetched_at: SystemTime, reservation: Reservation },
-    Advance { next: i64 },
+    Forward {
+        parts: Vec<Part>,
+        next: i64,
+        fetched_at: SystemTime,
+        reservation: Reservation,
+    },
+    Advance {
+        next: i64,
+    },
 }
 
 /// Mirrors one partition until `stop` is cancelled (graceful: in-flight batches are acknowledged
@@ -88,13 +100,20 @@ pub(crate) async fn run<S: Source, T: Target>(
         None => resolve_start(&shared, &route.source, shared.settings.start, &stop).await?,
     };
     position.ackd.store(start, Ordering::Release);
-    shared.observer.partition_started(&route.source, &route.target, start);
-    let limits = retry(&shared, &stop, || shared.target.topic_limits(route.target.topic())).await?;
+    shared
+        .observer
+        .partition_started(&route.source, &route.target, start);
+    let limits = retry(&shared, &stop, || {
+        shared.target.topic_limits(route.target.topic())
+    })
+    .await?;
     let seq = match shared.producers.claim(&route.target) {
         Some(seq) => seq,
         // Another route writes into the same target partition right now: sharing its producer
         // id would interleave two sequences, so this one gets its own.
-        None => ProducerSeq::fresh(retry(&shared, &stop, || shared.target.init_producer_id()).await?),
+        None => {
+            ProducerSeq::fresh(retry(&shared, &stop, || shared.target.init_producer_id()).await?)
+        }
     };
     let rules = Rules {
         isolation: shared.settings.isolation,
@@ -109,8 +128,24 @@ pub(crate) async fn run<S: Source, T: Target>(
     // The produce side lowers it when the target refuses a batch as too large.
     let max_message_bytes = AtomicUsize::new(limits.max_message_bytes);
     let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
-    let fetch = fetch_loop(&shared, &route, start, rules.clone(), &max_message_bytes, tx, &stop);
-    let produce = produce_loop(&shared, &route, rx, &position, seq, rules.policy, &max_message_bytes);
+    let fetch = fetch_loop(
+        &shared,
+        &route,
+        start,
+        rules.clone(),
+        &max_message_bytes,
+        tx,
+        &stop,
+    );
+    let produce = produce_loop(
+        &shared,
+        &route,
+        rx,
+        &position,
+        seq,
+        rules.policy,
+        &max_message_bytes,
+    );
     // The produce side ends when the fetch side has ended and everything was acknowledged.
     let (fetched, (produced, seq)) = tokio::join!(fetch, produce);
     shared.producers.release(&route.target, seq);
@@ -127,12 +162,19 @@ async fn resolve_start<S: Source, T: Target>(
 }
 
 /// Calls `f` until it succeeds, a non-retriable error occurs, or `stop` is cancelled.
-async fn retry<S, T, R, F, Fut>(shared: &Shared<S, T>, stop: &CancellationToken, mut f: F) -> Result<R, Error>
+async fn retry<S, T, R, F, Fut>(
+    shared: &Shared<S, T>,
+    stop: &CancellationToken,
+    mut f: F,
+) -> Result<R, Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<R, IoError>>,
 {
-    let mut backoff = Backoff::new(shared.settings.retry_backoff, shared.settings.retry_backoff_max);
+    let mut backoff = Backoff::new(
+        shared.settings.retry_backoff,
+        shared.settings.retry_backoff_max,
+    );
     loop {
         match f().await {
             Ok(v) => return Ok(v),
@@ -212,14 +254,23 @@ async fn fetch_loop<S: Source, T: Target>(
         };
         let fetched_at = SystemTime::now();
         rules.policy.max_message_bytes = max_message_bytes.load(Ordering::Acquire);
-        let planned = plan::plan(&fetched, offset, &rules)
-            .map_err(|e| Error::Partition { partition: route.source.to_string(), source: Box::new(e) })?;
-        shared.observer.lag(&route.source, fetched.high_watermark, planned.next);
+        let planned = plan::plan(&fetched, offset, &rules).map_err(|e| Error::Partition {
+            partition: route.source.to_string(),
+            source: Box::new(e),
+        })?;
+        shared
+            .observer
+            .lag(&route.source, fetched.high_watermark, planned.next);
         let visible_end = match settings.isolation {
-            Isolation::ReadCommitted if fetched.last_stable_offset >= 0 => fetched.last_stable_offset,
+            Isolation::ReadCommitted if fetched.last_stable_offset >= 0 => {
+                fetched.last_stable_offset
+            }
             _ => fetched.high_watermark,
         };
-        if planned.steps.is_empty() && planned.next == offset && (planned.truncated_bytes > 0 || visible_end > offset) {
+        if planned.steps.is_empty()
+            && planned.next == offset
+            && (planned.truncated_bytes > 0 || visible_end > offset)
+        {
             // No complete batch although there is data: the next batch is larger than our
             // limit. A lone partition gets a whole first batch (or a cut one), but in a fetch
             // of several partitions Kafka answers a later partition whose batch does not fit
@@ -234,8 +285,14 @@ async fn fetch_loop<S: Source, T: Target>(
         max_bytes = settings.partition_fetch_bytes;
         for step in planned.steps {
             let work = match step {
-                Step::Skip { reason, records, next } => {
-                    shared.observer.batch_skipped(&route.source, reason, records);
+                Step::Skip {
+                    reason,
+                    records,
+                    next,
+                } => {
+                    shared
+                        .observer
+                        .batch_skipped(&route.source, reason, records);
                     Work::Advance { next }
                 }
                 Step::Forward { parts, next } => {
@@ -252,7 +309,12 @@ async fn fetch_loop<S: Source, T: Target>(
                             _ = stop.cancelled() => return Ok(()),
                         };
                     }
-                    Work::Forward { parts, next, fetched_at, reservation: share }
+                    Work::Forward {
+                        parts,
+                        next,
+                        fetched_at,
+                        reservation: share,
+                    }
                 }
             };
             if tx.send(work).await.is_err() {
@@ -355,7 +417,10 @@ async fn produce_loop<S: Source, T: Target>(
         seq,
         next_id: 0,
         acks_tx,
-        backoff: Backoff::new(shared.settings.retry_backoff, shared.settings.retry_backoff_max),
+        backoff: Backoff::new(
+            shared.settings.retry_backoff,
+            shared.settings.retry_backoff_max,
+        ),
         pending_advance: None,
     };
     let result = async {
@@ -392,11 +457,15 @@ async fn produce_loop<S: Source, T: Target>(
 
 impl<S: Source, T: Target> Window<'_, S, T> {
     fn has_failed(&self) -> bool {
-        self.slots.iter().any(|s| matches!(s.state, SlotState::Failed(_)))
+        self.slots
+            .iter()
+            .any(|s| matches!(s.state, SlotState::Failed(_)))
     }
 
     fn any_in_flight(&self) -> bool {
-        self.slots.iter().any(|s| matches!(s.state, SlotState::InFlight))
+        self.slots
+            .iter()
+            .any(|s| matches!(s.state, SlotState::InFlight))
     }
 
     fn advance(&mut self, next: i64) {
@@ -411,7 +480,13 @@ impl<S: Source, T: Target> Window<'_, S, T> {
 
     /// Stamps the parts of one source batch and queues them; [`send_queued`](Self::send_queued)
     /// sends them as the window allows.
-    fn push(&mut self, parts: Vec<Part>, next: i64, fetched_at: SystemTime, reservation: Reservation) -> Result<(), Error> {
+    fn push(
+        &mut self,
+        parts: Vec<Part>,
+        next: i64,
+        fetched_at: SystemTime,
+        reservation: Reservation,
+    ) -> Result<(), Error> {
         let count = parts.len();
         let mut reservation = Some(reservation);
         for (i, part) in parts.into_iter().enumerate() {
@@ -442,7 +517,11 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     /// (see [`ProducerSeq::confirmed`]) the window is one batch.
     async fn send_queued(&mut self, refresh: bool) {
         let mut refresh = refresh;
-        let limit = if self.seq.confirmed { self.shared.settings.max_in_flight } else { 1 };
+        let limit = if self.seq.confirmed {
+            self.shared.settings.max_in_flight
+        } else {
+            1
+        };
         let window = limit.min(self.slots.len());
         for i in 0..window {
             if matches!(self.slots[i].state, SlotState::Queued) {
@@ -459,13 +538,21 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         let node = match self.shared.target.leader(target, refresh).await {
             Ok(node) => node,
             Err(e) => {
-                let _ = self.acks_tx.send(SlotResult { slot: slot.id, result: Err(e) });
+                let _ = self.acks_tx.send(SlotResult {
+                    slot: slot.id,
+                    result: Err(e),
+                });
                 return;
             }
         };
         self.shared.senders.submit(
             node,
-            ProduceItem { partition: target.clone(), batch: slot.stamped.clone(), slot: slot.id, reply: self.acks_tx.clone() },
+            ProduceItem {
+                partition: target.clone(),
+                batch: slot.stamped.clone(),
+                slot: slot.id,
+                reply: self.acks_tx.clone(),
+            },
         );
     }
 
@@ -488,7 +575,9 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 SlotState::Acked(-1)
             }
             Err(e) => {
-                self.shared.observer.produce_error(&self.route.target, &e.code);
+                self.shared
+                    .observer
+                    .produce_error(&self.route.target, &e.code);
                 SlotState::Failed(e)
             }
         };
@@ -497,7 +586,9 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     fn pop_acked(&mut self) {
         while let Some(SlotState::Acked(base)) = self.slots.front().map(|s| &s.state) {
             let base = *base;
-            let Some(slot) = self.slots.pop_front() else { break };
+            let Some(slot) = self.slots.pop_front() else {
+                break;
+            };
             let now = SystemTime::now();
             self.shared.observer.batch_forwarded(&BatchForwarded {
                 source: &self.route.source,
@@ -535,7 +626,9 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             SlotState::Failed(e) => Some(e.clone()),
             _ => None,
         });
-        let Some(head_err) = head_err else { return Ok(()) };
+        let Some(head_err) = head_err else {
+            return Ok(());
+        };
         let never = CancellationToken::new();
         match head_err.class {
             ErrorClass::Retriable => {
@@ -560,7 +653,10 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 // The refused batch was not appended, and every later one was refused for the
                 // gap it left; the pieces cover the same records, so the sequences that follow
                 // are unchanged.
-                self.seq.next_sequence = self.slots.front().map_or(self.seq.next_sequence, |s| s.stamp.base_sequence);
+                self.seq.next_sequence = self
+                    .slots
+                    .front()
+                    .map_or(self.seq.next_sequence, |s| s.stamp.base_sequence);
                 self.restamp()?;
                 self.requeue();
                 self.send_queued(false).await;
@@ -611,22 +707,41 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     async fn split_head(&mut self, err: IoError) -> Result<(), Error> {
         let never = CancellationToken::new();
         let target = self.route.target.clone();
-        let limits = retry(self.shared, &never, || self.shared.target.topic_limits(target.topic())).await?;
-        self.max_message_bytes.fetch_min(limits.max_message_bytes, Ordering::AcqRel);
-        let Some(head) = self.slots.pop_front() else { return Ok(()) };
+        let limits = retry(self.shared, &never, || {
+            self.shared.target.topic_limits(target.topic())
+        })
+        .await?;
+        self.max_message_bytes
+            .fetch_min(limits.max_message_bytes, Ordering::AcqRel);
+        let Some(head) = self.slots.pop_front() else {
+            return Ok(());
+        };
         // The configured limit; or, if the batch is within it as far as the mirror can tell (it
         // may not read the configuration, or the broker grew the batch by recompressing it),
         // half the refused size, halving again until the target takes the pieces.
         let refused = head.stamped.len();
-        let max = if limits.max_message_bytes < refused { limits.max_message_bytes } else { refused / 2 };
+        let max = if limits.max_message_bytes < refused {
+            limits.max_message_bytes
+        } else {
+            refused / 2
+        };
         tracing::warn!(partition = %target, error = %err, size = refused, max,
             "the target refused a batch as too large; splitting it");
-        let policy = TargetPolicy { max_message_bytes: max, ..self.policy.clone() };
+        let policy = TargetPolicy {
+            max_message_bytes: max,
+            ..self.policy.clone()
+        };
         let pieces = if head.part.records > 1 {
-            RecordBatch::parse(head.part.batch.clone())
-                .and_then(|batch| reencode(&batch, batch.base_offset(), ProducerStamp::NONE, &policy).map(|p| (batch, p)))
+            RecordBatch::parse(head.part.batch.clone()).and_then(|batch| {
+                reencode(&batch, batch.base_offset(), ProducerStamp::NONE, &policy)
+                    .map(|p| (batch, p))
+            })
         } else {
-            Err(Error::RecordTooLarge { offset: head.part.first_offset, size: refused, limit: max })
+            Err(Error::RecordTooLarge {
+                offset: head.part.first_offset,
+                size: refused,
+                limit: max,
+            })
         };
         let (batch, pieces) = match pieces {
             Ok(p) => p,
@@ -654,8 +769,12 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             // Source offsets relative to the part (exact for a pass-through part, whose batch
             // carries its source offsets; approximate for an already re-encoded one).
             let shift = head.part.first_offset - batch.base_offset();
-            let first_offset = piece.first_source_offset().map_or(head.part.first_offset, |o| o + shift);
-            let last_offset = piece.last_source_offset().map_or(head.part.last_offset, |o| o + shift);
+            let first_offset = piece
+                .first_source_offset()
+                .map_or(head.part.first_offset, |o| o + shift);
+            let last_offset = piece
+                .last_source_offset()
+                .map_or(head.part.last_offset, |o| o + shift);
             let records = u32::try_from(piece.source_offsets().len()).unwrap_or(0);
             let out = piece.into_batch();
             let part = Part {
@@ -683,7 +802,10 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     }
 
     fn stop(&self, e: IoError) -> Error {
-        Error::Target { partition: self.route.target.to_string(), detail: e }
+        Error::Target {
+            partition: self.route.target.to_string(),
+            detail: e,
+        }
     }
 }
 

@@ -7,13 +7,13 @@
 
 use bytes::Bytes;
 
+use crate::Error;
 use crate::batch::{FetchedBatch, FetchedRecords, RecordBatch};
 use crate::compression::Compression;
 use crate::observe::{Path, SkipReason};
 use crate::reencode::{ReencodedBatch, reencode};
 use crate::rewrite::{ProducerStamp, ReencodeReason, TargetPolicy, needs_reencode};
 use crate::txn::{AbortedTransaction, AbortedTransactionFilter, TxnDecision};
-use crate::Error;
 
 use super::io::{Fetched, Isolation};
 
@@ -33,7 +33,11 @@ pub(crate) struct Part {
 #[derive(Debug, Clone)]
 pub(crate) enum Step {
     /// Nothing to produce; the position moves to `next`.
-    Skip { reason: SkipReason, records: u32, next: i64 },
+    Skip {
+        reason: SkipReason,
+        records: u32,
+        next: i64,
+    },
     /// Produce these parts in order; once all are acknowledged the position is `next`.
     Forward { parts: Vec<Part>, next: i64 },
 }
@@ -57,11 +61,19 @@ pub(crate) struct Rules {
 
 /// Plans the forwarding of `fetched`, for a partition whose next wanted offset is `position`.
 pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Plan, Error> {
-    let mut out = Plan { next: position, ..Plan::default() };
+    let mut out = Plan {
+        next: position,
+        ..Plan::default()
+    };
     let mut aborted = match rules.isolation {
-        Isolation::ReadCommitted => Some(AbortedTransactionFilter::new(
-            fetched.aborted.iter().map(|&(producer_id, first_offset)| AbortedTransaction { producer_id, first_offset }),
-        )),
+        Isolation::ReadCommitted => {
+            Some(AbortedTransactionFilter::new(fetched.aborted.iter().map(
+                |&(producer_id, first_offset)| AbortedTransaction {
+                    producer_id,
+                    first_offset,
+                },
+            )))
+        }
         Isolation::ReadUncommitted => None,
     };
     let mut walker = FetchedRecords::new(fetched.records.clone());
@@ -87,7 +99,10 @@ pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Pl
             (_, FetchedBatch::V2(b)) => forward(&b, out.next, &rules.policy)?,
             (_, FetchedBatch::Legacy(legacy)) => {
                 let batches = legacy.reencode(out.next, ProducerStamp::NONE, &rules.policy)?;
-                with_parts(parts_from(batches, Path::Reencoded(ReencodeReason::LegacyMagic)), next)
+                with_parts(
+                    parts_from(batches, Path::Reencoded(ReencodeReason::LegacyMagic)),
+                    next,
+                )
             }
         };
         out.next = next;
@@ -98,13 +113,21 @@ pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Pl
 }
 
 fn skip(reason: SkipReason, batch: &RecordBatch, next: i64) -> Step {
-    Step::Skip { reason, records: u32::try_from(batch.record_count()).unwrap_or(0), next }
+    Step::Skip {
+        reason,
+        records: u32::try_from(batch.record_count()).unwrap_or(0),
+        next,
+    }
 }
 
 fn with_parts(parts: Vec<Part>, next: i64) -> Step {
     if parts.is_empty() {
         // Every record was before the position: the batch only moves the position.
-        Step::Skip { reason: SkipReason::Empty, records: 0, next }
+        Step::Skip {
+            reason: SkipReason::Empty,
+            records: 0,
+            next,
+        }
     } else {
         Step::Forward { parts, next }
     }
@@ -123,11 +146,17 @@ fn forward(batch: &RecordBatch, position: i64, policy: &TargetPolicy) -> Result<
                 compression: batch.compression(),
                 max_timestamp_ms: batch.max_timestamp(),
             };
-            Ok(Step::Forward { parts: vec![part], next })
+            Ok(Step::Forward {
+                parts: vec![part],
+                next,
+            })
         }
         Some(reason) => {
             let batches = reencode(batch, position, ProducerStamp::NONE, policy)?;
-            Ok(with_parts(parts_from(batches, Path::Reencoded(reason)), next))
+            Ok(with_parts(
+                parts_from(batches, Path::Reencoded(reason)),
+                next,
+            ))
         }
     }
 }

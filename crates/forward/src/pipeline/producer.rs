@@ -32,14 +32,24 @@ pub(crate) struct ProducerSeq {
 impl ProducerSeq {
     /// A producer id that never wrote to the partition: its sequence starts at 0.
     pub(crate) fn fresh(identity: ProducerIdentity) -> Self {
-        ProducerSeq { identity, next_sequence: 0, confirmed: false }
+        ProducerSeq {
+            identity,
+            next_sequence: 0,
+            confirmed: false,
+        }
     }
 
     /// The stamp for a batch of `records` records; the sequence advances past it (wrapping at
     /// `i32::MAX` as Kafka's does).
     pub(crate) fn stamp(&mut self, records: u32) -> ProducerStamp {
-        let stamp = ProducerStamp::idempotent(self.identity.producer_id, self.identity.producer_epoch, self.next_sequence);
-        self.next_sequence = stamp.advanced(i32::try_from(records).unwrap_or(i32::MAX)).base_sequence;
+        let stamp = ProducerStamp::idempotent(
+            self.identity.producer_id,
+            self.identity.producer_epoch,
+            self.next_sequence,
+        );
+        self.next_sequence = stamp
+            .advanced(i32::try_from(records).unwrap_or(i32::MAX))
+            .base_sequence;
         stamp
     }
 }
@@ -61,7 +71,10 @@ pub(crate) struct Producers {
 
 impl Producers {
     pub(crate) fn new(identity: ProducerIdentity) -> Self {
-        Producers { identity, partitions: Mutex::new(HashMap::new()) }
+        Producers {
+            identity,
+            partitions: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The sequence to continue for `target`, or `None` when another task is writing to it with
@@ -94,7 +107,10 @@ mod tests {
     use super::*;
 
     fn id(pid: i64) -> ProducerIdentity {
-        ProducerIdentity { producer_id: pid, producer_epoch: 0 }
+        ProducerIdentity {
+            producer_id: pid,
+            producer_epoch: 0,
+        }
     }
 
     #[test]
@@ -110,13 +126,19 @@ mod tests {
         let again = producers.claim(&tp).unwrap();
         assert_eq!((again.identity, again.next_sequence), (id(7), 10));
         // Another partition starts at 0 with the shared identity.
-        let other = producers.claim(&TopicPartition::new("t", 1).unwrap()).unwrap();
+        let other = producers
+            .claim(&TopicPartition::new("t", 1).unwrap())
+            .unwrap();
         assert_eq!(other.next_sequence, 0);
     }
 
     #[test]
     fn stamps_wrap_like_kafka() {
-        let mut seq = ProducerSeq { identity: id(1), next_sequence: i32::MAX - 1, confirmed: true };
+        let mut seq = ProducerSeq {
+            identity: id(1),
+            next_sequence: i32::MAX - 1,
+            confirmed: true,
+        };
         assert_eq!(seq.stamp(3).base_sequence, i32::MAX - 1);
         assert_eq!(seq.next_sequence, 1);
     }

@@ -47,7 +47,12 @@ pub(crate) struct Senders<T> {
 
 impl<T: Target> Senders<T> {
     pub(crate) fn new(target: Arc<T>, max_request_bytes: usize, max_requests: usize) -> Self {
-        Senders { target, nodes: Mutex::new(HashMap::new()), max_request_bytes, max_requests: max_requests.max(1) }
+        Senders {
+            target,
+            nodes: Mutex::new(HashMap::new()),
+            max_request_bytes,
+            max_requests: max_requests.max(1),
+        }
     }
 
     /// Queues a batch for `node`. The result arrives on the item's reply channel.
@@ -102,7 +107,10 @@ impl<T: Target> Aggregator<T> {
                 let target = self.target.clone();
                 let node = self.node;
                 in_flight.push_back(async move {
-                    let batches = request.iter().map(|i| (i.partition.clone(), i.batch.clone())).collect();
+                    let batches = request
+                        .iter()
+                        .map(|i| (i.partition.clone(), i.batch.clone()))
+                        .collect();
                     let outcome = target.produce(node, batches).await;
                     (request, outcome)
                 });
@@ -153,7 +161,10 @@ fn deliver(request: Request, outcome: Result<Vec<Result<ProduceAck, IoError>>, I
     match outcome {
         Ok(results) if results.len() == request.len() => {
             for (item, result) in request.into_iter().zip(results) {
-                let _ = item.reply.send(SlotResult { slot: item.slot, result });
+                let _ = item.reply.send(SlotResult {
+                    slot: item.slot,
+                    result,
+                });
             }
         }
         Ok(results) => {
@@ -174,6 +185,9 @@ fn deliver(request: Request, outcome: Result<Vec<Result<ProduceAck, IoError>>, I
 
 fn fail_all(request: Request, err: &IoError) {
     for item in request {
-        let _ = item.reply.send(SlotResult { slot: item.slot, result: Err(err.clone()) });
+        let _ = item.reply.send(SlotResult {
+            slot: item.slot,
+            result: Err(err.clone()),
+        });
     }
 }

@@ -13,7 +13,8 @@
 //!   (`acked_at`): the real time the batch spent inside the mirror. A new root trace, sampled
 //!   with probability `tracing.sample_ratio` (trace-id ratio sampler).
 //! * **`records`**: the record headers of each forwarded batch are scanned (compressed batches
-//!   are decompressed into a scratch copy, capped at [`MAX_SCAN_BYTES`]) for a producer context
+//!   are decompressed into a scratch copy, capped at [`MAX_SCAN_BYTES`] each and at
+//!   [`SCAN_COMPRESSED_BYTES_PER_SECOND`] of compressed input overall) for a producer context
 //!   ([`context`]: W3C `traceparent`, Jaeger `uber-trace-id`, B3 `b3`). Each record whose
 //!   producer *sampled* its trace gets a `process <source topic>` CONSUMER span parented on the
 //!   producer's span, with the batch's real timings, so producer -> mirror -> consumer sit in
@@ -88,6 +89,10 @@ pub const MAX_QUEUED_BYTES: usize = 64 << 20;
 /// Largest decompressed records section scanned for trace headers; bigger batches are counted
 /// in [`OtelStats::batches_scan_failed`] and get no record spans.
 pub const MAX_SCAN_BYTES: usize = 16 << 20;
+/// Compressed batch bytes decompressed per second for header scans (records mode), so that
+/// tracing cannot take a whole core from forwarding; compressed batches beyond it are counted in
+/// [`OtelStats::batches_not_scanned`]. Uncompressed batches are walked in place and always scanned.
+pub const SCAN_COMPRESSED_BYTES_PER_SECOND: u32 = 32 << 20;
 /// Finished spans waiting for export.
 pub const SPAN_QUEUE: usize = 4096;
 /// Spans per OTLP export request.
@@ -155,6 +160,8 @@ pub struct OtelStats {
     pub batches_not_traced: u64,
     /// Batches whose records could not be scanned (too large decompressed, malformed).
     pub batches_scan_failed: u64,
+    /// Compressed batches not scanned because of [`SCAN_COMPRESSED_BYTES_PER_SECOND`].
+    pub batches_not_scanned: u64,
 }
 
 #[derive(Debug, Default)]
@@ -167,6 +174,7 @@ struct Counters {
     contexts: [AtomicU64; 3],
     batches_not_traced: AtomicU64,
     batches_scan_failed: AtomicU64,
+    batches_not_scanned: AtomicU64,
     queued_bytes: AtomicUsize,
     export: Arc<ExportCounters>,
 }
@@ -189,6 +197,7 @@ impl Counters {
             contexts_b3: get(&self.contexts[2]),
             batches_not_traced: get(&self.batches_not_traced),
             batches_scan_failed: get(&self.batches_scan_failed),
+            batches_not_scanned: get(&self.batches_not_scanned),
         }
     }
 }
@@ -401,6 +410,7 @@ fn start<E: SpanExporter + 'static>(
         flow: format!("{}->{}", flow.source_alias, flow.target_alias),
         flow_info: flow.clone(),
         bucket: TokenBucket::new(cfg.records_per_second, Instant::now()),
+        scan_budget: TokenBucket::new(SCAN_COMPRESSED_BYTES_PER_SECOND, Instant::now()),
         counters: counters.clone(),
     };
     let worker = std::thread::Builder::new()
@@ -513,7 +523,7 @@ fn release_bytes(counters: &Counters, job: &Job) {
     }
 }
 
-/// Per-process rate cap for record spans: `rate` tokens per second, at most `rate` banked.
+/// A per-process rate cap: `rate` tokens per second, at most one second's worth banked.
 #[derive(Debug)]
 struct TokenBucket {
     rate: f64,
@@ -531,11 +541,17 @@ impl TokenBucket {
     }
 
     fn take(&mut self, now: Instant) -> bool {
+        self.take_n(1.0, now)
+    }
+
+    /// Takes `n` tokens if there are; a request above the burst size needs a full bucket.
+    fn take_n(&mut self, n: f64, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
         self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        let n = n.min(self.rate);
+        if n > 0.0 && self.tokens >= n {
+            self.tokens -= n;
             true
         } else {
             false
@@ -550,6 +566,7 @@ struct Emitter {
     flow: String,
     flow_info: Flow,
     bucket: TokenBucket,
+    scan_budget: TokenBucket,
     counters: Arc<Counters>,
 }
 
@@ -633,6 +650,12 @@ impl Emitter {
                 return;
             }
         };
+        if batch.compression() != strait_forward::Compression::None
+            && !self.scan_budget.take_n(bytes.len() as f64, Instant::now())
+        {
+            bump(&self.counters.batches_not_scanned);
+            return;
+        }
         let decoded = match batch.decode_records(MAX_SCAN_BYTES) {
             Ok(d) => d,
             Err(_) => {

@@ -362,6 +362,12 @@ fn the_token_bucket_refills_at_the_configured_rate() {
     assert!(b.take(later) && b.take(later) && !b.take(later));
     let mut none = TokenBucket::new(0, t0);
     assert!(!none.take(t0 + Duration::from_secs(5)));
+    // Byte budgets: a request above the burst needs a full bucket.
+    let mut bytes = TokenBucket::new(100, t0);
+    assert!(bytes.take_n(60.0, t0));
+    assert!(!bytes.take_n(60.0, t0));
+    assert!(!bytes.take_n(500.0, t0 + Duration::from_millis(500)));
+    assert!(bytes.take_n(500.0, t0 + Duration::from_secs(2)));
 }
 
 /// An exporter that holds every export until the gate opens.
