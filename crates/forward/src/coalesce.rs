@@ -44,9 +44,20 @@ impl Coalescer {
         max_wait: Duration,
     ) -> Result<FetchedPartition, IoError> {
         let (reply, answer) = oneshot::channel();
-        let gone = || IoError::new(ErrorClass::Retriable, "disconnected", "the fetch task stopped; retrying");
+        let gone = || {
+            IoError::new(
+                ErrorClass::Retriable,
+                "disconnected",
+                "the fetch task stopped; retrying",
+            )
+        };
         self.tx
-            .send(Pending { partition, isolation, max_wait, reply })
+            .send(Pending {
+                partition,
+                isolation,
+                max_wait,
+                reply,
+            })
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
@@ -71,7 +82,9 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let mut round = Vec::new();
         let mut later = Vec::new();
         for p in carry.drain(..) {
-            let duplicate = round.iter().any(|r: &Pending| r.partition.partition == p.partition.partition);
+            let duplicate = round
+                .iter()
+                .any(|r: &Pending| r.partition.partition == p.partition.partition);
             if p.isolation == isolation && !duplicate {
                 round.push(p);
             } else {
@@ -79,8 +92,15 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
             }
         }
         carry = later;
-        let max_wait = round.iter().map(|p| p.max_wait).min().unwrap_or(Duration::from_millis(100));
-        let max_bytes = round.iter().map(|p| i64::from(p.partition.max_bytes)).sum::<i64>();
+        let max_wait = round
+            .iter()
+            .map(|p| p.max_wait)
+            .min()
+            .unwrap_or(Duration::from_millis(100));
+        let max_bytes = round
+            .iter()
+            .map(|p| i64::from(p.partition.max_bytes))
+            .sum::<i64>();
         let options = FetchOptions {
             isolation,
             max_wait,

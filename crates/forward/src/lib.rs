@@ -84,8 +84,8 @@
 //!   (keyless records for compacted targets, the timestamp window) are not made here.
 
 pub mod batch;
-mod coalesce;
 mod checksum;
+mod coalesce;
 pub mod compression;
 pub mod error;
 pub mod legacy;
@@ -101,11 +101,11 @@ pub use batch::{Attributes, FetchedBatch, FetchedRecords, RecordBatch, Timestamp
 pub use compression::Compression;
 pub use error::{Error, Result};
 pub use legacy::LegacyBatch;
+pub use pipeline::{Forwarder, OutOfRangePolicy, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,
     needs_reencode, rewrite_for_produce, rewrite_for_produce_into,
 };
 pub use txn::{AbortedTransactionFilter, TxnDecision};
-pub use pipeline::{Forwarder, OutOfRangePolicy, Route, Settings};
 pub use wire_io::{ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget};

@@ -121,7 +121,12 @@ pub trait Observer: Send + Sync + 'static {
         let _ = (source, high_watermark, next_offset);
     }
     /// A partition started mirroring at `start_offset`.
-    fn partition_started(&self, source: &TopicPartition, target: &TopicPartition, start_offset: i64) {
+    fn partition_started(
+        &self,
+        source: &TopicPartition,
+        target: &TopicPartition,
+        start_offset: i64,
+    ) {
         let _ = (source, target, start_offset);
     }
     /// A partition stopped on an error that needs an operator.

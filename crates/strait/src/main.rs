@@ -32,7 +32,10 @@ fn main() -> ExitCode {
                 eprintln!("warning: {w}");
             }
             print!("{}", loaded.config.to_toml(true));
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
             };
@@ -95,7 +98,10 @@ async fn run(config: Config) -> Result<()> {
     };
     let otel = strait::otel::init_from_config(&config)?;
     let observer: Arc<dyn Observer> = match &otel {
-        Some(h) => Arc::new(strait::otel::Fanout::new(vec![metrics.clone(), h.observer()])),
+        Some(h) => Arc::new(strait::otel::Fanout::new(vec![
+            metrics.clone(),
+            h.observer(),
+        ])),
         None => metrics.clone(),
     };
     let result = mirror::run(config, observer, readiness, shutdown.clone()).await;

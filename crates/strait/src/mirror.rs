@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use strait_forward::observe::Observer;
 use strait_forward::pipeline::{Isolation, StartPosition};
-use strait_forward::{Compression as Codec, Forwarder, GroupPositions, OutOfRangePolicy, Route, Settings, WireForwarder, WireSource, WireTarget};
+use strait_forward::{
+    Compression as Codec, Forwarder, GroupPositions, OutOfRangePolicy, Route, Settings,
+    WireForwarder, WireSource, WireTarget,
+};
 use strait_wire::group::{GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
@@ -70,17 +73,35 @@ pub async fn connect(config: &Config) -> Result<(Client, Client)> {
 
 /// Runs the mirror until `shutdown` is cancelled; then drains in-flight batches, commits and
 /// leaves the group.
-pub async fn run(config: Config, observer: Arc<dyn Observer>, readiness: Readiness, shutdown: CancellationToken) -> Result<()> {
+pub async fn run(
+    config: Config,
+    observer: Arc<dyn Observer>,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let (source, target) = connect(&config).await?;
     let positions = GroupPositions::new(&source, &config.mirror.group_id);
     let forwarder: Arc<WireForwarder> = Arc::new(
-        Forwarder::new(WireSource::new(source.clone()), WireTarget::new(target.clone()), positions.clone(), settings(&config), observer.clone())
-            .await
-            .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?,
+        Forwarder::new(
+            WireSource::new(source.clone()),
+            WireTarget::new(target.clone()),
+            positions.clone(),
+            settings(&config),
+            observer.clone(),
+        )
+        .await
+        .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?,
     );
     let topics = Topics::new(source.clone(), target, config.clone());
-    let refresh = config.mirror.refresh_interval.max(Duration::from_millis(100));
-    let result = mirror_loop(&config, &source, &topics, &forwarder, &positions, &observer, &readiness, &shutdown, refresh).await;
+    let refresh = config
+        .mirror
+        .refresh_interval
+        .max(Duration::from_millis(100));
+    let result = mirror_loop(
+        &config, &source, &topics, &forwarder, &positions, &observer, &readiness, &shutdown,
+        refresh,
+    )
+    .await;
     readiness.set_not_ready("shutting down");
     let drained = forwarder.shutdown().await;
     result?;
@@ -114,7 +135,9 @@ async fn mirror_loop(
         first = false;
         if selected.is_empty() {
             readiness.set_ready();
-            tracing::info!("no source topic matches mirror.topics yet; checking again in {refresh:?}");
+            tracing::info!(
+                "no source topic matches mirror.topics yet; checking again in {refresh:?}"
+            );
             tokio::select! {
                 _ = tokio::time::sleep(refresh) => continue,
                 _ = shutdown.cancelled() => return Ok(()),
@@ -124,17 +147,38 @@ async fn mirror_loop(
         let names: Vec<String> = selected.keys().cloned().collect();
         let group = GroupConfig::new(config.mirror.group_id.clone(), names.clone())
             .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
-            .and_then(|g| g.with_heartbeat_interval((config.mirror.session_timeout / 10).max(Duration::from_millis(500))))
+            .and_then(|g| {
+                g.with_heartbeat_interval(
+                    (config.mirror.session_timeout / 10).max(Duration::from_millis(500)),
+                )
+            })
             .and_then(|g| match &config.mirror.instance_id {
                 Some(id) => g.with_group_instance_id(id.clone()),
                 None => Ok(g),
             })
             .map_err(Error::Wire)?;
-        let mut member = GroupMember::join(source, group).await.map_err(Error::Wire)?;
-        let outcome = member_loop(&mut member, &selected, topics, forwarder, positions, observer, readiness, shutdown, refresh).await;
+        let mut member = GroupMember::join(source, group)
+            .await
+            .map_err(Error::Wire)?;
+        let outcome = member_loop(
+            &mut member,
+            &selected,
+            topics,
+            forwarder,
+            positions,
+            observer,
+            readiness,
+            shutdown,
+            refresh,
+        )
+        .await;
         // Release everything before leaving, so the next owner starts from our final commit.
-        let owned: Vec<TopicPartition> = forwarder.assigned().into_iter().map(|r| r.source).collect();
-        tracing::debug!(partitions = owned.len(), "releasing partitions before leaving the group");
+        let owned: Vec<TopicPartition> =
+            forwarder.assigned().into_iter().map(|r| r.source).collect();
+        tracing::debug!(
+            partitions = owned.len(),
+            "releasing partitions before leaving the group"
+        );
         if let Err(e) = forwarder.revoke(&owned).await {
             tracing::warn!(error = %e, "final commit before leaving the group failed");
         }
@@ -216,13 +260,21 @@ async fn member_loop(
     }
 }
 
-fn routes(partitions: &[TopicPartition], selected: &BTreeMap<String, SelectedTopic>) -> Result<Vec<Route>> {
+fn routes(
+    partitions: &[TopicPartition],
+    selected: &BTreeMap<String, SelectedTopic>,
+) -> Result<Vec<Route>> {
     partitions
         .iter()
         .map(|tp| {
-            let target_topic = selected.get(tp.topic()).map_or_else(|| tp.topic().to_string(), |t| t.target.clone());
+            let target_topic = selected
+                .get(tp.topic())
+                .map_or_else(|| tp.topic().to_string(), |t| t.target.clone());
             let target = TopicPartition::new(&target_topic, tp.partition()).map_err(Error::Wire)?;
-            Ok(Route { source: tp.clone(), target })
+            Ok(Route {
+                source: tp.clone(),
+                target,
+            })
         })
         .collect()
 }
@@ -236,12 +288,24 @@ pub async fn check(config: &Config) -> Result<String> {
     let names: Vec<String> = selected.values().map(|t| t.target.clone()).collect();
     let target_md = target.metadata(Some(&names)).await.map_err(Error::Wire)?;
     let mut out = String::new();
-    let _ = writeln!(out, "source {} and target {} are reachable", config.source.alias, config.target.alias);
+    let _ = writeln!(
+        out,
+        "source {} and target {} are reachable",
+        config.source.alias, config.target.alias
+    );
     match target.init_producer_id().await {
         Ok(_) => {
-            let _ = writeln!(out, "target: the mirror's principal may produce (InitProducerId succeeded)");
+            let _ = writeln!(
+                out,
+                "target: the mirror's principal may produce (InitProducerId succeeded)"
+            );
         }
-        Err(e) => return Err(Error::Runtime(format!("target cluster {}: {e}", config.target.alias))),
+        Err(e) => {
+            return Err(Error::Runtime(format!(
+                "target cluster {}: {e}",
+                config.target.alias
+            )));
+        }
     }
     let positions = GroupPositions::new(&source, &config.mirror.group_id);
     if !selected.is_empty() {
@@ -250,21 +314,33 @@ pub async fn check(config: &Config) -> Result<String> {
             .filter_map(|t| TopicPartition::new(&t.source, 0).ok())
             .collect();
         use strait_forward::pipeline::Positions;
-        positions
-            .load(&sample)
-            .await
-            .map_err(|e| Error::Runtime(format!("source consumer group {}: {e}", config.mirror.group_id)))?;
-        let _ = writeln!(out, "source: consumer group {} is readable", config.mirror.group_id);
+        positions.load(&sample).await.map_err(|e| {
+            Error::Runtime(format!(
+                "source consumer group {}: {e}",
+                config.mirror.group_id
+            ))
+        })?;
+        let _ = writeln!(
+            out,
+            "source: consumer group {} is readable",
+            config.mirror.group_id
+        );
     }
     let _ = writeln!(out, "plan ({} topics):", selected.len());
     for t in selected.values() {
         let state = match target_md.topic(&t.target).filter(|ti| ti.error.is_none()) {
-            Some(ti) if ti.partitions.len() as i64 >= i64::from(t.partitions) => "exists".to_string(),
+            Some(ti) if ti.partitions.len() as i64 >= i64::from(t.partitions) => {
+                "exists".to_string()
+            }
             Some(ti) => format!("exists with {} partitions, will grow", ti.partitions.len()),
             None if config.mirror.create_topics => "will be created".to_string(),
             None => "MISSING (mirror.create_topics = false)".to_string(),
         };
-        let _ = writeln!(out, "  {} [{} partitions] -> {} ({state})", t.source, t.partitions, t.target);
+        let _ = writeln!(
+            out,
+            "  {} [{} partitions] -> {} ({state})",
+            t.source, t.partitions, t.target
+        );
     }
     Ok(out)
 }

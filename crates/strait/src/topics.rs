@@ -58,7 +58,13 @@ impl Topics {
     pub fn new(source: Client, target: Client, config: Config) -> Self {
         let source_admin = Admin::new(&source);
         let target_admin = Admin::new(&target);
-        Topics { source, source_admin, target, target_admin, config }
+        Topics {
+            source,
+            source_admin,
+            target,
+            target_admin,
+            config,
+        }
     }
 
     /// The source topics that match, by source name.
@@ -88,9 +94,16 @@ impl Topics {
             return Ok(selected);
         }
         let names: Vec<String> = selected.values().map(|t| t.target.clone()).collect();
-        let md = self.target.metadata(Some(&names)).await.map_err(Error::Wire)?;
+        let md = self
+            .target
+            .metadata(Some(&names))
+            .await
+            .map_err(Error::Wire)?;
         for topic in selected.values() {
-            let existing = md.topic(&topic.target).filter(|t| t.error.is_none()).map(|t| t.partitions.len());
+            let existing = md
+                .topic(&topic.target)
+                .filter(|t| t.error.is_none())
+                .map(|t| t.partitions.len());
             match existing {
                 None if self.config.mirror.create_topics => self.create(topic).await?,
                 None => {
@@ -100,12 +113,20 @@ impl Topics {
                         topic.target, topic.source, topic.partitions
                     )));
                 }
-                Some(n) if (n as i64) < i64::from(topic.partitions) && self.config.mirror.create_topics => {
+                Some(n)
+                    if (n as i64) < i64::from(topic.partitions)
+                        && self.config.mirror.create_topics =>
+                {
                     tracing::info!(topic = %topic.target, from = n, to = topic.partitions, "adding partitions on the target");
                     self.target_admin
                         .create_partitions(&topic.target, topic.partitions)
                         .await
-                        .map_err(|e| Error::Runtime(format!("cannot add partitions to target topic {}: {e}", topic.target)))?;
+                        .map_err(|e| {
+                            Error::Runtime(format!(
+                                "cannot add partitions to target topic {}: {e}",
+                                topic.target
+                            ))
+                        })?;
                 }
                 Some(n) if (n as i64) < i64::from(topic.partitions) => {
                     return Err(Error::Runtime(format!(
@@ -121,9 +142,17 @@ impl Topics {
     }
 
     async fn create(&self, topic: &SelectedTopic) -> Result<()> {
-        let mut new = NewTopic::new(topic.target.clone(), topic.partitions, self.config.mirror.replication_factor);
+        let mut new = NewTopic::new(
+            topic.target.clone(),
+            topic.partitions,
+            self.config.mirror.replication_factor,
+        );
         if self.config.mirror.sync_topic_configs {
-            match self.source_admin.describe_topic_configs(&topic.source).await {
+            match self
+                .source_admin
+                .describe_topic_configs(&topic.source)
+                .await
+            {
                 Ok(configs) => {
                     for entry in configs.overrides() {
                         if COPIED_CONFIGS.contains(&entry.name.as_str())

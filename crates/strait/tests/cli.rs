@@ -177,7 +177,10 @@ fn environment_overrides_and_their_errors() {
 
 #[test]
 fn missing_files_exit_2() {
-    let o = strait(&["check", "--offline", "--config", "/nonexistent/strait.toml"], &[]);
+    let o = strait(
+        &["check", "--offline", "--config", "/nonexistent/strait.toml"],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("cannot read /nonexistent/strait.toml"),

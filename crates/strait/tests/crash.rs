@@ -17,7 +17,15 @@ fn sigkill_at_random_moments_loses_nothing() {
     let partitions = 6;
     source.create_topic(topic, partitions, 1, &[]).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "crash", &source, &target, topic, "crash-mirror", "");
+    let config = write_config(
+        dir.path(),
+        "crash",
+        &source,
+        &target,
+        topic,
+        "crash-mirror",
+        "",
+    );
 
     // A stream: 120k records at 5k/s while the mirror is killed and restarted.
     let total = 120_000u64;
@@ -52,20 +60,32 @@ fn sigkill_at_random_moments_loses_nothing() {
         let src = client(&source).await;
         let dst = client(&target).await;
         let expected = end_offsets(&src, topic, partitions).await;
-        assert_eq!(expected.iter().sum::<i64>() as u64, total, "source holds the whole stream");
+        assert_eq!(
+            expected.iter().sum::<i64>() as u64,
+            total,
+            "source holds the whole stream"
+        );
         // Duplicates only add records, so completeness is checked below record by record; here
         // wait until the target has at least as many as the source per partition and the
         // mirror has committed everything.
         wait_until_complete(&dst, topic, &expected, Duration::from_secs(180)).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        (read_all(&src, topic, partitions).await, read_all(&dst, topic, partitions).await)
+        (
+            read_all(&src, topic, partitions).await,
+            read_all(&dst, topic, partitions).await,
+        )
     });
     let status = terminate(&mut child);
-    assert!(status.success(), "strait exited with {status}; log: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(
+        status.success(),
+        "strait exited with {status}; log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 
     let mut duplicates = 0;
     for p in 0..partitions {
-        duplicates += assert_complete_in_order(&src_values[&p], &dst_values[&p], &format!("partition {p}"));
+        duplicates +=
+            assert_complete_in_order(&src_values[&p], &dst_values[&p], &format!("partition {p}"));
     }
     eprintln!(
         "all {total} records arrived in order; {duplicates} duplicates ({:.2}%) after {producer} SIGKILLs",
@@ -92,7 +112,9 @@ fn static_member_restarted_after_sigkill_resumes_before_session_timeout() {
         "static-mirror",
         "instance_id = \"mirror-1\"",
     );
-    let config_text = std::fs::read_to_string(&config).unwrap().replace("session_timeout = \"6s\"", "session_timeout = \"120s\"");
+    let config_text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("session_timeout = \"6s\"", "session_timeout = \"120s\"");
     std::fs::write(&config, config_text).unwrap();
     produce_monotonic(&source, topic, 3_000, -1);
     let (mut first, log) = spawn_strait(&config, 0);
@@ -101,13 +123,27 @@ fn static_member_restarted_after_sigkill_resumes_before_session_timeout() {
     first.wait().unwrap();
     produce_monotonic(&source, topic, 3_000, -1);
     let (mut second, log2) = spawn_strait(&config, 1);
-    wait_for_log(&log2, "strait::mirror: assigned partitions=3", Duration::from_secs(60));
+    wait_for_log(
+        &log2,
+        "strait::mirror: assigned partitions=3",
+        Duration::from_secs(60),
+    );
     let rt = runtime();
     rt.block_on(async {
         let src = client(&source).await;
         let dst = client(&target).await;
-        wait_until_complete(&dst, topic, &end_offsets(&src, topic, 3).await, Duration::from_secs(60)).await;
+        wait_until_complete(
+            &dst,
+            topic,
+            &end_offsets(&src, topic, 3).await,
+            Duration::from_secs(60),
+        )
+        .await;
     });
     let status = terminate(&mut second);
-    assert!(status.success(), "{}", std::fs::read_to_string(&log2).unwrap_or_default());
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&log2).unwrap_or_default()
+    );
 }

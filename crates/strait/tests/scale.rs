@@ -13,7 +13,11 @@ fn assigned_counts(log: &std::path::Path) -> Vec<usize> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
         .filter(|l| l.contains("strait::mirror: assigned"))
-        .filter_map(|l| l.split("partitions=").nth(1).and_then(|n| n.trim().parse().ok()))
+        .filter_map(|l| {
+            l.split("partitions=")
+                .nth(1)
+                .and_then(|n| n.trim().parse().ok())
+        })
         .collect()
 }
 
@@ -24,19 +28,33 @@ fn three_instances_share_partitions_and_survive_a_sigkill() {
     let partitions = 12;
     source.create_topic(topic, partitions, 1, &[]).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "scale", &source, &target, topic, "scale-mirror", "");
+    let config = write_config(
+        dir.path(),
+        "scale",
+        &source,
+        &target,
+        topic,
+        "scale-mirror",
+        "",
+    );
     produce_monotonic(&source, topic, 30_000, -1);
 
     let mut instances: Vec<_> = (0..3).map(|n| spawn_strait(&config, n)).collect();
     // Wait until the group has settled with every instance owning a share.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let last: Vec<usize> = instances.iter().map(|(_, log)| assigned_counts(log).last().copied().unwrap_or(0)).collect();
+        let last: Vec<usize> = instances
+            .iter()
+            .map(|(_, log)| assigned_counts(log).last().copied().unwrap_or(0))
+            .collect();
         if last.iter().all(|&n| n > 0) && last.iter().sum::<usize>() == partitions as usize {
             eprintln!("partitions per instance: {last:?}");
             break;
         }
-        assert!(Instant::now() < deadline, "the three instances never shared the partitions: {last:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the three instances never shared the partitions: {last:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 
@@ -57,18 +75,31 @@ fn three_instances_share_partitions_and_survive_a_sigkill() {
         let dst = client(&target).await;
         let expected = end_offsets(&src, topic, partitions).await;
         wait_until_complete(&dst, topic, &expected, Duration::from_secs(180)).await;
-        (read_all(&src, topic, partitions).await, read_all(&dst, topic, partitions).await)
+        (
+            read_all(&src, topic, partitions).await,
+            read_all(&dst, topic, partitions).await,
+        )
     });
     for (child, log) in instances.iter_mut() {
         let status = terminate(child);
-        assert!(status.success(), "instance exited with {status}: {}", std::fs::read_to_string(log).unwrap_or_default());
+        assert!(
+            status.success(),
+            "instance exited with {status}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
     }
     let mut duplicates = 0;
     for p in 0..partitions {
-        duplicates += assert_complete_in_order(&src_values[&p], &dst_values[&p], &format!("partition {p}"));
+        duplicates +=
+            assert_complete_in_order(&src_values[&p], &dst_values[&p], &format!("partition {p}"));
     }
-    let survivors: Vec<Vec<usize>> = instances.iter().map(|(_, log)| assigned_counts(log)).collect();
-    eprintln!("90000 records complete and in order, {duplicates} duplicates; assignments over time per survivor: {survivors:?}");
+    let survivors: Vec<Vec<usize>> = instances
+        .iter()
+        .map(|(_, log)| assigned_counts(log))
+        .collect();
+    eprintln!(
+        "90000 records complete and in order, {duplicates} duplicates; assignments over time per survivor: {survivors:?}"
+    );
     assert!(
         survivors.iter().any(|a| a.last().copied().unwrap_or(0) > 4),
         "the survivors never took over the killed instance's partitions: {survivors:?}"

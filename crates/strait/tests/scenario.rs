@@ -21,10 +21,18 @@ use strait_wire::{Client, ClientConfig};
 const RECORDS: u64 = 36;
 
 fn walkthrough_cluster(name: &str, user: &str) -> Cluster {
-    let cluster = Cluster::builder(name).mtls().user(user, "secret").start().unwrap();
+    let cluster = Cluster::builder(name)
+        .mtls()
+        .user(user, "secret")
+        .start()
+        .unwrap();
     let principal = format!("User:{user}");
     let mut ops = vec![
-        AdminOp::allow(&principal, Resource::Topic("my-topic".into()), &["Read", "Describe", "Write", "Create"]),
+        AdminOp::allow(
+            &principal,
+            Resource::Topic("my-topic".into()),
+            &["Read", "Describe", "Write", "Create"],
+        ),
         AdminOp::allow(&principal, Resource::Group("my-group".into()), &["Read"]),
     ];
     if name.starts_with("europe") {
@@ -44,7 +52,9 @@ fn toml_section(cluster: &Cluster, alias: &str, user: &str) -> String {
 
 async fn user_client(cluster: &Cluster, user: &str) -> Client {
     let props = cluster.client_properties(Listener::Ssl, Some(user));
-    Client::connect(ClientConfig::from_properties(props).unwrap()).await.unwrap()
+    Client::connect(ClientConfig::from_properties(props).unwrap())
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +88,11 @@ async fn reference_scenario_mirrors_everything_and_links_the_traces() {
     let sent = produce::run(
         &producer_client,
         &producer_tel,
-        &ProduceArgs { topic: "my-topic".into(), rate: 30.0, count: RECORDS },
+        &ProduceArgs {
+            topic: "my-topic".into(),
+            rate: 30.0,
+            count: RECORDS,
+        },
         std::future::pending(),
     )
     .await
@@ -90,12 +104,19 @@ async fn reference_scenario_mirrors_everything_and_links_the_traces() {
     let received = consume::run(
         &consumer_client,
         &consumer_tel,
-        &ConsumeArgs { topic: "my-topic".into(), group: "my-group".into(), count: RECORDS },
+        &ConsumeArgs {
+            topic: "my-topic".into(),
+            group: "my-group".into(),
+            count: RECORDS,
+        },
         tokio::time::sleep(Duration::from_secs(120)),
     )
     .await
     .unwrap();
-    assert_eq!(received, RECORDS, "the consumer on us got {received} of {RECORDS} records");
+    assert_eq!(
+        received, RECORDS,
+        "the consumer on us got {received} of {RECORDS} records"
+    );
     producer_tel.shutdown().await;
     consumer_tel.shutdown().await;
 
@@ -110,26 +131,47 @@ async fn reference_scenario_mirrors_everything_and_links_the_traces() {
     // producer -> consumer (the record's traceparent is forwarded unchanged).
     let spans = sink
         .wait_for(
-            |s| s.iter().filter(|x| x.service_name == "my-mirror-maker").count() as u64 >= RECORDS,
+            |s| {
+                s.iter()
+                    .filter(|x| x.service_name == "my-mirror-maker")
+                    .count() as u64
+                    >= RECORDS
+            },
             Duration::from_secs(60),
         )
         .await
         .unwrap();
-    let producers: HashMap<_, _> =
-        spans.iter().filter(|s| s.kind == SpanKind::Producer).map(|s| (s.span_id, s)).collect();
+    let producers: HashMap<_, _> = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Producer)
+        .map(|s| (s.span_id, s))
+        .collect();
     assert_eq!(producers.len() as u64, RECORDS, "producer spans");
     for service in ["my-mirror-maker", "hello-world-consumer"] {
         let children: Vec<_> = spans.iter().filter(|s| s.service_name == service).collect();
         assert_eq!(children.len() as u64, RECORDS, "{service} spans");
         for c in children {
             assert_eq!(c.kind, SpanKind::Consumer, "{service} span kind");
-            let parent = c.parent_span_id.and_then(|id| producers.get(&id)).unwrap_or_else(|| {
-                panic!("{service} span {} is not parented on a producer span", c.name)
-            });
-            assert_eq!(parent.trace_id, c.trace_id, "{service} span in another trace");
+            let parent = c
+                .parent_span_id
+                .and_then(|id| producers.get(&id))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{service} span {} is not parented on a producer span",
+                        c.name
+                    )
+                });
+            assert_eq!(
+                parent.trace_id, c.trace_id,
+                "{service} span in another trace"
+            );
             assert!(c.end >= c.start, "{service} span ends before it starts");
         }
     }
     let status = terminate(&mut mirror);
-    assert!(status.success(), "strait exited with {status}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(
+        status.success(),
+        "strait exited with {status}: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }

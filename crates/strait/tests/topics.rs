@@ -16,18 +16,50 @@ use strait_wire::admin::Admin;
 fn creates_topics_with_configs_follows_new_topics_and_partitions() {
     let (source, target) = clusters("topics");
     source
-        .create_topic("orders", 3, 1, &[("retention.ms", "7200000"), ("segment.bytes", "1073741824"), ("max.message.bytes", "2000000")])
+        .create_topic(
+            "orders",
+            3,
+            1,
+            &[
+                ("retention.ms", "7200000"),
+                ("segment.bytes", "1073741824"),
+                ("max.message.bytes", "2000000"),
+            ],
+        )
         .unwrap();
     source.create_topic("ignored", 1, 1, &[]).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "topics", &source, &target, "orders|payments", "topics-mirror", "");
+    let config = write_config(
+        dir.path(),
+        "topics",
+        &source,
+        &target,
+        "orders|payments",
+        "topics-mirror",
+        "",
+    );
 
     // check: connects and prints the plan, creating nothing.
-    let out = Command::new(env!("CARGO_BIN_EXE_strait")).args(["check", "--config"]).arg(&config).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "check failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("orders [3 partitions] -> orders (will be created)"), "plan missing: {stdout}");
-    assert!(!stdout.contains("ignored"), "unselected topic in the plan: {stdout}");
+    assert!(
+        out.status.success(),
+        "check failed: {}{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("orders [3 partitions] -> orders (will be created)"),
+        "plan missing: {stdout}"
+    );
+    assert!(
+        !stdout.contains("ignored"),
+        "unselected topic in the plan: {stdout}"
+    );
 
     produce_monotonic(&source, "orders", 3_000, -1);
     let (mut child, log) = spawn_strait(&config, 0);
@@ -35,26 +67,53 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
     rt.block_on(async {
         let src = client(&source).await;
         let dst = client(&target).await;
-        wait_until_complete(&dst, "orders", &end_offsets(&src, "orders", 3).await, Duration::from_secs(60)).await;
+        wait_until_complete(
+            &dst,
+            "orders",
+            &end_offsets(&src, "orders", 3).await,
+            Duration::from_secs(60),
+        )
+        .await;
 
         // Same partition count and the source's overrides.
-        let md = dst.metadata(Some(&["orders".to_string(), "ignored".to_string()])).await.unwrap();
+        let md = dst
+            .metadata(Some(&["orders".to_string(), "ignored".to_string()]))
+            .await
+            .unwrap();
         assert_eq!(md.topic("orders").unwrap().partitions.len(), 3);
-        assert!(md.topic("ignored").is_none_or(|t| t.error.is_some()), "an unselected topic was created");
-        let configs = Admin::new(&dst).describe_topic_configs("orders").await.unwrap();
+        assert!(
+            md.topic("ignored").is_none_or(|t| t.error.is_some()),
+            "an unselected topic was created"
+        );
+        let configs = Admin::new(&dst)
+            .describe_topic_configs("orders")
+            .await
+            .unwrap();
         assert_eq!(configs.value("retention.ms"), Some("7200000"));
         assert_eq!(configs.value("max.message.bytes"), Some("2000000"));
 
         // Partitions added on the source appear on the target, and their records arrive.
-        Admin::new(&src).create_partitions("orders", 5).await.unwrap();
+        Admin::new(&src)
+            .create_partitions("orders", 5)
+            .await
+            .unwrap();
         // A new matching topic is picked up without a restart.
         source.create_topic("payments", 2, 1, &[]).unwrap();
         produce_monotonic(&source, "orders", 5_000, -1);
         produce_monotonic(&source, "payments", 1_000, -1);
         let orders = end_offsets(&src, "orders", 5).await;
-        assert!(orders[3] + orders[4] > 0, "the producer never wrote to the new partitions: {orders:?}");
+        assert!(
+            orders[3] + orders[4] > 0,
+            "the producer never wrote to the new partitions: {orders:?}"
+        );
         wait_until_complete(&dst, "orders", &orders, Duration::from_secs(90)).await;
-        wait_until_complete(&dst, "payments", &end_offsets(&src, "payments", 2).await, Duration::from_secs(90)).await;
+        wait_until_complete(
+            &dst,
+            "payments",
+            &end_offsets(&src, "payments", 2).await,
+            Duration::from_secs(90),
+        )
+        .await;
         let md = dst.metadata(Some(&["orders".to_string()])).await.unwrap();
         assert_eq!(md.topic("orders").unwrap().partitions.len(), 5);
         for topic in ["orders", "payments"] {
@@ -67,7 +126,11 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
         }
     });
     let status = terminate(&mut child);
-    assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 #[test]
@@ -83,14 +146,23 @@ fn mirror_maker_1_options_are_a_drop_in() {
         format!("bootstrap.servers={}\ngroup.id=mm1-compat\nauto.offset.reset=earliest\nenable.auto.commit=false\n", source.bootstrap()),
     )
     .unwrap();
-    std::fs::write(&producer, format!("bootstrap.servers={}\nacks=all\n", target.bootstrap())).unwrap();
+    std::fs::write(
+        &producer,
+        format!("bootstrap.servers={}\nacks=all\n", target.bootstrap()),
+    )
+    .unwrap();
     let log = dir.path().join("mm1.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_strait"))
         .args(["mirror-maker", "--consumer.config"])
         .arg(&consumer)
         .arg("--producer.config")
         .arg(&producer)
-        .args(["--whitelist", "legacy-.*", "--offset.commit.interval.ms", "500"])
+        .args([
+            "--whitelist",
+            "legacy-.*",
+            "--offset.commit.interval.ms",
+            "500",
+        ])
         .env("STRAIT_METRICS_LISTEN", "")
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -99,11 +171,20 @@ fn mirror_maker_1_options_are_a_drop_in() {
     rt.block_on(async {
         let src = client(&source).await;
         let dst = client(&target).await;
-        wait_until_complete(&dst, "legacy-app", &end_offsets(&src, "legacy-app", 2).await, Duration::from_secs(60)).await;
+        wait_until_complete(
+            &dst,
+            "legacy-app",
+            &end_offsets(&src, "legacy-app", 2).await,
+            Duration::from_secs(60),
+        )
+        .await;
     });
     let status = terminate(&mut child);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "{text}");
     // Consumer-only settings are reported, not silently dropped.
-    assert!(text.contains("enable.auto.commit"), "ignored keys were not listed: {text}");
+    assert!(
+        text.contains("enable.auto.commit"),
+        "ignored keys were not listed: {text}"
+    );
 }

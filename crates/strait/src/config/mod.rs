@@ -709,7 +709,9 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         session_timeout: get(raw, s, "session_timeout", |f| {
             let d = f.duration()?;
             if d < Duration::from_secs(1) {
-                return Err(f.invalid("a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\""));
+                return Err(f.invalid(
+                    "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
+                ));
             }
             Ok(d)
         })?

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use strait_forward::{FetchedBatch, FetchedRecords};
 use strait_testkit::Cluster;
-use strait_wire::{Client, ClientConfig, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, TopicPartition};
+use strait_wire::{
+    Client, ClientConfig, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, TopicPartition,
+};
 
 /// Starts the source and target single-node clusters side by side.
 pub fn clusters(prefix: &str) -> (Cluster, Cluster) {
@@ -42,11 +44,23 @@ pub fn produce_monotonic(cluster: &Cluster, topic: &str, count: u64, rate: i64) 
             ],
         )
         .expect("ProducerPerformance");
-    assert!(out.status.success(), "producer failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "producer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A strait.toml mirroring `topics` from `source` to `target`.
-pub fn write_config(dir: &Path, name: &str, source: &Cluster, target: &Cluster, topics: &str, group: &str, extra: &str) -> PathBuf {
+pub fn write_config(
+    dir: &Path,
+    name: &str,
+    source: &Cluster,
+    target: &Cluster,
+    topics: &str,
+    group: &str,
+    extra: &str,
+) -> PathBuf {
     let path = dir.join(format!("{name}.toml"));
     let text = format!(
         "[source]\nalias = \"src\"\n\"bootstrap.servers\" = \"{}\"\n\n[target]\nalias = \"dst\"\n\"bootstrap.servers\" = \"{}\"\n\n\
@@ -76,31 +90,44 @@ pub fn spawn_strait(config: &Path, n: usize) -> (Child, PathBuf) {
 
 /// SIGTERM, then the exit status.
 pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(Instant::now() < deadline, "strait did not exit within 60 s of SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "strait did not exit within 60 s of SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 pub async fn client(cluster: &Cluster) -> Client {
-    Client::connect(ClientConfig::from_properties([("bootstrap.servers", cluster.bootstrap())]).unwrap())
-        .await
-        .unwrap()
+    Client::connect(
+        ClientConfig::from_properties([("bootstrap.servers", cluster.bootstrap())]).unwrap(),
+    )
+    .await
+    .unwrap()
 }
 
 /// End offset of each partition of `topic`.
 pub async fn end_offsets(client: &Client, topic: &str, partitions: i32) -> Vec<i64> {
-    let tps: Vec<(TopicPartition, OffsetSpec)> =
-        (0..partitions).map(|p| (TopicPartition::new(topic, p).unwrap(), OffsetSpec::Latest)).collect();
+    let tps: Vec<(TopicPartition, OffsetSpec)> = (0..partitions)
+        .map(|p| (TopicPartition::new(topic, p).unwrap(), OffsetSpec::Latest))
+        .collect();
     client
         .list_offsets(&tps, IsolationLevel::ReadUncommitted)
         .await
@@ -111,7 +138,11 @@ pub async fn end_offsets(client: &Client, topic: &str, partitions: i32) -> Vec<i
 }
 
 /// Every record value of every partition, in log order.
-pub async fn read_all(client: &Client, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<Vec<u8>>> {
+pub async fn read_all(
+    client: &Client,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<i32, Vec<Vec<u8>>> {
     let ends = end_offsets(client, topic, partitions).await;
     let mut out = BTreeMap::new();
     for p in 0..partitions {
@@ -120,14 +151,19 @@ pub async fn read_all(client: &Client, topic: &str, partitions: i32) -> BTreeMap
         let mut offset = 0i64;
         while offset < ends[p as usize] {
             let fetched = client
-                .fetch(&[FetchPartition::new(tp.clone(), offset).with_max_bytes(4 << 20)], &FetchOptions::default())
+                .fetch(
+                    &[FetchPartition::new(tp.clone(), offset).with_max_bytes(4 << 20)],
+                    &FetchOptions::default(),
+                )
                 .await
                 .unwrap()
                 .pop()
                 .unwrap();
             fetched.check(None).unwrap();
             for item in FetchedRecords::new(fetched.records) {
-                let FetchedBatch::V2(batch) = item.unwrap() else { panic!("legacy batch on a 4.x broker") };
+                let FetchedBatch::V2(batch) = item.unwrap() else {
+                    panic!("legacy batch on a 4.x broker")
+                };
                 let decoded = batch.decode_records(64 << 20).unwrap();
                 for record in decoded.iter() {
                     let record = record.unwrap();
@@ -144,14 +180,22 @@ pub async fn read_all(client: &Client, topic: &str, partitions: i32) -> BTreeMap
 }
 
 /// Waits until the target's end offsets cover `expected` records per partition.
-pub async fn wait_until_complete(target: &Client, topic: &str, expected: &[i64], timeout: Duration) {
+pub async fn wait_until_complete(
+    target: &Client,
+    topic: &str,
+    expected: &[i64],
+    timeout: Duration,
+) {
     let deadline = Instant::now() + timeout;
     loop {
         let ends = end_offsets(target, topic, expected.len() as i32).await;
         if ends.iter().zip(expected).all(|(got, want)| got >= want) {
             return;
         }
-        assert!(Instant::now() < deadline, "target incomplete after {timeout:?}: {ends:?} < {expected:?}");
+        assert!(
+            Instant::now() < deadline,
+            "target incomplete after {timeout:?}: {ends:?} < {expected:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -182,19 +226,33 @@ pub fn assert_complete_in_order(source: &[Vec<u8>], target: &[Vec<u8>], what: &s
             None => panic!(
                 "{what}: gap at target record {i} ({:?}): the next new source record is {high} ({:?})",
                 String::from_utf8_lossy(v),
-                source.get(high).map(|s| String::from_utf8_lossy(s).into_owned())
+                source
+                    .get(high)
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
             ),
         }
     }
-    assert_eq!(high, source.len(), "{what}: only {high} of {} source records reached the target", source.len());
+    assert_eq!(
+        high,
+        source.len(),
+        "{what}: only {high} of {} source records reached the target",
+        source.len()
+    );
     duplicates
 }
 
 /// Waits until `log` contains `needle`.
 pub fn wait_for_log(log: &Path, needle: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
-    while !std::fs::read_to_string(log).unwrap_or_default().contains(needle) {
-        assert!(Instant::now() < deadline, "{needle:?} not in {} after {timeout:?}", log.display());
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(needle)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} not in {} after {timeout:?}",
+            log.display()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
