@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forward_common::*;
-use strait_forward::{Compression, Forwarder, RecordBatch, Route, Settings};
+use strait_forward::pipeline::Target;
+use strait_forward::pipeline::io::ErrorClass;
+use strait_forward::{Compression, Forwarder, RecordBatch, Route, Settings, WireTarget};
 use strait_testkit::Cluster;
 use strait_wire::admin::NewTopic;
 use strait_wire::group::Generation;
@@ -357,7 +359,18 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
     );
     eprintln!("offset out of range: {}", failures[0].1);
 
-    // The missing target topic: waited for, then mirrored.
+    // The missing target topic: waited for (what the partition keeps logging says so), then
+    // mirrored.
+    let missing = WireTarget::new(dst.clone())
+        .topic_limits("late")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.class, ErrorClass::Retriable);
+    assert!(
+        missing.message.contains("target topic late does not exist"),
+        "{}",
+        missing.message
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(fwd.failures().len(), 1, "{:?}", fwd.failures());
     create_topics(&dst, &[one("late")]).await;

@@ -242,11 +242,19 @@ class Watch:
 
 
 def tail(path: Path, lines: int = 8, width: int = 400) -> str:
-    """The last lines of a log, squeezed onto one line for a report cell."""
+    """The last lines of a log, squeezed onto one line for a report cell: whole lines, newest last, <= width chars."""
     try:
         text = path.read_text(errors="replace").strip().splitlines()
     except OSError:
         return f"(no log {path})"
-    keep = [ln.strip() for ln in text if ln.strip() and not ln.startswith("# ")][-lines:]
-    out = " | ".join(keep)
-    return out[-width:] if len(out) > width else out
+    text = [ln.strip() for ln in text if ln.strip() and not ln.startswith("# ")]
+    # a failing program's warnings say more than its last INFO lines
+    problems = [ln for ln in text if re.search(r"\b(ERROR|WARN|FATAL|Exception|error)\b", ln)]
+    keep: list[str] = []
+    size = 0
+    for ln in reversed((problems or text)[-lines:]):
+        if keep and size + len(ln) + 3 > width:
+            break
+        keep.insert(0, ln if len(ln) <= width else ln[: width - 1] + "…")
+        size += len(keep[0]) + 3
+    return " | ".join(keep)

@@ -89,6 +89,18 @@ impl Source for WireSource {
             .fetches
             .fetch(partition, isolation, spec.max_wait)
             .await?;
+        // Answers of a coalesced fetch are paired with their requests by position: never let a
+        // mismatch mirror one partition's records into another's target.
+        if answer.partition != spec.partition || answer.fetch_offset != spec.offset {
+            return Err(IoError::new(
+                ErrorClass::Retriable,
+                "bad_response",
+                format!(
+                    "asked for {} at offset {}, got the answer for {} at offset {}; fetching again",
+                    spec.partition, spec.offset, answer.partition, answer.fetch_offset
+                ),
+            ));
+        }
         answer
             .check(self.client.principal())
             .map_err(|e| classify(&e))?;
@@ -266,6 +278,16 @@ impl Target for WireTarget {
                     limits.max_message_bytes
                 );
                 Ok(limits)
+            }
+            Err(e) if e.code() == Some(ResponseError::UnknownTopicOrPartition) => {
+                Err(IoError::new(
+                    ErrorClass::Retriable,
+                    strait_wire::error::error_name(ResponseError::UnknownTopicOrPartition),
+                    format!(
+                        "target topic {topic} does not exist; create it, or let strait create it \
+                     (mirror.create_topics = true); retrying"
+                    ),
+                ))
             }
             Err(e) => Err(classify(&e)),
         }

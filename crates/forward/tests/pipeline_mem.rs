@@ -1807,6 +1807,7 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
                     assert!(message.contains("offset 3 of src-"), "{message}");
                 }
                 fwd.shutdown().await.unwrap();
+                assert_eq!(fwd.failures().len(), 2, "shutdown forgot the failures");
                 assert!(world.dst.records(&tp("dst", 0)).is_empty());
                 assert_eq!(
                     world.pos.committed(&tp("src", 0)),
@@ -1869,6 +1870,9 @@ async fn a_fatal_target_error_stops_only_that_partition() {
         "{}",
         failures[0].1
     );
+    // Revoked, it is no longer this forwarder's failure.
+    fwd.revoke(&[tp("src", 1)]).await.unwrap();
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
     world.assert_mirrored(2, 0);

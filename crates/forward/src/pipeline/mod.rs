@@ -31,6 +31,8 @@ use crate::observe::Observer;
 use crate::rewrite::LogAppendTimePolicy;
 
 pub use io::{Isolation, Positions, Source, StartPosition, Target};
+
+use io::{ErrorClass, IoError};
 pub use partition::Route;
 
 use budget::Budget;
@@ -228,6 +230,18 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         }
         let sources: Vec<TopicPartition> = routes.iter().map(|r| r.source.clone()).collect();
         let committed = self.positions.load(&sources).await.map_err(Error::Io)?;
+        if committed.len() != routes.len() {
+            // Zipping would silently leave partitions unassigned.
+            return Err(Error::Io(IoError::new(
+                ErrorClass::Retriable,
+                "bad_response",
+                format!(
+                    "the position store answered {} positions for {} partitions; assign again",
+                    committed.len(),
+                    routes.len()
+                ),
+            )));
+        }
         let mut running = self.running();
         for (route, start) in routes.into_iter().zip(committed) {
             let cell = Arc::new(PositionCell::new());
@@ -320,7 +334,19 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
 
     /// Stops mirroring `sources`: fetching stops, in-flight batches are acknowledged, and the
     /// final positions are committed before this returns.
+    /// A partition that had stopped on an error leaves [`failures`](Self::failures): it is no
+    /// longer this forwarder's (or starts afresh when assigned again).
     pub async fn revoke(&self, sources: &[TopicPartition]) -> Result<(), Error> {
+        let result = self.stop_partitions(sources).await;
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(tp, _)| !sources.contains(tp));
+        result
+    }
+
+    /// Stops `sources`, waits for their in-flight batches and commits their final positions.
+    async fn stop_partitions(&self, sources: &[TopicPartition]) -> Result<(), Error> {
         let mut stopping = Vec::new();
         {
             let mut running = self.running();
@@ -348,9 +374,10 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
     }
 
     /// Revokes everything and stops the background tasks (graceful shutdown).
+    /// [`failures`](Self::failures) still lists the partitions that had stopped on an error.
     pub async fn shutdown(&self) -> Result<(), Error> {
         let all: Vec<TopicPartition> = self.running().keys().cloned().collect();
-        let result = self.revoke(&all).await;
+        let result = self.stop_partitions(&all).await;
         self.cancel.cancel();
         let committer = self
             .committer
