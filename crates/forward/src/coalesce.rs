@@ -110,8 +110,26 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let partitions: Vec<FetchPartition> = round.iter().map(|p| p.partition.clone()).collect();
         match client.fetch(&partitions, &options).await {
             Ok(answers) => {
-                for (pending, answer) in round.into_iter().zip(answers) {
-                    let _ = pending.reply.send(Ok(answer));
+                // Match answers by partition, never by position: a round holds each partition
+                // once, and an answer missing for any reason becomes a retriable error.
+                let mut by_partition: std::collections::HashMap<_, _> = answers
+                    .into_iter()
+                    .map(|a| (a.partition.clone(), a))
+                    .collect();
+                for pending in round {
+                    let answer = by_partition
+                        .remove(&pending.partition.partition)
+                        .ok_or_else(|| {
+                            IoError::new(
+                                ErrorClass::Retriable,
+                                "bad_response",
+                                format!(
+                                    "the fetch response had no answer for {}",
+                                    pending.partition.partition
+                                ),
+                            )
+                        });
+                    let _ = pending.reply.send(answer);
                 }
             }
             Err(e) => {
