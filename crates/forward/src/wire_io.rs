@@ -147,13 +147,19 @@ impl Source for WireSource {
 pub struct WireTarget {
     client: Client,
     admin: Admin,
+    /// Topics whose configuration we were not allowed to read (warned about once each).
+    unreadable: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl WireTarget {
     /// Wraps a connected client.
     pub fn new(client: Client) -> Self {
         let admin = Admin::new(&client);
-        WireTarget { client, admin }
+        WireTarget {
+            client,
+            admin,
+            unreadable: Arc::default(),
+        }
     }
 }
 
@@ -270,13 +276,21 @@ impl Target for WireTarget {
             }
             Err(e) if matches!(e, WireError::Authorization { .. }) => {
                 // Mirroring needs only Write; reading configs needs DescribeConfigs. Without it,
-                // assume Kafka's defaults and let the broker's answer correct us.
-                tracing::warn!(
+                // assume Kafka's defaults and let the broker's answer correct us. Every partition
+                // asks, so say it once per topic.
+                let first = self
+                    .unreadable
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(topic.to_string());
+                if first {
+                    tracing::warn!(
                     topic, error = %e,
                     "cannot read the target topic's configuration; assuming max.message.bytes = {} \
                      (grant DescribeConfigs on the topic to the mirror's principal to remove this warning)",
                     limits.max_message_bytes
-                );
+                    );
+                }
                 Ok(limits)
             }
             Err(e) if e.code() == Some(ResponseError::UnknownTopicOrPartition) => {
