@@ -246,15 +246,28 @@ impl Target for WireTarget {
             })
             .await
             .map_err(|e| classify(&e))?;
+        // The broker answers in its own order: match each batch to its partition's answer.
+        // Trusting positions would hand one partition's acknowledgement to another.
         let principal = self.client.principal();
-        Ok(answers
+        let mut by_partition: std::collections::HashMap<&TopicPartition, _> =
+            answers.iter().map(|a| (&a.partition, a)).collect();
+        Ok(batches
             .iter()
-            .map(|a| {
-                a.result(principal)
+            .map(|b| match by_partition.remove(&b.partition) {
+                Some(a) => a
+                    .result(principal)
                     .map(|ack| ProduceAck {
                         base_offset: ack.base_offset,
                     })
-                    .map_err(|e| classify(&e))
+                    .map_err(|e| classify(&e)),
+                None => Err(IoError::new(
+                    ErrorClass::Retriable,
+                    "bad_response",
+                    format!(
+                        "the produce response had no answer for {}; resending",
+                        b.partition
+                    ),
+                )),
             })
             .collect())
     }

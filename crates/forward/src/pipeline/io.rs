@@ -166,7 +166,8 @@ pub trait Target: Send + Sync + 'static {
         partition: &TopicPartition,
         refresh: bool,
     ) -> impl Future<Output = Result<i32, IoError>> + Send;
-    /// One Produce request (acks=all) to `node`, at most one batch per partition.
+    /// One Produce request (acks=all) to `node`, at most one batch per partition. The answers
+    /// are in the order of `batches` (whatever order the broker answered in).
     /// The outer error fails every partition of the request (disconnect, timeout).
     fn produce(
         &self,
