@@ -59,6 +59,8 @@ pub mod conn;
 pub mod error;
 pub mod fetch;
 pub(crate) mod frame;
+#[cfg(feature = "unstable-fuzzing")]
+pub mod fuzzing;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
