@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use crate::cluster::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::topic::{TopicId, TopicPartition};
+use crate::topic::{TopicId, TopicPartition, requested_topic};
 
 /// `isolation.level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -222,18 +222,12 @@ impl Connection {
 
         let mut out = Vec::with_capacity(partitions.len());
         for t in resp.responses {
-            let name = if with_ids {
-                let id = TopicId::from_uuid(t.topic_id);
-                topics
-                    .iter()
-                    .find(|(_, tid, _)| tid.is_some() && *tid == id)
-                    .map(|(n, _, _)| n.clone())
-            } else {
-                topics
-                    .iter()
-                    .find(|(n, _, _)| **n == *t.topic.0)
-                    .map(|(n, _, _)| n.clone())
-            };
+            let name = requested_topic(
+                &topics,
+                with_ids,
+                TopicId::from_uuid(t.topic_id),
+                &t.topic.0,
+            );
             let Some(name) = name else {
                 return Err(Error::protocol(
                     self.broker(),

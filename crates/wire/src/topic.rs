@@ -132,6 +132,27 @@ impl fmt::Debug for TopicId {
     }
 }
 
+/// Finds which requested topic a response topic refers to: by topic id when the request used
+/// ids (Fetch v13+, Produce v13+), else by name. `None` if the broker named a topic that was not
+/// requested.
+pub(crate) fn requested_topic<T>(
+    requested: &[(Arc<str>, Option<TopicId>, T)],
+    by_id: bool,
+    id: Option<TopicId>,
+    name: &str,
+) -> Option<Arc<str>> {
+    requested
+        .iter()
+        .find(|(n, tid, _)| {
+            if by_id {
+                tid.is_some() && *tid == id
+            } else {
+                **n == *name
+            }
+        })
+        .map(|(n, _, _)| n.clone())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
