@@ -19,7 +19,10 @@ pub fn frames(data: &[u8]) {
         loop {
             match frame::check(&buf, MAX) {
                 Ok(Some(total)) => {
-                    assert!(total <= buf.len() && total >= 4, "check returned an impossible length");
+                    assert!(
+                        total <= buf.len() && total >= 4,
+                        "check returned an impossible length"
+                    );
                     let mut f = frame::split(&mut buf, total);
                     let version = if f.len() % 2 == 0 { 0 } else { 1 };
                     let _ = ResponseHeader::decode(&mut f, version);
