@@ -10,10 +10,11 @@ topic with the source's partition count beforehand and verifies it per topic, no
 from __future__ import annotations
 
 import os
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster import JVM_PERF_OPTS, MARK, Kafka
+from cluster import JVM_PERF_OPTS, MARK, Kafka, free_port
 
 
 @dataclass
@@ -81,10 +82,30 @@ start = "earliest"
 rename = "identity"
 
 [metrics]
-listen = ""
+listen = "127.0.0.1:{self.metrics_port(spec)}"
 """
         )
         return [str(self.binary), "run", "--config", str(toml)], None
+
+    @staticmethod
+    def metrics_port(spec: RunSpec) -> int:
+        """A free port for Strait's /metrics, remembered in the run dir so the bench can scrape it."""
+        f = spec.dir / "metrics-port"
+        if not f.exists():
+            f.write_text(str(free_port()))
+        return int(f.read_text())
+
+    @staticmethod
+    def scrape(run_dir: Path) -> None:
+        """Saves Strait's Prometheus metrics (time inside the mirror, batches, bytes) into the run dir."""
+        f = run_dir / "metrics-port"
+        if not f.exists():
+            return
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{f.read_text()}/metrics", timeout=5) as r:
+                (run_dir / "metrics.txt").write_bytes(r.read())
+        except OSError as e:
+            (run_dir / "metrics.txt").write_text(f"# scrape failed: {e}\n")
 
     def settings(self) -> str:
         return f"`{self.binary} run --config strait.toml` (topics = [the dataset topic], start = earliest, rename = identity)"

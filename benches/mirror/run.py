@@ -103,6 +103,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-warmup", type=float, default=env("LATENCY_WARMUP", 0.0), help="warm-up at rate (10)")
     p.add_argument("--latency-reps", type=int, default=env("LATENCY_REPS", 1))
     p.add_argument("--latency-linger-ms", type=int, default=env("LATENCY_LINGER_MS", 5))
+    p.add_argument(
+        "--latency-target-warmup",
+        type=int,
+        default=env("LATENCY_TARGET_WARMUP", 200_000),
+        help="records written to and read back from each fresh target cluster before a latency run, so its JIT is "
+        "as warm as the source's (0 = off)",
+    )
     p.add_argument("--no-limits", action="store_true", help="skip the broker-limit phase")
     p.add_argument(
         "--skip-after-failure",
@@ -304,6 +311,12 @@ class Bench:
                 f"digest read in {time.monotonic() - t:.1f} s"
             )
 
+    def group_coordinator(self) -> None:
+        """A fresh cluster creates __consumer_offsets (50 partitions) on first use of a group, which takes about a
+        second; production clusters have it. Create it once here, so that no mirror run pays it."""
+        if self.datasets:
+            self.tools.consumer_perf("coordinator", self.source.bootstrap, self.datasets[0].topic, 1, "bench-coordinator")
+
     def broker_limits(self) -> None:
         a = self.args
         target = self.fresh_target()
@@ -455,6 +468,7 @@ class Bench:
         cpu, hwm = sampler.sample()
         b1 = (cpu_seconds(self.source.pid), cpu_seconds(target.pid))
         w1, m1, h1 = cpu_seconds(watch.proc.pid) or w0, machine_busy_seconds(), _self_cpu()
+        Strait.scrape(run_dir)
         stop_s = self.reg.stop(proc, timeout=30)
         sampler.finish()
         watch.stop()
@@ -535,6 +549,23 @@ class Bench:
                 f"{r.get('reason', '')}"
             )
 
+    def warm_target(self, target: cluster.Cluster, rid: str) -> None:
+        """Writes and reads back records on a fresh target, so that the latency a mirror adds is not the target JVM's
+        JIT warm-up (the source-only baseline runs on a source broker warmed by the preload). Same for every mirror."""
+        a = self.args
+        n = a.latency_target_warmup
+        if n <= 0:
+            return
+        t = time.monotonic()
+        topic = "bench-warmup"
+        self.tools.create_topics(target.bootstrap, a.partitions, topic)
+        self.tools.producer_perf(
+            f"warm-produce-{rid}", target.bootstrap, topic, n, self.payload(1024), "lz4", a.latency_linger_ms,
+            a.producer_batch_size,
+        )
+        self.tools.consumer_perf(f"warm-consume-{rid}", target.bootstrap, topic, n, f"bench-warmup-{rid}")
+        self.log(f"target {target.name} warmed with {n:,} records in {time.monotonic() - t:.1f} s")
+
     def latency_run(self, c: Contender | None, rep: int) -> dict:
         a = self.args
         self.run_seq += 1
@@ -561,6 +592,7 @@ class Bench:
             self.target = None
         if c:
             target = self.fresh_target()
+            self.warm_target(target, rid)
             consume = target.bootstrap
             if not c.keeps_partitions:
                 self.tools.create_topics(target.bootstrap, a.partitions, topic)
@@ -624,6 +656,7 @@ class Bench:
             row["peak_rss_mb"] = sampler.sample()[1] / MB
             sampler.finish()
         if proc is not None:
+            Strait.scrape(run_dir)
             self.reg.stop(proc, timeout=30)
         probe.stop()
         if fail:
@@ -711,6 +744,12 @@ class Bench:
         lat = (
             f"{a.latency_rate:,} records/s of 1 KiB, lz4, linger.ms={a.latency_linger_ms}; {a.latency_warmup:g} s "
             f"warm-up, {a.latency_seconds:g} s measured"
+            + (
+                f"; every fresh target cluster first took {a.latency_target_warmup:,} records written and read back by "
+                "the Java perf tools (JIT warm-up, same for every mirror)"
+                if a.latency_target_warmup > 0
+                else ""
+            )
         )
         summary = report.throughput_table(self.runs, names, cons)
         md = [
@@ -814,6 +853,7 @@ class Bench:
         try:
             self.phase("setup (javac helpers, source cluster)", self.setup)
             self.phase("preload source", self.preload)
+            self.phase("source group coordinator", self.group_coordinator)
             if not self.args.no_limits:
                 self.phase("broker limits", self.broker_limits)
             self.phase("mirror runs", self.throughput)

@@ -7,9 +7,12 @@
 //! is waiting (per leader, through [`Client::fetch`]); the broker answers as soon as any of
 //! them has data, and every partition gets its part of the answer.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use strait_wire::{Client, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel};
+use strait_wire::{
+    Client, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel, TopicPartition,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::pipeline::io::{ErrorClass, IoError};
@@ -63,8 +66,17 @@ impl Coalescer {
     }
 }
 
+/// How long a round waits for the partitions of the previous round to ask again. They normally
+/// do within microseconds (the pipeline asks for its next offset as soon as it has planned a
+/// response); one that does not is held up by back-pressure and joins a later round.
+const REGATHER: Duration = Duration::from_millis(2);
+
 async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut carry: Vec<Pending> = Vec::new();
+    // Partitions answered in the previous round: the next round waits (briefly) for them. A
+    // partition left out of a round would wait for that round's whole long poll
+    // (fetch_max_wait) when data arrives for it meanwhile.
+    let mut expected: HashSet<TopicPartition> = HashSet::new();
     loop {
         if carry.is_empty() {
             match rx.recv().await {
@@ -72,11 +84,24 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
                 None => return,
             }
         }
-        // Let partitions that are about to ask join this round.
-        tokio::task::yield_now().await;
-        while let Ok(p) = rx.try_recv() {
-            carry.push(p);
+        let deadline = tokio::time::Instant::now() + REGATHER;
+        loop {
+            while let Ok(p) = rx.try_recv() {
+                carry.push(p);
+            }
+            expected.retain(|tp| !carry.iter().any(|p| &p.partition.partition == tp));
+            if expected.is_empty() {
+                break;
+            }
+            tokio::select! {
+                p = rx.recv() => match p {
+                    Some(p) => carry.push(p),
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
         }
+        expected.clear();
         // One entry per partition and one isolation level per request; the rest waits a round.
         let isolation = carry[0].isolation;
         let mut round = Vec::new();
@@ -117,6 +142,7 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Pending>) {
                     .map(|a| (a.partition.clone(), a))
                     .collect();
                 for pending in round {
+                    expected.insert(pending.partition.partition.clone());
                     let answer = by_partition
                         .remove(&pending.partition.partition)
                         .ok_or_else(|| {

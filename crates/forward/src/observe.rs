@@ -7,7 +7,7 @@
 //! Methods are called on the hot path from tokio tasks: implementations must be cheap
 //! (atomic counters, channel sends), never block.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use strait_wire::TopicPartition;
@@ -115,6 +115,12 @@ pub trait Observer: Send + Sync + 'static {
     /// A produce failed for one partition.
     fn produce_error(&self, target: &TopicPartition, error_code: &str) {
         let _ = (target, error_code);
+    }
+    /// A Produce request to target broker `node` got its answer (or failed) `elapsed` after it
+    /// was sent. Its batches had waited up to `queued` before that for a free request slot
+    /// (`Settings::max_requests_per_broker`). Separates the target's latency from the mirror's.
+    fn produce_request(&self, node: i32, batches: usize, elapsed: Duration, queued: Duration) {
+        let _ = (node, batches, elapsed, queued);
     }
     /// After every fetch: the source high watermark and the mirror's next offset.
     fn lag(&self, source: &TopicPartition, high_watermark: i64, next_offset: i64) {

@@ -89,8 +89,8 @@ impl Source for WireSource {
             .fetches
             .fetch(partition, isolation, spec.max_wait)
             .await?;
-        // Answers of a coalesced fetch are paired with their requests by position: never let a
-        // mismatch mirror one partition's records into another's target.
+        // A coalesced fetch hands out answers by partition; check anyway, so that no mismatch
+        // can ever mirror one partition's records into another's target.
         if answer.partition != spec.partition || answer.fetch_offset != spec.offset {
             return Err(IoError::new(
                 ErrorClass::Retriable,

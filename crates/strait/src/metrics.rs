@@ -16,6 +16,8 @@
 //! | `strait_committed_offset` | gauge | topic, partition | last committed source position |
 //! | `strait_replication_latency_seconds` | histogram | | per batch: fetch response received -> target acknowledged (time inside the mirror) |
 //! | `strait_record_age_seconds` | histogram | | per batch: target acknowledged minus the batch's newest record timestamp |
+//! | `strait_produce_request_seconds` | histogram | | per Produce request: sent -> answered by the target broker (the target's share of the time inside the mirror) |
+//! | `strait_produce_queue_seconds` | histogram | | per Produce request: longest wait of its batches for a free request slot (`max_requests_per_broker`) |
 //! | `strait_fetch_errors_total` | counter | error | failed fetches by Kafka error name (`NOT_LEADER_OR_FOLLOWER`, `disconnected`...) |
 //! | `strait_produce_errors_total` | counter | error | failed produces by Kafka error name |
 //! | `strait_partitions_stopped_total` | counter | | partitions stopped on an error that needs an operator |
@@ -42,9 +44,6 @@
 //! | — | `strait_replication_latency_seconds` | time inside the mirror, which MM2 does not expose |
 //! | consumer `records-lag` | `strait_partition_lag_records` | |
 
-// The `Observer` implementation (src/metrics/observer.rs, with a test) compiles and passes
-// against crates/forward/src/observe.rs once `strait_forward` declares `pub mod observe;`.
-// TODO(lead): uncomment the next line when that module is exported.
 mod observer;
 
 use std::collections::HashMap;
@@ -147,6 +146,8 @@ pub struct Metrics {
     committed_offset: Family<PartitionLabels, Gauge>,
     replication_latency: Histogram,
     record_age: Histogram,
+    produce_request: Histogram,
+    produce_queue: Histogram,
     fetch_errors: Family<ErrorLabels, Counter>,
     produce_errors: Family<ErrorLabels, Counter>,
     partitions_stopped: Counter,
@@ -185,6 +186,8 @@ impl Metrics {
             committed_offset: Family::default(),
             replication_latency: Histogram::new(LATENCY_BUCKETS),
             record_age: Histogram::new(AGE_BUCKETS),
+            produce_request: Histogram::new(LATENCY_BUCKETS),
+            produce_queue: Histogram::new(LATENCY_BUCKETS),
             fetch_errors: Family::default(),
             produce_errors: Family::default(),
             partitions_stopped: Counter::default(),
@@ -242,6 +245,16 @@ impl Metrics {
             "record_age_seconds",
             "Per batch: acknowledgement time minus the batch's newest record timestamp",
             m.record_age.clone(),
+        );
+        registry.register(
+            "produce_request_seconds",
+            "Per Produce request: time from sending it to the target broker's answer",
+            m.produce_request.clone(),
+        );
+        registry.register(
+            "produce_queue_seconds",
+            "Per Produce request: longest wait of its batches for a free request slot",
+            m.produce_queue.clone(),
         );
         registry.register(
             "fetch_errors",
@@ -370,7 +383,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Records a failed produce.
+    /// Records one Produce request's round trip and the longest queue wait of its batches.
+    pub fn record_produce_request(
+        &self,
+        elapsed: std::time::Duration,
+        queued: std::time::Duration,
+    ) {
+        self.produce_request.observe(elapsed.as_secs_f64());
+        self.produce_queue.observe(queued.as_secs_f64());
+    }
+
+    /// Counts a failed produce by Kafka error name.
     pub fn record_produce_error(&self, error: &str) {
         self.produce_errors
             .get_or_create(&ErrorLabels {

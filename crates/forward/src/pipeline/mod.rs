@@ -58,7 +58,9 @@ pub enum OutOfRangePolicy {
 pub struct Settings {
     /// Batches in flight per target partition (1..=5; Kafka's idempotence window is 5).
     pub max_in_flight: usize,
-    /// Fetch size per partition.
+    /// Fetch size per partition. Small enough to keep memory low (every fetched byte stays in
+    /// memory until the target acknowledges it); a partition whose batches are larger fetches
+    /// as much as its largest batch needs, up to `max_fetch_bytes`.
     pub partition_fetch_bytes: i32,
     /// Upper bound when a single batch is larger than `partition_fetch_bytes`.
     pub max_fetch_bytes: i32,
@@ -94,7 +96,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             max_in_flight: 5,
-            partition_fetch_bytes: 1 << 20,
+            partition_fetch_bytes: 256 << 10,
             max_fetch_bytes: 64 << 20,
             fetch_max_wait: Duration::from_millis(100),
             memory_budget: 256 << 20,
@@ -190,6 +192,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             target.clone(),
             settings.max_request_bytes,
             settings.max_requests_per_broker,
+            observer.clone(),
         ));
         let shared = Arc::new(Shared {
             source: Arc::new(source),

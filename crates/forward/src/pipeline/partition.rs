@@ -282,7 +282,21 @@ async fn fetch_loop<S: Source, T: Target>(
             max_bytes = max_bytes.saturating_mul(2).min(settings.max_fetch_bytes);
             continue;
         }
-        max_bytes = settings.partition_fetch_bytes;
+        // Back to the usual fetch size, but never below the largest batch just seen: a source
+        // written in batches larger than partition_fetch_bytes would otherwise cost an empty
+        // answer and a retry for every batch.
+        let largest = planned
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Forward { parts, .. } => parts.iter().map(|p| p.batch.len()).sum(),
+                Step::Skip { .. } => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        max_bytes = i32::try_from(largest)
+            .unwrap_or(i32::MAX)
+            .clamp(settings.partition_fetch_bytes, settings.max_fetch_bytes);
         for step in planned.steps {
             let work = match step {
                 Step::Skip {
@@ -552,6 +566,7 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 batch: slot.stamped.clone(),
                 slot: slot.id,
                 reply: self.acks_tx.clone(),
+                queued_at: std::time::Instant::now(),
             },
         );
     }

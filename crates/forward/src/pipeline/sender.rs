@@ -11,6 +11,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -19,6 +20,7 @@ use strait_wire::TopicPartition;
 use tokio::sync::mpsc;
 
 use super::io::{ErrorClass, IoError, ProduceAck, Target};
+use crate::observe::Observer;
 
 /// One batch waiting to be produced.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub(crate) struct ProduceItem {
     /// The caller's id for the batch, echoed in the result.
     pub(crate) slot: u64,
     pub(crate) reply: mpsc::UnboundedSender<SlotResult>,
+    /// When the batch was handed to the aggregator.
+    pub(crate) queued_at: Instant,
 }
 
 /// The outcome of one produced batch.
@@ -43,15 +47,22 @@ pub(crate) struct Senders<T> {
     nodes: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceItem>>>,
     max_request_bytes: usize,
     max_requests: usize,
+    observer: Arc<dyn Observer>,
 }
 
 impl<T: Target> Senders<T> {
-    pub(crate) fn new(target: Arc<T>, max_request_bytes: usize, max_requests: usize) -> Self {
+    pub(crate) fn new(
+        target: Arc<T>,
+        max_request_bytes: usize,
+        max_requests: usize,
+        observer: Arc<dyn Observer>,
+    ) -> Self {
         Senders {
             target,
             nodes: Mutex::new(HashMap::new()),
             max_request_bytes,
             max_requests: max_requests.max(1),
+            observer,
         }
     }
 
@@ -76,6 +87,7 @@ impl<T: Target> Senders<T> {
             rx,
             max_request_bytes: self.max_request_bytes,
             max_requests: self.max_requests,
+            observer: self.observer.clone(),
         };
         tokio::spawn(aggregator.run());
         // A fresh receiver is alive, so this send cannot fail; if it did, the item's reply
@@ -91,6 +103,7 @@ struct Aggregator<T> {
     rx: mpsc::UnboundedReceiver<ProduceItem>,
     max_request_bytes: usize,
     max_requests: usize,
+    observer: Arc<dyn Observer>,
 }
 
 type Request = Vec<ProduceItem>;
@@ -105,13 +118,21 @@ impl<T: Target> Aggregator<T> {
             while in_flight.len() < self.max_requests && !waiting.is_empty() {
                 let request = self.take_request(&mut waiting);
                 let target = self.target.clone();
+                let observer = self.observer.clone();
                 let node = self.node;
                 in_flight.push_back(async move {
                     let batches = request
                         .iter()
                         .map(|i| (i.partition.clone(), i.batch.clone()))
                         .collect();
+                    let sent = Instant::now();
+                    let queued = request
+                        .iter()
+                        .map(|i| sent.saturating_duration_since(i.queued_at))
+                        .max()
+                        .unwrap_or_default();
                     let outcome = target.produce(node, batches).await;
+                    observer.produce_request(node, request.len(), sent.elapsed(), queued);
                     (request, outcome)
                 });
             }

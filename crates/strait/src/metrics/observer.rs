@@ -1,6 +1,6 @@
 //! The forwarder's observer hook, turned into metric updates.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use strait_forward::observe::{BatchForwarded, Observer, SkipReason};
 use strait_wire::TopicPartition;
@@ -33,6 +33,10 @@ impl Observer for Metrics {
 
     fn produce_error(&self, _target: &TopicPartition, error_code: &str) {
         self.record_produce_error(error_code);
+    }
+
+    fn produce_request(&self, _node: i32, _batches: usize, elapsed: Duration, queued: Duration) {
+        self.record_produce_request(elapsed, queued);
     }
 
     fn lag(&self, source: &TopicPartition, high_watermark: i64, next_offset: i64) {

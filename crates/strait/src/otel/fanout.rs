@@ -84,6 +84,18 @@ impl Observer for Fanout {
         }
     }
 
+    fn produce_request(
+        &self,
+        node: i32,
+        batches: usize,
+        elapsed: std::time::Duration,
+        queued: std::time::Duration,
+    ) {
+        for o in &self.observers {
+            o.produce_request(node, batches, elapsed, queued);
+        }
+    }
+
     fn lag(&self, source: &TopicPartition, high_watermark: i64, next_offset: i64) {
         for o in &self.observers {
             o.lag(source, high_watermark, next_offset);
