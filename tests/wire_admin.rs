@@ -84,6 +84,26 @@ async fn create_describe_and_grow(client: &Client, admin: &Admin) {
     };
     assert!(topic_id.is_some());
     assert_eq!((partitions, replication_factor), (Some(2), Some(1)));
+    // Right after creation the leaders are on their way; wait_for_leaders sees them arrive and
+    // leaves them in the client's metadata cache.
+    assert!(
+        admin
+            .wait_for_leaders("configured", 2, Duration::from_secs(10))
+            .await
+            .unwrap()
+    );
+    let cached = client.cached_metadata();
+    for p in 0..2 {
+        let tp = TopicPartition::new("configured", p).unwrap();
+        assert!(cached.leader(&tp).is_some(), "no cached leader for {tp}");
+    }
+    // A partition count the topic does not have is never reached.
+    assert!(
+        !admin
+            .wait_for_leaders("configured", 3, Duration::from_millis(300))
+            .await
+            .unwrap()
+    );
 
     // DescribeConfigs reads them back, marked as set on the topic.
     let configs = admin.describe_topic_configs("configured").await.unwrap();

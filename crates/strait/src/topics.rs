@@ -6,6 +6,7 @@
 //! partitions added on the source are added on the target.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use strait_wire::admin::{Admin, CreateTopicOutcome, NewTopic};
 use strait_wire::{Client, Error as WireError};
@@ -127,6 +128,7 @@ impl Topics {
                                 topic.target
                             ))
                         })?;
+                    self.await_leaders(&topic.target, topic.partitions).await;
                 }
                 Some(n) if (n as i64) < i64::from(topic.partitions) => {
                     return Err(Error::Runtime(format!(
@@ -139,6 +141,25 @@ impl Topics {
             }
         }
         Ok(selected)
+    }
+
+    /// Gives a new topic (or new partitions) a moment to get leaders, so the first produce does
+    /// not meet NOT_LEADER_OR_FOLLOWER and a retry backoff. Not getting there is not an error:
+    /// the produce path retries (and says so) anyway.
+    async fn await_leaders(&self, topic: &str, partitions: i32) {
+        match self
+            .target_admin
+            .wait_for_leaders(topic, partitions, Duration::from_secs(5))
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(topic, "target topic has no leader for every partition yet")
+            }
+            Err(e) => {
+                tracing::debug!(topic, error = %e, "cannot read the target topic's metadata yet")
+            }
+        }
     }
 
     async fn create(&self, topic: &SelectedTopic) -> Result<()> {
@@ -173,6 +194,7 @@ impl Topics {
         match self.target_admin.create_topic(&new).await {
             Ok(CreateTopicOutcome::Created { .. }) => {
                 tracing::info!(topic = %topic.target, partitions = topic.partitions, "created target topic");
+                self.await_leaders(&topic.target, topic.partitions).await;
                 Ok(())
             }
             Ok(_) => Ok(()),

@@ -719,6 +719,40 @@ impl Admin {
         })
     }
 
+    /// Waits until the metadata shows `topic` with at least `partitions` partitions, each with a
+    /// leader, polling every few milliseconds for up to `within`. Returns whether it got there.
+    ///
+    /// A topic that CreateTopics (or CreatePartitions) just acknowledged takes a moment to reach
+    /// the brokers' metadata; producing before that costs a NOT_LEADER_OR_FOLLOWER round and a
+    /// retry backoff. Afterwards the client's metadata cache knows the leaders.
+    pub async fn wait_for_leaders(
+        &self,
+        topic: &str,
+        partitions: i32,
+        within: Duration,
+    ) -> Result<bool> {
+        validate_topic_name(topic)?;
+        let deadline = Instant::now() + within;
+        let topics = [topic.to_owned()];
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let md = self.client.metadata(Some(&topics)).await?;
+            let ready = md.topic(topic).is_some_and(|t| {
+                t.error.is_none()
+                    && t.partitions.len() >= usize::try_from(partitions).unwrap_or(0)
+                    && t.partitions.iter().all(|p| p.leader.is_some())
+            });
+            if ready {
+                return Ok(true);
+            }
+            if Instant::now() + pause > deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+
     /// Grows `topic` to `total_partitions` partitions (INVALID_PARTITIONS if it has that many
     /// or more already).
     pub async fn create_partitions(&self, topic: &str, total_partitions: i32) -> Result<()> {

@@ -78,7 +78,25 @@ mod tests {
         obs.batch_skipped(&tp, SkipReason::Aborted, 3);
         obs.committed(&tp, 4);
         obs.rebalance(std::slice::from_ref(&tp));
+        obs.produce_request(1, 3, Duration::from_millis(30), Duration::from_millis(2));
         let text = m.encode_openmetrics();
+        // 30 ms falls in the 50 ms bucket, not the 25 ms one; 2 ms waits in the 2.5 ms bucket.
+        assert!(
+            text.contains("strait_produce_request_seconds_bucket{le=\"0.025\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strait_produce_request_seconds_bucket{le=\"0.05\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strait_produce_queue_seconds_bucket{le=\"0.001\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strait_produce_queue_seconds_bucket{le=\"0.0025\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("strait_partition_lag_records{topic=\"orders\",partition=\"2\"} 6"),
             "{text}"
