@@ -24,8 +24,8 @@ use kafka_protocol::protocol::StrBytes;
 use crate::error::{Error, Result};
 use crate::group::coordinator::Backoff;
 use crate::group::with_principal;
-use crate::topic::{TopicId, validate_topic_name};
-use crate::{Client, Connection};
+use crate::topic::{TopicId, TopicPartition, validate_topic_name};
+use crate::{Client, Connection, IsolationLevel, OffsetSpec};
 
 /// Admin requests against one cluster. Cheap to clone.
 #[derive(Clone)]
@@ -719,12 +719,14 @@ impl Admin {
         })
     }
 
-    /// Waits until the metadata shows `topic` with at least `partitions` partitions, each with a
-    /// leader, polling every few milliseconds for up to `within`. Returns whether it got there.
+    /// Waits until `topic` has at least `partitions` partitions whose leaders serve them,
+    /// polling every few milliseconds for up to `within`. Returns whether it got there.
     ///
     /// A topic that CreateTopics (or CreatePartitions) just acknowledged takes a moment to reach
-    /// the brokers' metadata; producing before that costs a NOT_LEADER_OR_FOLLOWER round and a
-    /// retry backoff. Afterwards the client's metadata cache knows the leaders.
+    /// the brokers: first their metadata, then the leaders' logs. Producing before that costs a
+    /// NOT_LEADER_OR_FOLLOWER round and a retry backoff. So this waits for the metadata to name
+    /// every leader, then for every leader to answer a ListOffsets for its partitions.
+    /// Afterwards the client's metadata cache knows the leaders.
     pub async fn wait_for_leaders(
         &self,
         topic: &str,
@@ -737,12 +739,23 @@ impl Admin {
         let mut pause = Duration::from_millis(5);
         loop {
             let md = self.client.metadata(Some(&topics)).await?;
-            let ready = md.topic(topic).is_some_and(|t| {
-                t.error.is_none()
-                    && t.partitions.len() >= usize::try_from(partitions).unwrap_or(0)
-                    && t.partitions.iter().all(|p| p.leader.is_some())
+            let leaders = md.topic(topic).and_then(|t| {
+                let complete = t.error.is_none()
+                    && t.partitions.len() >= usize::try_from(partitions).unwrap_or(0);
+                let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> =
+                    BTreeMap::new();
+                for p in &t.partitions {
+                    let tp = TopicPartition::from_broker(t.name.clone(), p.partition);
+                    by_leader
+                        .entry(p.leader?)
+                        .or_default()
+                        .push((tp, OffsetSpec::Latest, -1));
+                }
+                complete.then_some(by_leader)
             });
-            if ready {
+            if let Some(by_leader) = leaders
+                && self.leaders_serve(by_leader).await
+            {
                 return Ok(true);
             }
             if Instant::now() + pause > deadline {
@@ -751,6 +764,26 @@ impl Admin {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(100));
         }
+    }
+
+    /// Whether every leader answers ListOffsets for its partitions without an error.
+    async fn leaders_serve(
+        &self,
+        by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>>,
+    ) -> bool {
+        for (leader, partitions) in by_leader {
+            let Ok(conn) = self.client.broker(leader).await else {
+                return false;
+            };
+            match conn
+                .list_offsets(&partitions, IsolationLevel::ReadUncommitted)
+                .await
+            {
+                Ok(answers) if answers.iter().all(|(_, r)| r.is_ok()) => {}
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// Grows `topic` to `total_partitions` partitions (INVALID_PARTITIONS if it has that many

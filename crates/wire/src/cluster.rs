@@ -537,7 +537,7 @@ pub(crate) fn partition_error(
         | ResponseError::UnknownLeaderEpoch => Error::broker(
             code,
             format!(
-                "{api} {tp}: leadership is moving and did not settle within request.timeout.ms; check that the partition has a live leader{msg}"
+                "{api} {tp}: this broker is not (or not yet) the partition's leader: leadership is moving, or a new topic is still settling; retried with fresh metadata, and if it persists check that the partition has a live leader{msg}"
             ),
         ),
         _ => Error::broker(code, format!("{api} {tp}{msg}")),

@@ -507,6 +507,14 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             let last = i + 1 == count;
             let stamp = self.seq.stamp(part.records);
             let stamped = stamp_part(&part, stamp)?;
+            // From here on the slot keeps the stamped copy only (re-stamping and splitting work
+            // on it just as well): the part's bytes are a slice of a whole fetch response, which
+            // would otherwise stay in memory, with every other partition's data in it, until
+            // this batch is acknowledged.
+            let part = Part {
+                batch: stamped.clone(),
+                ..part
+            };
             self.slots.push_back(Slot {
                 id: self.next_id,
                 part,
@@ -781,8 +789,9 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         let mut reservation = head.reservation;
         for (i, piece) in pieces.into_iter().enumerate().rev() {
             let last = i + 1 == count;
-            // Source offsets relative to the part (exact for a pass-through part, whose batch
-            // carries its source offsets; approximate for an already re-encoded one).
+            // Source offsets relative to the part's first offset (the stamped batch's base offset
+            // is 0, so this is exact for a pass-through part and approximate for an already
+            // re-encoded one).
             let shift = head.part.first_offset - batch.base_offset();
             let first_offset = piece
                 .first_source_offset()
