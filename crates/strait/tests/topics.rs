@@ -97,6 +97,14 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
             .create_partitions("orders", 5)
             .await
             .unwrap();
+        // The Java producer below reads metadata once at start: let the new partitions settle
+        // first, or it may only know the first three.
+        assert!(
+            Admin::new(&src)
+                .wait_for_leaders("orders", 5, Duration::from_secs(30))
+                .await
+                .unwrap()
+        );
         // A new matching topic is picked up without a restart.
         source.create_topic("payments", 2, 1, &[]).unwrap();
         produce_monotonic(&source, "orders", 5_000, -1);
