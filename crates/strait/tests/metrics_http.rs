@@ -193,6 +193,8 @@ async fn scrape_health_ready_and_shutdown() {
         ("strait_committed_offset", "gauge"),
         ("strait_replication_latency_seconds", "histogram"),
         ("strait_record_age_seconds", "histogram"),
+        ("strait_produce_request_seconds", "histogram"),
+        ("strait_produce_queue_seconds", "histogram"),
         ("strait_fetch_errors", "counter"),
         ("strait_produce_errors", "counter"),
         ("strait_partitions_stopped", "counter"),
