@@ -111,17 +111,23 @@ async fn run<C: RoundFetch>(client: C, mut rx: mpsc::UnboundedReceiver<Pending>)
             }
         }
         let deadline = tokio::time::Instant::now() + REGATHER;
+        for p in &carry {
+            expected.remove(&p.partition.partition);
+        }
+        let mut arrive = |p: Pending, expected: &mut HashSet<TopicPartition>| {
+            expected.remove(&p.partition.partition);
+            carry.push(p);
+        };
         loop {
             while let Ok(p) = rx.try_recv() {
-                carry.push(p);
+                arrive(p, &mut expected);
             }
-            expected.retain(|tp| !carry.iter().any(|p| &p.partition.partition == tp));
             if expected.is_empty() {
                 break;
             }
             tokio::select! {
                 p = rx.recv() => match p {
-                    Some(p) => carry.push(p),
+                    Some(p) => arrive(p, &mut expected),
                     None => break,
                 },
                 () = tokio::time::sleep_until(deadline) => break,

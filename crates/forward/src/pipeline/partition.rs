@@ -285,19 +285,12 @@ async fn fetch_loop<S: Source, T: Target>(
         // Back to the usual fetch size, but never below the largest batch just seen: a source
         // written in batches larger than partition_fetch_bytes would otherwise cost an empty
         // answer and a retry for every batch.
-        let largest = planned
-            .steps
-            .iter()
-            .map(|s| match s {
-                Step::Forward { parts, .. } => parts.iter().map(|p| p.batch.len()).sum(),
-                Step::Skip { .. } => 0,
-            })
-            .max()
-            .unwrap_or(0);
+        let largest = planned.steps.iter().map(Step::bytes).max().unwrap_or(0);
         max_bytes = i32::try_from(largest)
             .unwrap_or(i32::MAX)
             .clamp(settings.partition_fetch_bytes, settings.max_fetch_bytes);
         for step in planned.steps {
+            let bytes = step.bytes();
             let work = match step {
                 Step::Skip {
                     reason,
@@ -310,7 +303,6 @@ async fn fetch_loop<S: Source, T: Target>(
                     Work::Advance { next }
                 }
                 Step::Forward { parts, next } => {
-                    let bytes: usize = parts.iter().map(|p| p.batch.len()).sum();
                     let mut share = reservation.split(bytes);
                     if share.bytes() < bytes {
                         // The response (a whole first batch beyond the limit) or its re-encoding

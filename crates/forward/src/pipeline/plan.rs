@@ -42,6 +42,16 @@ pub(crate) enum Step {
     Forward { parts: Vec<Part>, next: i64 },
 }
 
+impl Step {
+    /// Bytes this step hands to the target (0 for a skip).
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Step::Forward { parts, .. } => parts.iter().map(|p| p.batch.len()).sum(),
+            Step::Skip { .. } => 0,
+        }
+    }
+}
+
 /// The plan for one fetch response.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
