@@ -147,6 +147,12 @@ pub trait Observer: Send + Sync + 'static {
     fn rebalance(&self, assigned: &[TopicPartition]) {
         let _ = assigned;
     }
+    /// A partition cannot make progress for a reason the mirror keeps retrying (an ACL denial
+    /// on either cluster): `Some(error_code)` when it starts, `None` once it moves again. Unlike
+    /// [`partition_stopped`](Self::partition_stopped), it heals by itself once the cause is fixed.
+    fn partition_blocked(&self, source: &TopicPartition, error_code: Option<&str>) {
+        let _ = (source, error_code);
+    }
 }
 
 /// An [`Observer`] that ignores everything.

@@ -43,6 +43,12 @@ pub fn classify(e: &WireError) -> IoError {
         Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge) => {
             ErrorClass::TooLarge
         }
+        Some(
+            ResponseError::TopicAuthorizationFailed
+            | ResponseError::ClusterAuthorizationFailed
+            | ResponseError::GroupAuthorizationFailed
+            | ResponseError::TransactionalIdAuthorizationFailed,
+        ) => ErrorClass::Denied,
         _ if e.is_retriable() => ErrorClass::Retriable,
         _ => ErrorClass::Fatal,
     };

@@ -112,7 +112,10 @@ pub enum ErrorClass {
     ProducerState,
     /// The batch is larger than the target accepts.
     TooLarge,
-    /// Needs an operator (authorization, missing topic, invalid record...).
+    /// An ACL denies the mirror (topic, cluster or group authorization): retried slowly until
+    /// an operator grants the right, then the partition resumes by itself.
+    Denied,
+    /// Needs an operator (missing topic, invalid record, bad configuration...).
     Fatal,
 }
 

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strait_wire::TopicPartition;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -90,6 +91,11 @@ pub struct Settings {
     pub max_request_bytes: usize,
     /// Produce requests in flight per target broker.
     pub max_requests_per_broker: usize,
+    /// How long a revoke or shutdown waits for in-flight batches to be acknowledged (and the
+    /// final positions committed). What is not acknowledged by then is not committed: the next
+    /// owner fetches it again (at-least-once holds). Keep it well under the group's rebalance
+    /// timeout, or a partition whose target keeps failing holds up the whole rebalance.
+    pub drain_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -111,6 +117,7 @@ impl Default for Settings {
             retry_backoff_max: Duration::from_secs(10),
             max_request_bytes: 16 << 20,
             max_requests_per_broker: 5,
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -142,6 +149,9 @@ impl Settings {
         if self.commit_interval.is_zero() {
             return bad("commit_interval", "must be positive");
         }
+        if self.drain_timeout.is_zero() {
+            return bad("drain_timeout", "must be positive");
+        }
         Ok(())
     }
 }
@@ -172,7 +182,16 @@ pub struct Forwarder<S: Source, T: Target, P: Positions> {
     /// Serializes commits, so a slow periodic commit cannot land after (and undo) the final
     /// commit of a revoke.
     commit_lock: tokio::sync::Mutex<()>,
+    /// A partition's first acknowledgement after it started (see [`PositionCell::acknowledge`]).
+    progress: Arc<Notify>,
 }
+
+/// How long the committer waits after a partition's first acknowledgement, so the partitions
+/// that start together share one commit.
+const FIRST_COMMIT_DELAY: Duration = Duration::from_millis(200);
+
+/// The final commit gets at least this long, even when the drain used up its deadline.
+const FINAL_COMMIT_MIN: Duration = Duration::from_secs(2);
 
 impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
     /// A forwarder with no partitions yet. Gets the target producer id first, so a target that
@@ -198,7 +217,11 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             source: Arc::new(source),
             target,
             senders,
-            budget: Budget::new(settings.memory_budget),
+            // Every partition may always hold two fetches of the usual size.
+            budget: Budget::new(
+                settings.memory_budget,
+                usize::try_from(settings.partition_fetch_bytes).unwrap_or(1 << 20) * 2,
+            ),
             settings: Arc::new(settings),
             observer,
             producers: Producers::new(identity),
@@ -211,6 +234,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             cancel,
             committer: Mutex::new(None),
             commit_lock: tokio::sync::Mutex::new(()),
+            progress: Arc::new(Notify::new()),
         })
     }
 
@@ -247,7 +271,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         }
         let mut running = self.running();
         for (route, start) in routes.into_iter().zip(committed) {
-            let cell = Arc::new(PositionCell::new());
+            let cell = Arc::new(PositionCell::new(self.progress.clone()));
             if let Some(offset) = start {
                 cell.committed.store(offset, Ordering::Release);
             }
@@ -285,6 +309,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         let me = Arc::downgrade(self);
         let interval = self.shared.settings.commit_interval;
         let cancel = self.cancel.clone();
+        let progress = self.progress.clone();
         *committer = Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -292,6 +317,12 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
+                    () = progress.notified() => {
+                        tokio::select! {
+                            () = tokio::time::sleep(FIRST_COMMIT_DELAY.min(interval)) => {}
+                            _ = cancel.cancelled() => return,
+                        }
+                    }
                     _ = cancel.cancelled() => return,
                 }
                 let Some(me) = me.upgrade() else { return };
@@ -348,7 +379,9 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         result
     }
 
-    /// Stops `sources`, waits for their in-flight batches and commits their final positions.
+    /// Stops `sources`, waits (at most `drain_timeout`) for their in-flight batches and commits
+    /// their final positions. A partition still undrained at the deadline is aborted: what it
+    /// had not got acknowledged is not committed, and the next owner fetches it again.
     async fn stop_partitions(&self, sources: &[TopicPartition]) -> Result<(), Error> {
         let mut stopping = Vec::new();
         {
@@ -360,27 +393,62 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
                 }
             }
         }
+        let drain_timeout = self.shared.settings.drain_timeout;
+        let deadline = tokio::time::Instant::now() + drain_timeout;
         let mut finals = Vec::new();
+        let mut abandoned = Vec::new();
         for mut r in stopping {
-            if let Some(handle) = r.handle.take() {
+            if let Some(mut handle) = r.handle.take() {
                 tracing::debug!(partition = %r.route.source, "waiting for the partition to drain");
-                let _ = handle.await;
-                tracing::debug!(partition = %r.route.source, "partition drained");
+                if tokio::time::timeout_at(deadline, &mut handle).await.is_err() {
+                    handle.abort();
+                    // Wait for the abort, so nothing of the task outlives the revoke.
+                    let _ = handle.await;
+                    abandoned.push(r.route.source.clone());
+                } else {
+                    tracing::debug!(partition = %r.route.source, "partition drained");
+                }
             }
             let ackd = r.cell.ackd.load(Ordering::Acquire);
             if ackd >= 0 && ackd != r.cell.committed.load(Ordering::Acquire) {
                 finals.push((r.route.source.clone(), ackd, r.cell.clone()));
             }
         }
-        let _serial = self.commit_lock.lock().await;
-        self.commit_cells(finals).await
+        if !abandoned.is_empty() {
+            tracing::warn!(
+                partitions = ?abandoned,
+                "{} partition(s) did not drain within the drain timeout ({drain_timeout:?}); their \
+                 unacknowledged batches are not committed and will be fetched again by the next \
+                 owner (duplicates on the target, no loss)",
+                abandoned.len()
+            );
+        }
+        let commit_deadline = deadline.max(tokio::time::Instant::now() + FINAL_COMMIT_MIN);
+        let committed = tokio::time::timeout_at(commit_deadline, async {
+            let _serial = self.commit_lock.lock().await;
+            self.commit_cells(finals).await
+        })
+        .await;
+        committed.unwrap_or_else(|_| {
+            Err(Error::Io(IoError::new(
+                ErrorClass::Retriable,
+                "timeout",
+                format!(
+                    "the final commit of the source positions did not finish within the drain \
+                     timeout ({drain_timeout:?}); the next owner re-sends what was mirrored since \
+                     the last commit (duplicates, no loss)"
+                ),
+            )))
+        })
     }
 
     /// Revokes everything and stops the background tasks (graceful shutdown).
     /// [`failures`](Self::failures) still lists the partitions that had stopped on an error.
+    /// Bounded by `Settings::drain_timeout` (plus a short grace for the final commit).
     pub async fn shutdown(&self) -> Result<(), Error> {
-        let all: Vec<TopicPartition> = self.running().keys().cloned().collect();
-        let result = self.stop_partitions(&all).await;
+        // The periodic committer goes first: a commit of it hanging on an unreachable source
+        // would hold the commit lock past the drain deadline. Its positions are older than the
+        // final ones, so abandoning it loses nothing.
         self.cancel.cancel();
         let committer = self
             .committer
@@ -388,9 +456,11 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some(c) = committer {
+            c.abort();
             let _ = c.await;
         }
-        result
+        let all: Vec<TopicPartition> = self.running().keys().cloned().collect();
+        self.stop_partitions(&all).await
     }
 
     /// The routes being mirrored now (including stopped-on-error ones until revoked).

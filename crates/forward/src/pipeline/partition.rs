@@ -10,23 +10,24 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::SystemTime;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use strait_wire::TopicPartition;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::batch::RecordBatch;
 use crate::observe::{BatchForwarded, Observer};
 use crate::reencode::reencode;
-use crate::rewrite::{ProducerStamp, TargetPolicy, rewrite_for_produce};
+use crate::observe::Path;
+use crate::rewrite::{ProducerStamp, TargetPolicy, stamp_in_place};
 
 use super::Settings;
 use super::backoff::Backoff;
-use super::budget::{Budget, Reservation};
+use super::budget::{Account, Budget, Reservation};
 use super::io::{
     ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
 };
@@ -50,13 +51,29 @@ pub(crate) struct PositionCell {
     pub(crate) ackd: AtomicI64,
     /// Last position committed to the position store (-1: none).
     pub(crate) committed: AtomicI64,
+    /// Whether the acknowledged position has moved since the partition started.
+    moved: AtomicBool,
+    /// Wakes the committer.
+    progress: Arc<Notify>,
 }
 
 impl PositionCell {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(progress: Arc<Notify>) -> Self {
         PositionCell {
             ackd: AtomicI64::new(-1),
             committed: AtomicI64::new(-1),
+            moved: AtomicBool::new(false),
+            progress,
+        }
+    }
+
+    /// Moves the acknowledged position forward. The first move after the partition started
+    /// wakes the committer at once: a process that lives shorter than the commit interval (a
+    /// crash loop) would otherwise never commit, and re-send everything at every restart.
+    pub(crate) fn acknowledge(&self, next: i64) {
+        let before = self.ackd.fetch_max(next, Ordering::AcqRel);
+        if next > before && before >= 0 && !self.moved.swap(true, Ordering::AcqRel) {
+            self.progress.notify_one();
         }
     }
 }
@@ -127,6 +144,7 @@ pub(crate) async fn run<S: Source, T: Target>(
     };
     // The produce side lowers it when the target refuses a batch as too large.
     let max_message_bytes = AtomicUsize::new(limits.max_message_bytes);
+    let account = shared.budget.open_account();
     let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
     let fetch = fetch_loop(
         &shared,
@@ -134,6 +152,7 @@ pub(crate) async fn run<S: Source, T: Target>(
         start,
         rules.clone(),
         &max_message_bytes,
+        &account,
         tx,
         &stop,
     );
@@ -175,12 +194,18 @@ where
         shared.settings.retry_backoff,
         shared.settings.retry_backoff_max,
     );
+    let mut attempts = 0u32;
     loop {
         match f().await {
             Ok(v) => return Ok(v),
-            Err(e) if e.class == ErrorClass::Retriable => {
-                // Visible: this is how an operator learns that, say, the target topic is missing.
-                tracing::warn!(error = %e, code = %e.code, "retrying");
+            Err(e) if matches!(e.class, ErrorClass::Retriable | ErrorClass::Denied) => {
+                attempts += 1;
+                // Visible: this is how an operator learns that, say, the target topic is
+                // missing; said again at attempts 1, 2, 4, 8... so a long outage does not
+                // flood the log.
+                if attempts.is_power_of_two() {
+                    tracing::warn!(error = %e, code = %e.code, attempts, "retrying");
+                }
                 if !backoff.wait(stop).await {
                     return Err(Error::Stopped);
                 }
@@ -190,25 +215,81 @@ where
     }
 }
 
+/// A partition blocked by an ACL denial: retried with a slow backoff (the fix is an operator's
+/// grant, which may take minutes), reported once to the log and the observer when it starts,
+/// then at attempts 2, 4, 8..., and cleared at the first success.
+pub(crate) struct Denial {
+    backoff: Backoff,
+    attempts: u32,
+}
+
+/// First and largest wait between attempts while an ACL denies the mirror.
+const DENIED_BACKOFF: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(30),
+);
+
+impl Denial {
+    pub(crate) fn new() -> Self {
+        Denial {
+            backoff: Backoff::new(DENIED_BACKOFF.0, DENIED_BACKOFF.1),
+            attempts: 0,
+        }
+    }
+
+    /// Reports one more denial of `partition` and waits before the next attempt. False if
+    /// `stop` was cancelled meanwhile.
+    pub(crate) async fn wait(
+        &mut self,
+        observer: &dyn Observer,
+        partition: &TopicPartition,
+        e: &IoError,
+        stop: &CancellationToken,
+    ) -> bool {
+        self.attempts += 1;
+        if self.attempts == 1 {
+            observer.partition_blocked(partition, Some(&e.code));
+            tracing::error!(partition = %partition, error = %e, code = %e.code,
+                "access denied; retrying until the grant exists (the partition resumes by itself)");
+        } else if self.attempts.is_power_of_two() {
+            tracing::warn!(partition = %partition, code = %e.code, attempts = self.attempts,
+                "still denied; retrying");
+        }
+        self.backoff.wait(stop).await
+    }
+
+    /// The partition made progress: a later denial is a new one.
+    pub(crate) fn clear(&mut self, observer: &dyn Observer, partition: &TopicPartition) {
+        if self.attempts > 0 {
+            tracing::info!(partition = %partition, attempts = self.attempts, "access granted again; resuming");
+            observer.partition_blocked(partition, None);
+        }
+        self.attempts = 0;
+        self.backoff.reset();
+    }
+}
+
 async fn fetch_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
     mut offset: i64,
     mut rules: Rules,
     max_message_bytes: &AtomicUsize,
+    account: &Arc<Account>,
     tx: mpsc::Sender<Work>,
     stop: &CancellationToken,
 ) -> Result<(), Error> {
     let settings = &shared.settings;
     let mut max_bytes = settings.partition_fetch_bytes;
     let mut backoff = Backoff::new(settings.retry_backoff, settings.retry_backoff_max);
+    let mut denial = Denial::new();
     loop {
         if tx.is_closed() {
             // The produce side stopped on an error; it reports it.
             return Ok(());
         }
         let mut reservation = tokio::select! {
-            r = shared.budget.reserve(max_bytes as usize) => r,
+            r = shared.budget.reserve(account, max_bytes as usize) => r,
             _ = stop.cancelled() => return Ok(()),
         };
         let spec = FetchSpec {
@@ -225,6 +306,7 @@ async fn fetch_loop<S: Source, T: Target>(
         let fetched = match fetched {
             Ok(f) => {
                 backoff.reset();
+                denial.clear(shared.observer.as_ref(), &route.source);
                 f
             }
             Err(e) => {
@@ -234,6 +316,15 @@ async fn fetch_loop<S: Source, T: Target>(
                     ErrorClass::Retriable => {
                         tracing::warn!(partition = %route.source, error = %e, "fetch failed, retrying");
                         if !backoff.wait(stop).await {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    ErrorClass::Denied => {
+                        if !denial
+                            .wait(shared.observer.as_ref(), &route.source, &e, stop)
+                            .await
+                        {
                             return Ok(());
                         }
                         continue;
@@ -254,7 +345,7 @@ async fn fetch_loop<S: Source, T: Target>(
         };
         let fetched_at = SystemTime::now();
         rules.policy.max_message_bytes = max_message_bytes.load(Ordering::Acquire);
-        let planned = plan::plan(&fetched, offset, &rules).map_err(|e| Error::Partition {
+        let mut planned = plan::plan(&fetched, offset, &rules).map_err(|e| Error::Partition {
             partition: route.source.to_string(),
             source: Box::new(e),
         })?;
@@ -289,6 +380,18 @@ async fn fetch_loop<S: Source, T: Target>(
         max_bytes = i32::try_from(largest)
             .unwrap_or(i32::MAX)
             .clamp(settings.partition_fetch_bytes, settings.max_fetch_bytes);
+        // Pass-through parts are slices of the whole fetch response, which carries other
+        // partitions' data too: held while this partition waits for its target, they would pin
+        // memory its reservation does not count. Each part gets its own buffer now (the copy
+        // that stamping would make anyway: the produce side stamps it in place).
+        for step in &mut planned.steps {
+            if let Step::Forward { parts, .. } = step {
+                for part in parts.iter_mut() {
+                    own(part);
+                }
+            }
+        }
+        drop(fetched);
         for step in planned.steps {
             let bytes = step.bytes();
             let work = match step {
@@ -311,7 +414,7 @@ async fn fetch_loop<S: Source, T: Target>(
                         // two partitions do it at once, or one batch is larger than the budget.
                         drop(share);
                         share = tokio::select! {
-                            r = shared.budget.reserve(bytes) => r,
+                            r = shared.budget.reserve(account, bytes) => r,
                             _ = stop.cancelled() => return Ok(()),
                         };
                     }
@@ -368,10 +471,8 @@ async fn out_of_range<S: Source, T: Target>(
 struct Slot {
     id: u64,
     part: Part,
-    /// The producer id, epoch and sequence the batch is stamped with.
+    /// The producer id, epoch and sequence the batch is stamped with (`part.batch` carries it).
     stamp: ProducerStamp,
-    /// The batch as produced: the part stamped with `stamp`.
-    stamped: Bytes,
     /// Position once this slot and all before it are acknowledged (None: a non-final part).
     next: Option<i64>,
     state: SlotState,
@@ -401,6 +502,7 @@ struct Window<'a, S, T> {
     backoff: Backoff,
     /// A position reached by skipped batches while the window was empty.
     pending_advance: Option<i64>,
+    denial: Denial,
 }
 
 async fn produce_loop<S: Source, T: Target>(
@@ -428,6 +530,7 @@ async fn produce_loop<S: Source, T: Target>(
             shared.settings.retry_backoff_max,
         ),
         pending_advance: None,
+        denial: Denial::new(),
     };
     let result = async {
         let mut input_open = true;
@@ -479,7 +582,7 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             Some(last) => last.next = Some(last.next.map_or(next, |n| n.max(next))),
             None => {
                 self.pending_advance = Some(next);
-                self.position.ackd.fetch_max(next, Ordering::AcqRel);
+                self.position.acknowledge(next);
             }
         }
     }
@@ -495,23 +598,14 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     ) -> Result<(), Error> {
         let count = parts.len();
         let mut reservation = Some(reservation);
-        for (i, part) in parts.into_iter().enumerate() {
+        for (i, mut part) in parts.into_iter().enumerate() {
             let last = i + 1 == count;
             let stamp = self.seq.stamp(part.records);
-            let stamped = stamp_part(&part, stamp)?;
-            // From here on the slot keeps the stamped copy only (re-stamping and splitting work
-            // on it just as well): the part's bytes are a slice of a whole fetch response, which
-            // would otherwise stay in memory, with every other partition's data in it, until
-            // this batch is acknowledged.
-            let part = Part {
-                batch: stamped.clone(),
-                ..part
-            };
+            part.batch = stamp_part(std::mem::take(&mut part.batch), stamp)?;
             self.slots.push_back(Slot {
                 id: self.next_id,
                 part,
                 stamp,
-                stamped,
                 next: last.then_some(next),
                 state: SlotState::Queued,
                 fetched_at,
@@ -563,7 +657,7 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             node,
             ProduceItem {
                 partition: target.clone(),
-                batch: slot.stamped.clone(),
+                batch: slot.part.batch.clone(),
                 slot: slot.id,
                 reply: self.acks_tx.clone(),
                 queued_at: std::time::Instant::now(),
@@ -581,6 +675,8 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         slot.state = match result.result {
             Ok(ack) => {
                 self.backoff.reset();
+                self.denial
+                    .clear(self.shared.observer.as_ref(), &self.route.source);
                 self.seq.confirmed = true;
                 SlotState::Acked(ack.base_offset)
             }
@@ -611,23 +707,23 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 source_base_offset: slot.part.first_offset,
                 source_last_offset: slot.part.last_offset,
                 records: slot.part.records,
-                bytes: slot.stamped.len() as u64,
+                bytes: slot.part.batch.len() as u64,
                 path: slot.part.path,
                 compression: slot.part.compression.as_str(),
                 max_timestamp_ms: slot.part.max_timestamp_ms,
                 fetched_at: slot.fetched_at,
                 acked_at: now,
                 target_base_offset: base,
-                batch: &slot.stamped,
+                batch: &slot.part.batch,
             });
             if let Some(next) = slot.next {
-                self.position.ackd.fetch_max(next, Ordering::AcqRel);
+                self.position.acknowledge(next);
             }
         }
         if self.slots.is_empty()
             && let Some(next) = self.pending_advance.take()
         {
-            self.position.ackd.fetch_max(next, Ordering::AcqRel);
+            self.position.acknowledge(next);
         }
     }
 
@@ -653,6 +749,15 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 self.send_queued(true).await;
                 Ok(())
             }
+            ErrorClass::Denied => {
+                let observer = self.shared.observer.clone();
+                self.denial
+                    .wait(observer.as_ref(), &self.route.source, &head_err, &never)
+                    .await;
+                self.requeue();
+                self.send_queued(true).await;
+                Ok(())
+            }
             ErrorClass::ProducerState => {
                 tracing::warn!(partition = %self.route.target, error = %head_err,
                     "target producer state lost; renumbering under a new producer id");
@@ -665,13 +770,13 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             }
             ErrorClass::TooLarge => {
                 self.split_head(head_err).await?;
-                // The refused batch was not appended, and every later one was refused for the
-                // gap it left; the pieces cover the same records, so the sequences that follow
-                // are unchanged.
-                self.seq.next_sequence = self
-                    .slots
-                    .front()
-                    .map_or(self.seq.next_sequence, |s| s.stamp.base_sequence);
+                // The pieces and every unacknowledged batch after them are renumbered under a
+                // fresh producer id. Continuing the old sequence from the refused batch could
+                // give a later batch the exact sequence range of one the target acknowledged
+                // meanwhile (a broker with no state for the producer accepts a gap), and the
+                // target would answer it as a duplicate without writing it: silent loss.
+                let identity = self.new_identity().await?;
+                self.seq = ProducerSeq::fresh(identity);
                 self.restamp()?;
                 self.requeue();
                 self.send_queued(false).await;
@@ -700,7 +805,7 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         for slot in self.slots.iter_mut() {
             if !matches!(slot.state, SlotState::Acked(_)) {
                 slot.stamp = self.seq.stamp(slot.part.records);
-                slot.stamped = stamp_part(&slot.part, slot.stamp)?;
+                slot.part.batch = stamp_part(std::mem::take(&mut slot.part.batch), slot.stamp)?;
             }
         }
         Ok(())
@@ -734,7 +839,7 @@ impl<S: Source, T: Target> Window<'_, S, T> {
         // The configured limit; or, if the batch is within it as far as the mirror can tell (it
         // may not read the configuration, or the broker grew the batch by recompressing it),
         // half the refused size, halving again until the target takes the pieces.
-        let refused = head.stamped.len();
+        let refused = head.part.batch.len();
         let max = if limits.max_message_bytes < refused {
             limits.max_message_bytes
         } else {
@@ -804,7 +909,6 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             };
             self.slots.push_front(Slot {
                 id: self.next_id,
-                stamped: part.batch.clone(),
                 part,
                 stamp: head.stamp,
                 next: if last { head.next } else { None },
@@ -825,7 +929,20 @@ impl<S: Source, T: Target> Window<'_, S, T> {
     }
 }
 
-fn stamp_part(part: &Part, stamp: ProducerStamp) -> Result<Bytes, Error> {
-    let batch = RecordBatch::parse(part.batch.clone())?;
-    Ok(rewrite_for_produce(&batch, stamp))
+/// Stamps a part's batch with `stamp`, in place when nothing else holds the buffer (the usual
+/// case: [`own`] gave it its own), else on a copy.
+fn stamp_part(batch: Bytes, stamp: ProducerStamp) -> Result<Bytes, Error> {
+    let mut buf = batch
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    stamp_in_place(&mut buf, stamp)?;
+    Ok(buf.freeze())
+}
+
+/// Gives a pass-through part a buffer of its own instead of a slice of the fetch response.
+/// Re-encoded parts already own theirs.
+fn own(part: &mut Part) {
+    if matches!(part.path, Path::PassThrough) {
+        part.batch = Bytes::from(part.batch.to_vec());
+    }
 }
