@@ -910,6 +910,69 @@ mod tests {
         assert!(p.take(5).is_none());
     }
 
+    /// Metadata responses that claim 2^31-1 (classic array) or 2^32-2 (compact array) brokers in
+    /// a dozen bytes. kafka-protocol 0.18.0 as published reserves `count * size_of(broker)` bytes
+    /// before decoding the first one: ~170 GB, and the failed allocation aborts the process
+    /// (this test binary). Bounded by the bytes remaining, it is a decode error.
+    #[test]
+    fn huge_array_counts_are_decode_errors_not_allocations() {
+        let mut v4 = BytesMut::new();
+        v4.put_i32(7); // correlation id (response header v0)
+        v4.put_i32(0); // throttle_time_ms
+        v4.put_i32(i32::MAX); // brokers: Array count
+        let e = decode_response::<MetadataRequest>(v4.freeze(), 4).unwrap_err();
+        assert!(e.contains("Metadata v4"), "{e}");
+        assert!(e.contains("2147483647"), "{e}");
+
+        let mut v12 = BytesMut::new();
+        v12.put_i32(7); // correlation id
+        v12.put_u8(0); // response header v1: no tagged fields
+        v12.put_i32(0); // throttle_time_ms
+        v12.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]); // brokers: CompactArray, varint u32::MAX
+        let e = decode_response::<MetadataRequest>(v12.freeze(), 12).unwrap_err();
+        assert!(e.contains("Metadata v12"), "{e}");
+        assert!(e.contains("4294967294"), "{e}");
+    }
+
+    /// The same attack before authentication: the ApiVersions answer of the connection setup
+    /// claims 2^32-2 API keys. The setup fails with a protocol error naming the broker.
+    #[tokio::test]
+    async fn hostile_api_versions_answer_fails_the_setup_without_aborting() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let broker = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = BytesMut::new();
+            let mut req = frame::read_frame(&mut sock, &mut buf, 1 << 20)
+                .await
+                .unwrap()
+                .unwrap();
+            let header =
+                kafka_protocol::protocol::decode_request_header_from_buffer(&mut req).unwrap();
+            assert_eq!(header.request_api_key, ApiKey::ApiVersions as i16);
+            assert!(header.request_api_version >= 3, "compact arrays from v3");
+            let mut body = BytesMut::new();
+            body.put_i32(header.correlation_id); // ApiVersions answers with header v0
+            body.put_i16(0); // error_code: none
+            body.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]); // api_keys: 2^32-2 entries
+            let mut out = (body.len() as u32).to_be_bytes().to_vec();
+            out.extend_from_slice(&body);
+            sock.write_all(&out).await.unwrap();
+            // Keep the socket open: the client must fail on the bytes, not on a close.
+            let _ = frame::read_frame(&mut sock, &mut buf, 1 << 20).await;
+        });
+        let cfg = ClientConfig::from_properties([("bootstrap.servers", addr.as_str())]).unwrap();
+        let e = Connection::connect(&addr, &cfg).await.unwrap_err();
+        match &e {
+            Error::Protocol { broker, message } => {
+                assert_eq!(broker, &addr);
+                assert!(message.contains("ApiVersions"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        broker.abort();
+    }
+
     /// An in-process fake broker: answers ApiVersions itself (refusing v4 the way Kafka 3.x
     /// does, in v0 format) and hands every other request to `other`.
     mod fake_broker {
