@@ -12,11 +12,13 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod log_limit;
 pub mod logging;
 pub mod metrics;
 pub mod mirror;
 pub mod mirrormaker;
 pub mod otel;
+pub mod retry;
 pub mod topics;
 
 pub use config::{Config, Environment, Loaded};

@@ -17,13 +17,15 @@ use strait_forward::{
     Compression as Codec, Forwarder, GroupPositions, OutOfRangePolicy, Route, Settings,
     WireForwarder, WireSource, WireTarget,
 };
-use strait_wire::group::{GroupConfig, GroupEvent, GroupMember};
+use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::http::Readiness;
+use crate::log_limit::{self, LogLimiter, Verdict};
+use crate::retry::RefreshRetry;
 use crate::topics::{SelectedTopic, Topics};
 
 /// The forwarder settings a config asks for.
@@ -33,6 +35,7 @@ pub fn settings(config: &Config) -> Settings {
     s.max_in_flight = usize::from(m.max_in_flight).clamp(1, 5);
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
     s.commit_interval = m.commit_interval;
+    s.drain_timeout = m.drain_timeout;
     s.isolation = match m.isolation {
         config::Isolation::ReadUncommitted => Isolation::ReadUncommitted,
         _ => Isolation::ReadCommitted,
@@ -79,18 +82,25 @@ pub async fn run(
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let (source, target) = connect(&config).await?;
+    // Start-up waits on clusters that may be unreachable: a signal must still end it.
+    let (source, target) = tokio::select! {
+        c = connect(&config) => c?,
+        _ = shutdown.cancelled() => return Ok(()),
+    };
     let positions = GroupPositions::new(&source, &config.mirror.group_id);
-    let forwarder: Arc<WireForwarder> = Arc::new(
-        Forwarder::new(
+    let forwarder = tokio::select! {
+        f = Forwarder::new(
             WireSource::new(source.clone()),
             WireTarget::new(target.clone()),
             positions.clone(),
             settings(&config),
             observer.clone(),
-        )
-        .await
-        .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?,
+        ) => f,
+        _ = shutdown.cancelled() => return Ok(()),
+    };
+    let forwarder: Arc<WireForwarder> = Arc::new(
+        forwarder
+            .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?,
     );
     let topics = Topics::new(source.clone(), target, config.clone());
     let refresh = config
@@ -121,15 +131,29 @@ async fn mirror_loop(
     refresh: Duration,
 ) -> Result<()> {
     let mut first = true;
+    // Shared with member_loop and kept across rejoins: the backoff and the log limit outlive
+    // one group membership.
+    let mut retry = RefreshRetry::new(refresh);
+    let mut stopped = StoppedPartitions::default();
     loop {
-        let selected = match topics.sync().await {
-            Ok(s) => s,
+        let synced = tokio::select! {
+            s = topics.sync() => s,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        let selected = match synced {
+            Ok(s) => {
+                refresh_succeeded(&mut retry);
+                s
+            }
             // At start a bad setup (no ACL, no topic creation right) is fatal and says why;
-            // later a failing refresh keeps the current topics and retries.
+            // later a failing refresh is retried with backoff before (re)joining the group.
             Err(e) if first => return Err(e),
             Err(e) => {
-                tracing::error!(error = %e, "topic refresh failed; retrying in {refresh:?}");
-                BTreeMap::new()
+                let delay = refresh_failed(&mut retry, &e);
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => continue,
+                    _ = shutdown.cancelled() => return Ok(()),
+                }
             }
         };
         first = false;
@@ -156,10 +180,12 @@ async fn mirror_loop(
                 Some(id) => g.with_group_instance_id(id.clone()),
                 None => Ok(g),
             })
+            .and_then(|g| g.with_assignors(&assignors(&config.mirror)))
             .map_err(Error::Wire)?;
-        let mut member = GroupMember::join(source, group)
-            .await
-            .map_err(Error::Wire)?;
+        let mut member = tokio::select! {
+            m = GroupMember::join(source, group) => m.map_err(Error::Wire)?,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
         let outcome = member_loop(
             &mut member,
             &selected,
@@ -170,6 +196,8 @@ async fn mirror_loop(
             readiness,
             shutdown,
             refresh,
+            &mut retry,
+            &mut stopped,
         )
         .await;
         // Release everything before leaving, so the next owner starts from our final commit.
@@ -183,8 +211,17 @@ async fn mirror_loop(
             tracing::warn!(error = %e, "final commit before leaving the group failed");
         }
         tracing::debug!("leaving the group");
-        if let Err(e) = member.close().await {
-            tracing::warn!(error = %e, "leaving the consumer group failed; the coordinator will expire the membership");
+        // Bounded: an unreachable coordinator expires the membership by itself.
+        match tokio::time::timeout(LEAVE_TIMEOUT, member.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "leaving the consumer group failed; the coordinator will expire the membership");
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "leaving the consumer group took longer than {LEAVE_TIMEOUT:?}; the coordinator will expire the membership"
+                );
+            }
         }
         match outcome? {
             Next::Stop => return Ok(()),
@@ -198,6 +235,9 @@ enum Next {
     Rejoin,
 }
 
+/// How long leaving the group may take at shutdown or rejoin.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 #[allow(clippy::too_many_arguments)]
 async fn member_loop(
     member: &mut GroupMember,
@@ -209,10 +249,11 @@ async fn member_loop(
     readiness: &Readiness,
     shutdown: &CancellationToken,
     refresh: Duration,
+    retry: &mut RefreshRetry,
+    stopped: &mut StoppedPartitions,
 ) -> Result<Next> {
-    let mut tick = tokio::time::interval(refresh);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    // The next refresh: one interval after a success, a growing backoff after failures.
+    let mut next_refresh = tokio::time::Instant::now() + refresh;
     loop {
         tokio::select! {
             event = member.next_event() => match event {
@@ -238,25 +279,124 @@ async fn member_loop(
                 Some(_) => {}
                 None => return Ok(Next::Rejoin),
             },
-            _ = tick.tick() => {
+            _ = tokio::time::sleep_until(next_refresh) => {
                 let synced = tokio::select! {
                     s = topics.sync() => s,
                     _ = shutdown.cancelled() => return Ok(Next::Stop),
                 };
                 match synced {
-                    Ok(now) if now.keys().ne(selected.keys()) => {
-                        tracing::info!("the set of matching topics changed; rejoining the group");
-                        return Ok(Next::Rejoin);
+                    Ok(now) => {
+                        refresh_succeeded(retry);
+                        next_refresh = tokio::time::Instant::now() + refresh;
+                        if now.keys().ne(selected.keys()) {
+                            tracing::info!("the set of matching topics changed; rejoining the group");
+                            return Ok(Next::Rejoin);
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "topic refresh failed; retrying in {refresh:?}"),
+                    Err(e) => {
+                        next_refresh = tokio::time::Instant::now() + refresh_failed(retry, &e);
+                    }
                 }
-                for (tp, err) in forwarder.failures() {
-                    tracing::error!(partition = %tp, error = %err, "partition is stopped and needs attention");
-                }
+                stopped.report(forwarder.failures(), std::time::Instant::now());
             }
             _ = shutdown.cancelled() => return Ok(Next::Stop),
         }
+    }
+}
+
+/// The group's assignors, most preferred first, from `mirror.partition_assignment_strategy`.
+fn assignors(m: &config::Mirror) -> Vec<Assignor> {
+    m.partition_assignment_strategy
+        .iter()
+        .map(|a| match a {
+            config::Assignor::Range => Assignor::Range,
+            _ => Assignor::RoundRobin,
+        })
+        .collect()
+}
+
+/// Logs a failed refresh (rate-limited) and returns the delay before the next attempt.
+fn refresh_failed(retry: &mut RefreshRetry, e: &Error) -> Duration {
+    let plan = retry.failed(&e.to_string(), std::time::Instant::now());
+    let delay = plan.delay;
+    match plan.log {
+        Verdict::First => {
+            tracing::error!(error = %e, "topic refresh failed; retrying in {delay:.1?}")
+        }
+        Verdict::Again { suppressed } => tracing::error!(
+            error = %e, failures = plan.failures,
+            "topic refresh still failing ({suppressed} identical failures not logged since the last report); \
+             retrying in {delay:.1?}"
+        ),
+        Verdict::Quiet => {
+            tracing::debug!(error = %e, failures = plan.failures, "topic refresh failed again; retrying in {delay:.1?}")
+        }
+    }
+    delay
+}
+
+fn refresh_succeeded(retry: &mut RefreshRetry) {
+    let failures = retry.succeeded();
+    if failures > 0 {
+        tracing::info!(failures, "topic refresh works again");
+    }
+}
+
+/// Reports partitions stopped on an error: each (partition, error) once at once, then at a slow
+/// rate with the number of refreshes it was still stopped at, instead of one line per partition
+/// per refresh interval.
+#[derive(Debug)]
+pub(crate) struct StoppedPartitions {
+    log: LogLimiter<(TopicPartition, String)>,
+}
+
+impl Default for StoppedPartitions {
+    fn default() -> Self {
+        StoppedPartitions {
+            log: LogLimiter::new(log_limit::DEFAULT_EVERY),
+        }
+    }
+}
+
+impl StoppedPartitions {
+    /// Logs what is due among the currently stopped partitions; forgets those no longer stopped,
+    /// so that a partition that stops again is reported at once.
+    pub(crate) fn report(
+        &mut self,
+        failures: Vec<(TopicPartition, String)>,
+        now: std::time::Instant,
+    ) {
+        for (tp, err, verdict) in self.due(failures, now) {
+            match verdict {
+                Verdict::Again { suppressed } => tracing::error!(
+                    partition = %tp, error = %err, repeats = suppressed,
+                    "partition is still stopped and needs attention ({suppressed} reports suppressed since the last one)"
+                ),
+                _ => {
+                    tracing::error!(partition = %tp, error = %err, "partition is stopped and needs attention")
+                }
+            }
+        }
+    }
+
+    /// The (partition, error, verdict) lines to log now.
+    fn due(
+        &mut self,
+        failures: Vec<(TopicPartition, String)>,
+        now: std::time::Instant,
+    ) -> Vec<(TopicPartition, String, Verdict)> {
+        let current: std::collections::HashSet<(TopicPartition, String)> =
+            failures.into_iter().collect();
+        self.log.retain(|k| current.contains(k));
+        let mut due: Vec<(TopicPartition, String, Verdict)> = current
+            .into_iter()
+            .filter_map(|key| {
+                let verdict = self.log.check(&key, now);
+                verdict.should_log().then(|| (key.0, key.1, verdict))
+            })
+            .collect();
+        due.sort_by(|a, b| (a.0.topic(), a.0.partition()).cmp(&(b.0.topic(), b.0.partition())));
+        due
     }
 }
 
@@ -343,4 +483,73 @@ pub async fn check(config: &Config) -> Result<String> {
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn stopped(partitions: std::ops::Range<i32>, err: &str) -> Vec<(TopicPartition, String)> {
+        partitions
+            .map(|p| (TopicPartition::new("my-topic", p).unwrap(), err.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_group_offers_round_robin_first_by_default() {
+        let loaded = Config::from_toml_str(
+            "[source]\n\"bootstrap.servers\" = \"a:1\"\n[target]\n\"bootstrap.servers\" = \"b:1\"\n",
+            std::path::Path::new("t.toml"),
+            &config::Environment::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            assignors(&loaded.config.mirror),
+            [Assignor::RoundRobin, Assignor::Range]
+        );
+    }
+
+    #[test]
+    fn stopped_partitions_are_reported_once_then_slowly_with_the_count() {
+        // 12 partitions stopped for 10 minutes, checked every 10 s: 720 lines before.
+        let t0 = std::time::Instant::now();
+        let mut s = StoppedPartitions::default();
+        let mut lines = Vec::new();
+        for tick in 0..60u64 {
+            let now = t0 + Duration::from_secs(10 * tick);
+            lines.extend(s.due(stopped(0..12, "TOPIC_AUTHORIZATION_FAILED"), now));
+        }
+        assert_eq!(lines.len(), 24, "12 at once, 12 after 5 minutes");
+        assert!(lines[..12].iter().all(|l| l.2 == Verdict::First));
+        assert!(
+            lines[12..]
+                .iter()
+                .all(|l| l.2 == Verdict::Again { suppressed: 29 }),
+            "{:?}",
+            lines[12]
+        );
+        assert_eq!(lines[0].0.partition(), 0);
+        assert_eq!(lines[11].0.partition(), 11);
+    }
+
+    #[test]
+    fn a_partition_that_resumes_and_stops_again_is_reported_at_once() {
+        let t0 = std::time::Instant::now();
+        let mut s = StoppedPartitions::default();
+        assert_eq!(s.due(stopped(0..2, "e"), t0).len(), 2);
+        assert!(
+            s.due(stopped(0..2, "e"), t0 + Duration::from_secs(10))
+                .is_empty()
+        );
+        // Partition 1 resumed; partition 0 now fails differently.
+        assert_eq!(
+            s.due(stopped(0..1, "other"), t0 + Duration::from_secs(20))
+                .len(),
+            1
+        );
+        let again = s.due(stopped(0..2, "e"), t0 + Duration::from_secs(30));
+        assert_eq!(again.len(), 2, "{again:?}");
+        assert!(again.iter().all(|l| l.2 == Verdict::First));
+    }
 }

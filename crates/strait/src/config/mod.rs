@@ -90,6 +90,18 @@ pub enum OffsetOutOfRange {
     Latest,
 }
 
+/// A partition assignor the mirror's consumer group can use (Kafka's client-side assignors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Assignor {
+    /// `roundrobin`: every partition of every topic dealt out in turn, so members differ by at
+    /// most one partition even with many small topics.
+    RoundRobin,
+    /// `range`: each topic split into contiguous ranges; with many 1-3-partition topics the first
+    /// members get partition 0 of every topic (lopsided).
+    Range,
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -133,6 +145,21 @@ const OUT_OF_RANGE: &[(&str, OffsetOutOfRange)] = &[
     ("earliest", OffsetOutOfRange::Earliest),
     ("latest", OffsetOutOfRange::Latest),
 ];
+const ASSIGNOR: &[(&str, Assignor)] = &[
+    ("roundrobin", Assignor::RoundRobin),
+    ("range", Assignor::Range),
+];
+/// The Java client's class names for the same assignors (MirrorMaker consumer configs).
+const ASSIGNOR_CLASSES: &[(&str, Assignor)] = &[
+    (
+        "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+        Assignor::RoundRobin,
+    ),
+    (
+        "org.apache.kafka.clients.consumer.RangeAssignor",
+        Assignor::Range,
+    ),
+];
 const LOG_FORMAT: &[(&str, LogFormat)] = &[("text", LogFormat::Text), ("json", LogFormat::Json)];
 const TRACING_MODE: &[(&str, TracingMode)] = &[
     ("batch", TracingMode::Batch),
@@ -163,6 +190,20 @@ as_str_impl!(Isolation, ISOLATION);
 as_str_impl!(Compression, COMPRESSION);
 as_str_impl!(OffsetOutOfRange, OUT_OF_RANGE);
 as_str_impl!(LogFormat, LOG_FORMAT);
+as_str_impl!(Assignor, ASSIGNOR);
+
+impl Assignor {
+    /// The assignor a `mirror.partition_assignment_strategy` entry names: `roundrobin`,
+    /// `range`, or the Java class name (case-insensitive).
+    pub fn from_name(name: &str) -> Option<Assignor> {
+        let name = name.trim();
+        ASSIGNOR
+            .iter()
+            .chain(ASSIGNOR_CLASSES)
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, a)| *a)
+    }
+}
 as_str_impl!(TracingMode, TRACING_MODE);
 
 /// One cluster: its alias and its Kafka client properties.
@@ -217,6 +258,9 @@ pub struct Mirror {
     /// Consumer-group session timeout: how long a crashed instance keeps its partitions before
     /// the group hands them to the others.
     pub session_timeout: Duration,
+    /// How long a revoke or shutdown waits for in-flight batches to be acknowledged and the
+    /// final positions committed; what is not acknowledged by then is re-sent by the next owner.
+    pub drain_timeout: Duration,
     /// Static group membership (`group.instance.id`, KIP-345): a restarted instance with the
     /// same id gets its partitions back at once instead of after the session timeout. Unique per
     /// process.
@@ -235,6 +279,9 @@ pub struct Mirror {
     pub on_offset_out_of_range: OffsetOutOfRange,
     /// Produce requests in flight per target partition (1 to 5, the idempotence window).
     pub max_in_flight: u8,
+    /// The partition assignors the group members offer, most preferred first (Kafka's
+    /// `partition.assignment.strategy`). Default: roundrobin, then range.
+    pub partition_assignment_strategy: Vec<Assignor>,
 }
 
 /// The `[metrics]` section.
@@ -321,8 +368,14 @@ pub mod defaults {
     pub const COMMIT_INTERVAL: Duration = Duration::from_secs(5);
     /// `mirror.session_timeout`: the Java consumer's default.
     pub const SESSION_TIMEOUT: Duration = Duration::from_secs(45);
+    /// `mirror.drain_timeout`: well under the group's rebalance timeout.
+    pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
     /// `mirror.max_in_flight`: the idempotent producer's dedup window.
     pub const MAX_IN_FLIGHT: u8 = 5;
+    /// `mirror.partition_assignment_strategy`: a balanced assignor first; range second, so a
+    /// group mixing this version with older Strait processes (range first) still agrees on one.
+    pub const PARTITION_ASSIGNMENT_STRATEGY: &[super::Assignor] =
+        &[super::Assignor::RoundRobin, super::Assignor::Range];
     /// `metrics.listen`.
     pub const METRICS_LISTEN: &str = "127.0.0.1:9464";
     /// `tracing.service_name`.
@@ -471,6 +524,10 @@ impl Config {
             format_duration(m.session_timeout).into(),
         );
         mirror.insert(
+            "drain_timeout".into(),
+            format_duration(m.drain_timeout).into(),
+        );
+        mirror.insert(
             "replication_factor".into(),
             i64::from(m.replication_factor).into(),
         );
@@ -483,6 +540,15 @@ impl Config {
             m.on_offset_out_of_range.as_str().into(),
         );
         mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
+        mirror.insert(
+            "partition_assignment_strategy".into(),
+            toml::Value::Array(
+                m.partition_assignment_strategy
+                    .iter()
+                    .map(|a| a.as_str().into())
+                    .collect(),
+            ),
+        );
 
         let mut metrics = toml::Table::new();
         metrics.insert(
@@ -675,6 +741,10 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         Some(n) => n,
         None => defaults::MAX_IN_FLIGHT,
     };
+    let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
+        None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
+        Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
+    };
     Ok(Mirror {
         topics,
         rename,
@@ -716,6 +786,14 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             Ok(d)
         })?
         .unwrap_or(defaults::SESSION_TIMEOUT),
+        drain_timeout: get(raw, s, "drain_timeout", |f| {
+            let d = f.duration()?;
+            if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
+                return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::DRAIN_TIMEOUT),
         replication_factor: get(raw, s, "replication_factor", |f| {
             const EXPECTED: &str = "-1 (the target broker's default) or a positive integer";
             let n = f.integer(EXPECTED)?;
@@ -734,7 +812,32 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
             .unwrap_or(OffsetOutOfRange::Fail),
         max_in_flight,
+        partition_assignment_strategy,
     })
+}
+
+/// `["roundrobin", "range"]`, `"roundrobin"` or `"roundrobin,range"` (also Java class names):
+/// the assignors to offer, most preferred first, without repeats.
+fn assignors(f: &Field<'_>) -> Result<Vec<Assignor>> {
+    const EXPECTED: &str = "a list of assignors, most preferred first: \"roundrobin\" and/or \"range\" \
+                            (the sticky assignors are not implemented), e.g. [\"roundrobin\", \"range\"]";
+    let names = match f.string() {
+        Ok(s) if !s.trim_start().starts_with('[') => {
+            s.split(',').map(|n| n.trim().to_string()).collect()
+        }
+        _ => f.list().map_err(|_| f.invalid(EXPECTED))?,
+    };
+    let mut out = Vec::new();
+    for name in names.iter().filter(|n| !n.trim().is_empty()) {
+        let a = Assignor::from_name(name).ok_or_else(|| f.invalid(EXPECTED))?;
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    if out.is_empty() {
+        return Err(f.invalid(EXPECTED));
+    }
+    Ok(out)
 }
 
 fn tracing_section(raw: &RawConfig) -> Result<TracingConfig> {

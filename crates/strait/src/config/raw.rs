@@ -103,6 +103,7 @@ impl Section {
                 "refresh_interval",
                 "commit_interval",
                 "session_timeout",
+                "drain_timeout",
                 "instance_id",
                 "replication_factor",
                 "create_topics",
@@ -111,6 +112,7 @@ impl Section {
                 "compression",
                 "on_offset_out_of_range",
                 "max_in_flight",
+                "partition_assignment_strategy",
             ],
             Section::Metrics => &["listen"],
             Section::Tracing => &[

@@ -522,3 +522,54 @@ fn shipped_examples_are_valid() {
     );
     assert!(docker.tracing.exporting());
 }
+
+#[test]
+fn partition_assignment_strategy_defaults_to_roundrobin_then_range() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(
+        c.mirror.partition_assignment_strategy,
+        [Assignor::RoundRobin, Assignor::Range]
+    );
+    for (value, want) in [
+        ("[\"range\"]", vec![Assignor::Range]),
+        (
+            "\"range, roundrobin\"",
+            vec![Assignor::Range, Assignor::RoundRobin],
+        ),
+        ("\"RoundRobin\"", vec![Assignor::RoundRobin]),
+        (
+            "[\"org.apache.kafka.clients.consumer.RangeAssignor\", \"roundrobin\", \"range\"]",
+            vec![Assignor::Range, Assignor::RoundRobin],
+        ),
+    ] {
+        let c = parse(&format!(
+            "{MINIMAL}[mirror]\npartition_assignment_strategy = {value}\n"
+        ))
+        .unwrap();
+        assert_eq!(c.mirror.partition_assignment_strategy, want, "{value}");
+        // The effective configuration prints it back in the same order.
+        let again = parse(&c.to_toml(false)).unwrap();
+        assert_eq!(again.mirror.partition_assignment_strategy, want);
+    }
+    let c = parse_env(
+        MINIMAL,
+        &[(
+            "STRAIT_MIRROR_PARTITION_ASSIGNMENT_STRATEGY",
+            "range,roundrobin",
+        )],
+    )
+    .unwrap();
+    assert_eq!(
+        c.mirror.partition_assignment_strategy,
+        [Assignor::Range, Assignor::RoundRobin]
+    );
+    for bad in ["\"cooperative-sticky\"", "[]", "\"\"", "3"] {
+        let e = err(&format!(
+            "{MINIMAL}[mirror]\npartition_assignment_strategy = {bad}\n"
+        ));
+        assert!(
+            e.starts_with("mirror.partition_assignment_strategy: expected a list of assignors"),
+            "{bad}: {e}"
+        );
+    }
+}

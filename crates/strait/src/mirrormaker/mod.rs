@@ -20,6 +20,7 @@ pub mod properties;
 pub use mm1::Mm1Options;
 pub use mm2::Mm2Options;
 
+use crate::config::Assignor;
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::error::{Error, Result};
 
@@ -87,6 +88,43 @@ pub(crate) fn map_client_setting(
                 });
             }
             mirror(raw, "start");
+        }
+        (Role::Source, "partition.assignment.strategy") => {
+            // The Java class names map to Strait's assignors; the sticky ones are not
+            // implemented, so they are dropped with a note rather than failing a drop-in config.
+            let (known, unknown): (Vec<&str>, Vec<&str>) = value
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .partition(|n| Assignor::from_name(n).is_some());
+            if !unknown.is_empty() {
+                let default: Vec<&str> = crate::config::defaults::PARTITION_ASSIGNMENT_STRATEGY
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect();
+                report.notes.push(format!(
+                    "{shown}: {} {} not implemented by strait and {}; {}",
+                    unknown.join(", "),
+                    if unknown.len() == 1 { "is" } else { "are" },
+                    if unknown.len() == 1 {
+                        "is left out"
+                    } else {
+                        "are left out"
+                    },
+                    if known.is_empty() {
+                        format!("using strait's default ({})", default.join(", "))
+                    } else {
+                        format!("offering {}", known.join(", "))
+                    }
+                ));
+            }
+            if !known.is_empty() {
+                raw.set(
+                    Section::Mirror,
+                    "partition_assignment_strategy",
+                    Entry::text(known.join(","), origin),
+                );
+            }
         }
         (Role::Target, "compression.type") => mirror(raw, "compression"),
         (Role::Target, "acks") => {
@@ -204,6 +242,83 @@ mod tests {
         assert!(
             err.to_string()
                 .starts_with("not supported: auto.offset.reset=none")
+        );
+    }
+
+    #[test]
+    fn partition_assignment_strategy_maps_java_class_names() {
+        let o = || Origin::Compat("consumer.properties:3".into());
+        let text = |raw: &RawConfig| match raw
+            .get(Section::Mirror, "partition_assignment_strategy")
+            .map(|e| &e.value)
+        {
+            Some(crate::config::raw::RawValue::Text(s)) => Some(s.clone()),
+            None => None,
+            other => panic!("{other:?}"),
+        };
+        let key = "partition.assignment.strategy";
+        let mut raw = RawConfig::default();
+        let mut report = Report::default();
+        map_client_setting(
+            &mut raw,
+            Role::Source,
+            key,
+            "org.apache.kafka.clients.consumer.RoundRobinAssignor, org.apache.kafka.clients.consumer.RangeAssignor",
+            key,
+            o(),
+            &mut report,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&raw).as_deref(),
+            Some(
+                "org.apache.kafka.clients.consumer.RoundRobinAssignor,org.apache.kafka.clients.consumer.RangeAssignor"
+            )
+        );
+        assert!(report.notes.is_empty() && report.ignored.is_empty());
+
+        // Java's default list (range, cooperative-sticky): the sticky one is noted and dropped.
+        let mut raw = RawConfig::default();
+        map_client_setting(
+            &mut raw,
+            Role::Source,
+            key,
+            "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+            key,
+            o(),
+            &mut report,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&raw).as_deref(),
+            Some("org.apache.kafka.clients.consumer.RangeAssignor")
+        );
+        assert_eq!(
+            report.notes,
+            [
+                "partition.assignment.strategy: org.apache.kafka.clients.consumer.CooperativeStickyAssignor \
+              is not implemented by strait and is left out; offering org.apache.kafka.clients.consumer.RangeAssignor"
+            ]
+        );
+
+        // Only sticky: strait's default stays.
+        let mut raw = RawConfig::default();
+        let mut report = Report::default();
+        map_client_setting(
+            &mut raw,
+            Role::Source,
+            key,
+            "org.apache.kafka.clients.consumer.StickyAssignor",
+            key,
+            o(),
+            &mut report,
+        )
+        .unwrap();
+        assert_eq!(text(&raw), None);
+        assert!(
+            report.notes[0].ends_with("using strait's default (roundrobin, range)"),
+            "{:?}",
+            report.notes
         );
     }
 }
