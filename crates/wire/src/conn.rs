@@ -1,6 +1,7 @@
 //! One connection to one broker: TCP (+ TLS) (+ SASL), ApiVersions, then pipelined requests.
 //!
-//! Setup runs in the caller's task: TCP connect (every resolved address in turn), the TLS
+//! Setup runs in the caller's task: TCP connect (every resolved address in turn, each with its
+//! share of the time left, so an address that drops packets cannot use it all up), the TLS
 //! handshake, ApiVersions and SASL, all within `socket.connection.setup.timeout.ms`. Then two
 //! tasks own the socket: a writer that drains a queue of encoded frames, and a reader that splits
 //! response frames (check-then-parse, capped at `receive.message.max.bytes`) and hands each to the
@@ -14,6 +15,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
+use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,6 +31,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Req
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, SaslMechanism};
@@ -201,8 +204,28 @@ impl Connection {
         cfg: &ClientConfig,
         tls: Option<&TlsContext>,
     ) -> Result<Connection> {
+        Connection::open_with(addr, None, node_id, cfg, tls).await
+    }
+
+    /// [`open`](Self::open), with the addresses of `addr` given instead of resolved (tests).
+    async fn open_with(
+        addr: &str,
+        resolved: Option<&[SocketAddr]>,
+        node_id: Option<i32>,
+        cfg: &ClientConfig,
+        tls: Option<&TlsContext>,
+    ) -> Result<Connection> {
         let limit = cfg.connection_setup_timeout();
-        match tokio::time::timeout(limit, Connection::open_inner(addr, node_id, cfg, tls)).await {
+        let deadline = Instant::now() + limit;
+        let setup = async {
+            let addrs = match resolved {
+                Some(a) => a.to_vec(),
+                None => resolve(addr).await?,
+            };
+            let tcp = tcp_connect(addr, &addrs, deadline).await?;
+            Connection::open_inner(addr, tcp, node_id, cfg, tls).await
+        };
+        match tokio::time::timeout_at(deadline, setup).await {
             Ok(r) => r,
             Err(_) => Err(Error::Timeout {
                 broker: addr.to_owned(),
@@ -215,11 +238,11 @@ impl Connection {
 
     async fn open_inner(
         addr: &str,
+        tcp: TcpStream,
         node_id: Option<i32>,
         cfg: &ClientConfig,
         tls: Option<&TlsContext>,
     ) -> Result<Connection> {
-        let tcp = tcp_connect(addr).await?;
         let _ = tcp.set_nodelay(true);
         let stream: BoxStream = match tls {
             Some(tls) => {
@@ -435,25 +458,62 @@ impl Connection {
     }
 }
 
-/// Opens TCP to the first address of `addr` that accepts.
-async fn tcp_connect(addr: &str) -> Result<TcpStream> {
-    let addrs: Vec<_> = tokio::net::lookup_host(addr)
+/// Every address `addr` (`host:port`) resolves to, in the resolver's order.
+async fn resolve(addr: &str) -> Result<Vec<SocketAddr>> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
         .await
         .map_err(|source| Error::Connect {
             broker: addr.to_owned(),
             source,
         })?
         .collect();
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address");
-    for a in addrs {
-        match TcpStream::connect(a).await {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e,
-        }
+    if addrs.is_empty() {
+        return Err(Error::Connect {
+            broker: addr.to_owned(),
+            source: io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address"),
+        });
     }
+    Ok(addrs)
+}
+
+/// Opens TCP to the first of `addrs` (the addresses of `broker`) that accepts, trying each in
+/// turn (Java's `client.dns.lookup=use_all_dns_ips`).
+///
+/// An address that silently drops packets neither accepts nor refuses, and the OS would wait
+/// minutes for it. So each attempt gets its own timeout: an equal share of the setup time left
+/// (until `deadline`) among the addresses not tried yet. A black hole first in the list then
+/// leaves time for the addresses after it, and an address that fails fast (refused,
+/// unreachable) hands its unused share on to the rest.
+async fn tcp_connect(broker: &str, addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream> {
+    let mut failures: Vec<String> = Vec::new();
+    let mut last_kind = io::ErrorKind::NotFound;
+    for (i, &a) in addrs.iter().enumerate() {
+        let untried = u32::try_from(addrs.len() - i).unwrap_or(u32::MAX);
+        let share = deadline.saturating_duration_since(Instant::now()) / untried;
+        let err = match tokio::time::timeout(share, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => e,
+            Err(_) => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer within {share:?} (packets dropped?)"),
+            ),
+        };
+        tracing::debug!(broker, address = %a, error = %err, "TCP connect failed; trying the next address");
+        last_kind = err.kind();
+        failures.push(if addrs.len() == 1 {
+            err.to_string()
+        } else {
+            format!("{a}: {err}")
+        });
+    }
+    let detail = match failures.len() {
+        0 => "the name resolved to no address".to_owned(),
+        1 => failures.remove(0),
+        n => format!("all {n} addresses failed ({})", failures.join("; ")),
+    };
     Err(Error::Connect {
-        broker: addr.to_owned(),
-        source: last,
+        broker: broker.to_owned(),
+        source: io::Error::new(last_kind, detail),
     })
 }
 
@@ -481,16 +541,21 @@ pub(crate) fn encode_request<R: Request>(
     Ok(buf.freeze())
 }
 
+/// Appended to decode errors: what a malformed response means and what to check.
+const MALFORMED: &str = " (not a valid Kafka response: check that the address is a Kafka \
+                         listener and not another service or a proxy, and the broker's logs)";
+
 /// Decodes a response frame (after the size prefix) for request type `R`.
 pub(crate) fn decode_response<R: Request>(
     mut frame: Bytes,
     version: i16,
 ) -> std::result::Result<R::Response, String> {
     let api = version::api_name(R::KEY);
-    ResponseHeader::decode(&mut frame, R::Response::header_version(version))
-        .map_err(|e| format!("cannot decode the {api} v{version} response header: {e}"))?;
+    ResponseHeader::decode(&mut frame, R::Response::header_version(version)).map_err(|e| {
+        format!("cannot decode the {api} v{version} response header: {e}{MALFORMED}")
+    })?;
     let resp = R::Response::decode(&mut frame, version)
-        .map_err(|e| format!("cannot decode the {api} v{version} response: {e}"))?;
+        .map_err(|e| format!("cannot decode the {api} v{version} response: {e}{MALFORMED}"))?;
     if !frame.is_empty() {
         tracing::debug!(
             api,
@@ -500,6 +565,29 @@ pub(crate) fn decode_response<R: Request>(
         );
     }
     Ok(resp)
+}
+
+/// Decodes the answer to an ApiVersions request sent at `version`. The header is v0 for every
+/// version, and a broker that does not know `version` answers UNSUPPORTED_VERSION in the v0
+/// body format, so the error code (the body's first field) decides the body version.
+pub(crate) fn decode_api_versions(
+    mut frame: Bytes,
+    version: i16,
+) -> std::result::Result<ApiVersionsResponse, String> {
+    ResponseHeader::decode(&mut frame, 0)
+        .map_err(|e| format!("cannot decode the ApiVersions response header: {e}{MALFORMED}"))?;
+    let code = frame
+        .get(..2)
+        .map(|b| i16::from_be_bytes([b[0], b[1]]))
+        .ok_or_else(|| format!("the ApiVersions response is empty{MALFORMED}"))?;
+    let body_version = if code == ResponseError::UnsupportedVersion.code() {
+        0
+    } else {
+        version
+    };
+    ApiVersionsResponse::decode(&mut frame, body_version).map_err(|e| {
+        format!("cannot decode the ApiVersions v{body_version} response: {e}{MALFORMED}")
+    })
 }
 
 /// Request/response over the raw stream, before the connection is handed to its tasks.
@@ -574,25 +662,9 @@ impl Handshake<'_> {
             let req = ApiVersionsRequest::default()
                 .with_client_software_name(StrBytes::from_static_str(SOFTWARE_NAME))
                 .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-            let mut frame = self.round_trip(&req, v).await?;
-            // The header is v0 for every ApiVersions version; the body starts with error_code.
-            ResponseHeader::decode(&mut frame, 0)
-                .map_err(|e| Error::protocol(self.broker, format!("ApiVersions header: {e}")))?;
-            let code = frame
-                .get(..2)
-                .map(|b| i16::from_be_bytes([b[0], b[1]]))
-                .ok_or_else(|| Error::protocol(self.broker, "empty ApiVersions response"))?;
-            let body_version = if code == ResponseError::UnsupportedVersion.code() {
-                0
-            } else {
-                v
-            };
-            let resp = ApiVersionsResponse::decode(&mut frame, body_version).map_err(|e| {
-                Error::protocol(
-                    self.broker,
-                    format!("cannot decode ApiVersions v{body_version}: {e}"),
-                )
-            })?;
+            let frame = self.round_trip(&req, v).await?;
+            let resp =
+                decode_api_versions(frame, v).map_err(|m| Error::protocol(self.broker, m))?;
             if resp.error_code == 0 {
                 return Ok(ApiVersionTable::from_response(&resp));
             }
@@ -1112,6 +1184,79 @@ mod tests {
         assert!(matches!(e, Error::UnsupportedVersion { .. }), "{e:?}");
         let md = conn.send(MetadataRequest::default(), 12).await.unwrap();
         assert!(md.brokers.is_empty());
+    }
+
+    /// A local address that silently drops connection attempts, like a host behind a firewall
+    /// that drops packets: a listener with backlog 0 whose accept queue is already full (it
+    /// never accepts), so Linux drops further SYNs: the connect neither succeeds nor fails.
+    /// Keep the returned value alive for as long as the black hole is needed.
+    async fn black_hole() -> (tokio::net::TcpListener, Vec<TcpStream>, SocketAddr) {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = sock.listen(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut fillers = Vec::new();
+        for _ in 0..8 {
+            match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await {
+                Ok(Ok(s)) => fillers.push(s),
+                Ok(Err(e)) => panic!("connect to the filling listener failed: {e}"),
+                // The queue is full: SYNs are dropped from now on.
+                Err(_) => return (listener, fillers, addr),
+            }
+        }
+        panic!("the accept queue never filled up; cannot make a black hole on this system");
+    }
+
+    /// A port nothing listens on (connections are refused at once).
+    async fn refused_port() -> SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    }
+
+    /// A host whose first address drops packets: setup moves on to the next address when the
+    /// first one's share of `socket.connection.setup.timeout.ms` (half of 10 s with two
+    /// addresses) is spent, and connects. Before, the first connect waited for the OS (minutes)
+    /// and the setup failed with a timeout.
+    #[tokio::test]
+    async fn setup_tries_the_next_address_when_one_drops_packets() {
+        let (_hole, _fillers, hole) = black_hole().await;
+        let fake = start(|_, _| Reply::Frames(vec![metadata_body()])).await;
+        let good: SocketAddr = fake.addr.parse().unwrap();
+        let cfg =
+            ClientConfig::from_properties([("bootstrap.servers", fake.addr.as_str())]).unwrap();
+        let conn = Connection::open_with(&fake.addr, Some(&[hole, good]), None, &cfg, None)
+            .await
+            .unwrap();
+        // The connection is to the fake broker: it answers.
+        conn.send(MetadataRequest::default(), 12).await.unwrap();
+        assert_eq!(*fake.api_versions_seen.lock().unwrap(), vec![4, 3]);
+    }
+
+    /// When every address fails, the error names each address and why it failed, within the
+    /// setup time (a refused address does not wait for its share).
+    #[tokio::test]
+    async fn setup_reports_every_failed_address() {
+        let (_hole, _fillers, hole) = black_hole().await;
+        let refused = refused_port().await;
+        let cfg = ClientConfig::from_properties([
+            ("bootstrap.servers", "broker:9092"),
+            ("socket.connection.setup.timeout.ms", "2000"),
+        ])
+        .unwrap();
+        let e = Connection::open_with("broker:9092", Some(&[hole, refused]), None, &cfg, None)
+            .await
+            .unwrap_err();
+        match &e {
+            Error::Connect { broker, source } => {
+                assert_eq!(broker, "broker:9092");
+                let m = source.to_string();
+                assert!(m.contains("all 2 addresses failed"), "{m}");
+                assert!(m.contains(&format!("{hole}: no answer within")), "{m}");
+                assert!(m.contains(&format!("{refused}: ")), "{m}");
+                assert_eq!(source.kind(), io::ErrorKind::ConnectionRefused, "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]
