@@ -80,7 +80,10 @@ fn fail(e: &Error) -> ExitCode {
 /// Starts the telemetry endpoints and signal handling, runs the mirror, and shuts down cleanly.
 async fn run(config: Config) -> Result<()> {
     let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    tokio::spawn(cancel_on_signal(
+        shutdown.clone(),
+        config.mirror.drain_timeout + SHUTDOWN_GRACE,
+    ));
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::default();
     let server = match config.metrics.listen {
@@ -118,27 +121,76 @@ async fn run(config: Config) -> Result<()> {
     result
 }
 
-/// Cancels `token` on SIGINT (Ctrl-C) or SIGTERM (container stop).
-async fn cancel_on_signal(token: CancellationToken) {
+/// Exit code when a shutdown did not finish within `mirror.drain_timeout` plus
+/// [`SHUTDOWN_GRACE`] (what was not committed is re-sent by the next owner: duplicates, no loss).
+const EXIT_SHUTDOWN_DEADLINE: i32 = 3;
+
+/// Time a shutdown may take beyond `mirror.drain_timeout`: the final commit, leaving the group,
+/// flushing traces.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Which signal asked for the shutdown, for the exit code of a forced exit (128 + number).
+#[derive(Clone, Copy)]
+enum Stop {
+    Interrupt,
+    Terminate,
+}
+
+impl Stop {
+    fn forced_exit_code(self) -> i32 {
+        match self {
+            Stop::Interrupt => 128 + 2,
+            Stop::Terminate => 128 + 15,
+        }
+    }
+}
+
+/// The next SIGINT (Ctrl-C) or SIGTERM (container stop).
+async fn next_signal() -> Stop {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => Stop::Interrupt,
+                    _ = term.recv() => Stop::Terminate,
                 }
             }
             Err(_) => {
                 let _ = tokio::signal::ctrl_c().await;
+                Stop::Interrupt
             }
         }
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        Stop::Interrupt
     }
-    tracing::info!("shutting down");
+}
+
+/// Cancels `token` on the first SIGINT or SIGTERM. The shutdown that follows is bounded: after
+/// `deadline` the process exits with [`EXIT_SHUTDOWN_DEADLINE`] whatever it was waiting for,
+/// and a second signal exits at once (128 + the signal's number).
+async fn cancel_on_signal(token: CancellationToken, deadline: std::time::Duration) {
+    let first = next_signal().await;
+    tracing::info!(
+        "shutting down: draining in-flight batches for at most {deadline:?}; send the signal \
+         again to exit at once"
+    );
     token.cancel();
+    tokio::select! {
+        second = next_signal() => {
+            tracing::warn!("second signal: exiting at once; positions not committed yet are \
+                re-sent after the restart (duplicates, no loss)");
+            std::process::exit(second.forced_exit_code());
+        }
+        () = tokio::time::sleep(deadline) => {
+            tracing::error!("the shutdown did not finish within {deadline:?}; exiting anyway; \
+                positions not committed yet are re-sent after the restart (duplicates, no loss)");
+            let _ = first;
+            std::process::exit(EXIT_SHUTDOWN_DEADLINE);
+        }
+    }
 }

@@ -270,7 +270,12 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             )));
         }
         let mut running = self.running();
-        for (route, start) in routes.into_iter().zip(committed) {
+        // Every account is open before any task starts, so the first task cannot take the
+        // whole budget as its "fair share" before the others are counted.
+        let accounts: Vec<_> = (0..routes.len())
+            .map(|_| self.shared.budget.open_account())
+            .collect();
+        for ((route, start), account) in routes.into_iter().zip(committed).zip(accounts) {
             let cell = Arc::new(PositionCell::new(self.progress.clone()));
             if let Some(offset) = start {
                 cell.committed.store(offset, Ordering::Release);
@@ -284,6 +289,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
                 route.clone(),
                 start,
                 cell.clone(),
+                account,
                 stop.clone(),
             ));
             running.insert(
@@ -511,9 +517,10 @@ async fn partition_task<S: Source, T: Target>(
     route: Route,
     start: Option<i64>,
     cell: Arc<PositionCell>,
+    account: Arc<budget::Account>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
-    let result = partition::run(shared.clone(), route.clone(), start, cell, stop).await;
+    let result = partition::run(shared.clone(), route.clone(), start, cell, account, stop).await;
     if let Err(e) = &result
         && !matches!(e, Error::Stopped)
     {

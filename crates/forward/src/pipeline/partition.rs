@@ -110,6 +110,7 @@ pub(crate) async fn run<S: Source, T: Target>(
     route: Route,
     start: Option<i64>,
     position: Arc<PositionCell>,
+    account: Arc<Account>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
     let start = match start {
@@ -144,7 +145,6 @@ pub(crate) async fn run<S: Source, T: Target>(
     };
     // The produce side lowers it when the target refuses a batch as too large.
     let max_message_bytes = AtomicUsize::new(limits.max_message_bytes);
-    let account = shared.budget.open_account();
     let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
     let fetch = fetch_loop(
         &shared,
