@@ -2442,7 +2442,11 @@ async fn a_target_that_never_answers_cannot_hold_up_a_revoke_or_a_shutdown() {
     let want: Vec<Rec> = world.log(0, |l| l.expected.iter().map(|(_, r)| r.clone()).collect());
     let got = world.dst.records(&tp("dst", 0));
     assert!(got.len() >= want.len());
-    assert_same("partition 0 as the new owner wrote it", &want, &got[got.len() - want.len()..]);
+    assert_same(
+        "partition 0 as the new owner wrote it",
+        &want,
+        &got[got.len() - want.len()..],
+    );
 }
 
 /// The partitions of a dead target broker keep at most their fair share of the memory budget:

@@ -100,7 +100,11 @@ fn wait_done(out: &Path, timeout: Duration) {
         .unwrap_or_default()
         .contains("DONE")
     {
-        assert!(Instant::now() < deadline, "{} did not finish", out.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} did not finish",
+            out.display()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -179,7 +183,8 @@ fn leaders_die_mid_stream_without_loss() {
         replication: 3,
         configs: vec![("min.insync.replicas".into(), "2".into())],
     };
-    src.admin(&[topic(TOPIC), AdminOp::wait_isr(TOPIC, 3)]).unwrap();
+    src.admin(&[topic(TOPIC), AdminOp::wait_isr(TOPIC, 3)])
+        .unwrap();
     dst.admin(&[topic(PROBE_TOPIC), AdminOp::wait_isr(PROBE_TOPIC, 3)])
         .unwrap();
     let src = Arc::new(Mutex::new(src));
@@ -286,7 +291,10 @@ fn leaders_die_mid_stream_without_loss() {
     eprintln!("{produced} records mirrored, {duplicates} duplicates");
 
     let samples = samples.lock().unwrap().clone();
-    let acks = [("source", probe_acks(&src_out)), ("target", probe_acks(&dst_out))];
+    let acks = [
+        ("source", probe_acks(&src_out)),
+        ("target", probe_acks(&dst_out)),
+    ];
     for (side, node, led, probe_led, killed_at, restarted_at) in outages {
         // Partitions whose leaders survived kept flowing while the node was down (from 3 s
         // after the kill, once the broken connections were noticed, to the restart).
@@ -294,7 +302,10 @@ fn leaders_die_mid_stream_without_loss() {
             .iter()
             .filter(|s| s.at_ms >= killed_at + 3_000 && s.at_ms <= restarted_at)
             .collect();
-        assert!(during.len() >= 2, "{side}: too few samples during the outage");
+        assert!(
+            during.len() >= 2,
+            "{side}: too few samples during the outage"
+        );
         for p in (0..PARTITIONS as usize).filter(|p| !led.contains(p)) {
             let (first, last) = (during[0].target[p], during[during.len() - 1].target[p]);
             assert!(
