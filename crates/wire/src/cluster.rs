@@ -1,9 +1,12 @@
-//! The cluster client: bootstrap, metadata cache, one connection per broker, routing and retries.
+//! The cluster client: bootstrap, metadata cache, connections per broker, routing and retries.
 //!
 //! [`Client`] is cheap to clone. It keeps a metadata snapshot (refreshed on demand, when older
 //! than `metadata.max.age.ms`, and after leadership errors), and a connection slot per node that
 //! reconnects with exponential backoff (`reconnect.backoff.ms` .. `reconnect.backoff.max.ms`)
-//! when the connection broke. Typed operations (produce, fetch, list offsets) route each
+//! when the connection broke. A group coordinator gets a second slot of its own
+//! (`ConnectionKind`): a broker serves one connection's requests in order,
+//! and the coordinator holds a JoinGroup for up to the rebalance timeout, which would stall
+//! every fetch and produce queued behind it on a shared connection. Typed operations (produce, fetch, list offsets) route each
 //! partition to its leader and retry retriable errors with backoff (`retry.backoff.ms` ..
 //! `retry.backoff.max.ms`) within `request.timeout.ms`.
 
@@ -39,6 +42,8 @@ pub(crate) struct ClientInner {
     metadata: RwLock<Arc<ClusterMetadata>>,
     refresh: tokio::sync::Mutex<()>,
     nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
+    /// Connections to group coordinators, apart from `nodes` (see [`ConnectionKind`]).
+    coordinator_nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
     /// Group/transaction coordinators by (key type, key), filled by the group module.
     pub(crate) coordinators: Mutex<HashMap<(i8, String), i32>>,
 }
@@ -94,6 +99,7 @@ impl Client {
                 metadata: RwLock::new(Arc::new(ClusterMetadata::default())),
                 refresh: tokio::sync::Mutex::new(()),
                 nodes: Mutex::new(HashMap::new()),
+                coordinator_nodes: Mutex::new(HashMap::new()),
                 coordinators: Mutex::new(HashMap::new()),
             }),
         };
@@ -216,7 +222,7 @@ impl Client {
         let Some(info) = md.brokers.get(&id) else {
             return;
         };
-        let slot = self.slot(id);
+        let slot = self.slot(ConnectionKind::Data, id);
         let mut st = slot.state.lock().await;
         if st.conn.as_ref().is_none_or(|c| c.is_closed()) && info.address() == conn.broker() {
             st.conn = Some(conn.clone());
@@ -224,9 +230,12 @@ impl Client {
         }
     }
 
-    fn slot(&self, node_id: i32) -> Arc<NodeSlot> {
-        self.inner
-            .nodes
+    fn slot(&self, kind: ConnectionKind, node_id: i32) -> Arc<NodeSlot> {
+        let slots = match kind {
+            ConnectionKind::Data => &self.inner.nodes,
+            ConnectionKind::Coordinator => &self.inner.coordinator_nodes,
+        };
+        slots
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(node_id)
@@ -234,17 +243,31 @@ impl Client {
             .clone()
     }
 
-    /// A connection to node `node_id`: the cached one, or a new one (after the reconnect
-    /// backoff if the last attempt failed). Refreshes the broker list if the node is unknown.
+    /// The data connection to node `node_id` (fetch, produce, metadata, admin requests): the
+    /// cached one, or a new one (after the reconnect backoff if the last attempt failed).
+    /// Refreshes the broker list if the node is unknown.
     pub async fn broker(&self, node_id: i32) -> Result<Connection> {
+        self.connection(ConnectionKind::Data, node_id).await
+    }
+
+    /// Like [`broker`](Self::broker), but the connection of `kind` to the node.
+    pub(crate) async fn connection(
+        &self,
+        kind: ConnectionKind,
+        node_id: i32,
+    ) -> Result<Connection> {
         if !self.cached_metadata().brokers.contains_key(&node_id) {
             self.metadata(Some(&[])).await?;
         }
-        self.broker_known(node_id).await
+        self.connect_known(kind, node_id).await
     }
 
-    /// Like [`broker`](Self::broker) without refreshing (used while refreshing).
+    /// The data connection to a node, without refreshing (used while refreshing).
     async fn broker_known(&self, node_id: i32) -> Result<Connection> {
+        self.connect_known(ConnectionKind::Data, node_id).await
+    }
+
+    async fn connect_known(&self, kind: ConnectionKind, node_id: i32) -> Result<Connection> {
         let Some(addr) = self
             .cached_metadata()
             .brokers
@@ -258,7 +281,7 @@ impl Client {
                 ),
             ));
         };
-        let slot = self.slot(node_id);
+        let slot = self.slot(kind, node_id);
         let mut st = slot.state.lock().await;
         if let Some(c) = &st.conn
             && !c.is_closed()
@@ -413,6 +436,22 @@ impl Client {
 enum Target {
     Node(i32),
     Bootstrap(String),
+}
+
+/// Which of a node's connections a request uses.
+///
+/// Kafka serves one connection's requests strictly in order, and a group coordinator holds a
+/// JoinGroup until every member has rejoined, up to the rebalance timeout (minutes). Group
+/// requests therefore get a connection of their own to the coordinator, apart from the data
+/// connection that carries fetches and produces to the same broker, as the Java consumer's
+/// coordinator connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectionKind {
+    /// Fetch, Produce, Metadata, ListOffsets, admin requests.
+    Data,
+    /// Group coordinator requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+    /// OffsetFetch.
+    Coordinator,
 }
 
 /// Keeps the error that best explains a failure: anything beats "cannot connect".

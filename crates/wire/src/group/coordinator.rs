@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::cluster::ConnectionKind;
 use crate::error::{Error, Result};
 use crate::{Client, ClientConfig, Connection};
 
@@ -55,6 +56,11 @@ impl CoordinatorType {
 impl Client {
     /// Finds the coordinator for `key` and returns a connection to it.
     ///
+    /// The connection is the client's coordinator connection to that broker, not the data
+    /// connection that [`Client::broker`] returns (and fetches and produces use): the
+    /// coordinator holds a JoinGroup for up to the rebalance timeout, and a broker answers one
+    /// connection's requests in order, so a shared connection would stall the data behind it.
+    ///
     /// The answer is cached per (type, key) in the client; a cached coordinator whose
     /// connection cannot be opened is looked up again. Callers that get NOT_COORDINATOR or
     /// COORDINATOR_NOT_AVAILABLE from it call [`Client::forget_coordinator`]. The lookup
@@ -65,7 +71,7 @@ impl Client {
         let slot = (key_type.key_type(), key.to_owned());
         let cached = self.coordinators().get(&slot).copied();
         if let Some(node_id) = cached {
-            match self.broker(node_id).await {
+            match self.connection(ConnectionKind::Coordinator, node_id).await {
                 Ok(conn) => return Ok(conn),
                 Err(e) if e.is_retriable() => {
                     tracing::debug!(key, node_id, error = %e, "cached coordinator unreachable; looking it up again");
@@ -78,7 +84,10 @@ impl Client {
         let mut backoff = Backoff::new(self.config());
         loop {
             let attempt = match lookup_once(self, key_type, key).await {
-                Ok(node_id) => self.broker(node_id).await.map(|c| (node_id, c)),
+                Ok(node_id) => self
+                    .connection(ConnectionKind::Coordinator, node_id)
+                    .await
+                    .map(|c| (node_id, c)),
                 Err(e) => Err(e),
             };
             let err = match attempt {
