@@ -85,9 +85,9 @@
 
 pub mod batch;
 mod checksum;
-mod coalesce;
 pub mod compression;
 pub mod error;
+mod fetch;
 pub mod legacy;
 pub mod observe;
 pub mod pipeline;

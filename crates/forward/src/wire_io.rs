@@ -11,15 +11,15 @@ use strait_wire::admin::Admin;
 use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{
-    Client, ClientConfig, Error as WireError, FetchPartition, IsolationLevel, OffsetSpec,
-    ProduceBatch, ProduceOptions, ResponseError, TopicPartition,
+    Client, ClientConfig, Error as WireError, IsolationLevel, OffsetSpec, ProduceBatch,
+    ProduceOptions, ResponseError, TopicPartition,
 };
 
 use crate::Error;
 use crate::observe::{NoopObserver, Observer};
 use crate::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity,
-    Source, StartPosition, Target, TopicLimits,
+    ErrorClass, FetchSpec, Fetched, IoError, Positions, ProduceAck, ProducerIdentity, Source,
+    StartPosition, Target, TopicLimits,
 };
 use crate::pipeline::{Forwarder, Settings};
 
@@ -71,31 +71,27 @@ fn wire_error_kind(e: &WireError) -> &'static str {
 #[derive(Clone)]
 pub struct WireSource {
     client: Client,
-    fetches: crate::coalesce::Coalescer,
+    fetches: Arc<crate::fetch::Fetcher<crate::fetch::WireCluster>>,
 }
 
 impl WireSource {
-    /// Wraps a connected client. Concurrent partition fetches are sent together, one request
-    /// per leader per round (see [`crate::coalesce`]). Must be called inside a tokio runtime.
+    /// Wraps a connected client. Each partition's fetch goes to its leader's fetch scheduler
+    /// (one per source broker, with an incremental fetch session; see `crate::fetch`), which
+    /// sends the waiting partitions together. Fetching must happen inside a tokio runtime.
     pub fn new(client: Client) -> Self {
-        let fetches = crate::coalesce::Coalescer::start(client.clone());
-        WireSource { client, fetches }
+        let fetches =
+            crate::fetch::Fetcher::new(crate::fetch::WireCluster::new(client.clone()), true);
+        WireSource {
+            client,
+            fetches: Arc::new(fetches),
+        }
     }
 }
 
 impl Source for WireSource {
     async fn fetch(&self, spec: &FetchSpec) -> Result<Fetched, IoError> {
-        let partition =
-            FetchPartition::new(spec.partition.clone(), spec.offset).with_max_bytes(spec.max_bytes);
-        let isolation = match spec.isolation {
-            Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
-            Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
-        };
-        let answer = self
-            .fetches
-            .fetch(partition, isolation, spec.max_wait)
-            .await?;
-        // A coalesced fetch hands out answers by partition; check anyway, so that no mismatch
+        let answer = self.fetches.fetch(spec).await?;
+        // A scheduler hands out answers by partition; check anyway, so that no mismatch
         // can ever mirror one partition's records into another's target.
         if answer.partition != spec.partition || answer.fetch_offset != spec.offset {
             return Err(IoError::new(

@@ -1,11 +1,18 @@
 //! Fetch: the raw record bytes the broker sent, never decoded.
 //!
-//! Each partition's `records` is a zero-copy slice of the response frame. Fetches are
-//! sessionless (session id 0, epoch -1: every request is a full fetch request; incremental fetch
-//! sessions, KIP-227, are not used). Topic ids are used from Fetch v13 when every requested topic
-//! has one, else v12 with names. `CurrentLeaderEpoch` is sent so a stale leader is fenced
-//! (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), which the [`Client`] handles by refreshing
-//! metadata.
+//! Each partition's `records` is a zero-copy slice of the response frame. Two ways to fetch:
+//!
+//! * [`Client::fetch_from`] / [`Connection::fetch_session`]: one request to one broker, exactly
+//!   as asked, optionally within an incremental fetch session (KIP-227, [`SessionFetch`]); no
+//!   routing, no retries. The caller schedules (strait-forward's per-broker fetch schedulers),
+//!   routes with [`Client::fetch_route`] and keeps the session.
+//! * [`Client::fetch`]: sessionless (session id 0, epoch -1), routes every partition to its
+//!   leader, joins the leaders and retries leadership errors within `request.timeout.ms`. For
+//!   simple callers; a slow leader delays the whole call.
+//!
+//! Topic ids are used from Fetch v13 when every requested topic has one, else v12 with names.
+//! `CurrentLeaderEpoch` is sent so a stale leader is fenced (FENCED_LEADER_EPOCH /
+//! UNKNOWN_LEADER_EPOCH).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,8 +20,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition as WireFetchPartition, FetchTopic};
-use kafka_protocol::messages::{FetchRequest, TopicName};
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition as WireFetchPartition, FetchTopic, ForgottenTopic,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinSet;
 
@@ -156,6 +165,70 @@ impl FetchedPartition {
     }
 }
 
+/// One Fetch request of an incremental fetch session (KIP-227), or a sessionless one: what
+/// [`Connection::fetch_session`] and [`Client::fetch_from`] send. The caller keeps the session
+/// (which partitions the broker holds, at which offsets); this type is one request of it.
+///
+/// * `session_id` 0, `session_epoch` -1: sessionless, every partition is in `partitions`.
+/// * `session_id` 0, `session_epoch` 0: a full request that asks the broker for a new session.
+/// * `session_id` N, `session_epoch` 0: closes session N and asks for a new one (full request).
+/// * `session_id` N, `session_epoch` k >= 1: incremental; `partitions` holds only the partitions
+///   added to the session or whose offset, size or leader epoch changed, `forgotten` those that
+///   leave it. The broker fetches every partition of the session and answers only those with
+///   news (records, a new high watermark or log start offset, an error).
+#[derive(Debug, Clone)]
+pub struct SessionFetch {
+    /// The session id (0: none yet).
+    pub session_id: i32,
+    /// The session epoch: -1 sessionless, 0 full (new session), >= 1 incremental.
+    pub session_epoch: i32,
+    /// Partitions sent in this request (all of them in a full request).
+    pub partitions: Vec<FetchPartition>,
+    /// Partitions leaving the session (incremental requests only).
+    pub forgotten: Vec<(TopicPartition, Option<TopicId>)>,
+    /// Every topic in the session, so that answers for partitions not sent in this request
+    /// (incremental) can be named. Topics of `partitions` need not be repeated.
+    pub session_topics: Vec<(Arc<str>, Option<TopicId>)>,
+    /// `None`: topic ids (Fetch v13+) if every partition has one and the broker supports them,
+    /// else names (full requests). `Some(x)`: exactly that (an incremental request must use the
+    /// mode its session was created with, or the broker answers FETCH_SESSION_TOPIC_ID_ERROR).
+    pub topic_ids: Option<bool>,
+    /// Request-wide options.
+    pub options: FetchOptions,
+}
+
+impl SessionFetch {
+    /// A sessionless full request of `partitions`.
+    pub fn sessionless(partitions: &[FetchPartition], options: &FetchOptions) -> SessionFetch {
+        SessionFetch {
+            session_id: 0,
+            session_epoch: -1,
+            partitions: partitions.to_vec(),
+            forgotten: Vec::new(),
+            session_topics: Vec::new(),
+            topic_ids: None,
+            options: options.clone(),
+        }
+    }
+}
+
+/// The answer to a [`SessionFetch`].
+#[derive(Debug, Clone)]
+pub struct SessionFetchResponse {
+    /// The request-level error: FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH
+    /// (start a new session with a full request), or another code that fails the whole request.
+    pub error: Option<ResponseError>,
+    /// The session id the broker gave (0: no session, e.g. its session cache is full).
+    pub session_id: i32,
+    /// Whether the request named topics by id (Fetch v13+); a session keeps this mode.
+    pub topic_ids: bool,
+    /// How long the broker asks the client to wait before the next request (quotas, KIP-219).
+    pub throttle: Duration,
+    /// The partitions the broker answered. In an incremental session, only those with news.
+    /// `fetch_offset` is -1 for a partition that was not sent in this request.
+    pub partitions: Vec<FetchedPartition>,
+}
+
 impl Connection {
     /// Sends one sessionless Fetch request and returns every partition's answer, errors
     /// included. No routing, no retries. Waits up to `request.timeout.ms` + `max_wait`.
@@ -164,79 +237,171 @@ impl Connection {
         partitions: &[FetchPartition],
         options: &FetchOptions,
     ) -> Result<Vec<FetchedPartition>> {
-        // Group by topic, keeping request order.
-        let mut topics: Vec<(Arc<str>, Option<TopicId>, Vec<WireFetchPartition>)> = Vec::new();
-        for p in partitions {
-            let name = p.partition.topic_arc();
-            let wire = WireFetchPartition::default()
-                .with_partition(p.partition.partition())
-                .with_fetch_offset(p.offset)
-                .with_partition_max_bytes(p.max_bytes)
-                .with_current_leader_epoch(p.leader_epoch.unwrap_or(-1));
-            match topics.iter_mut().find(|(n, _, _)| n == name) {
-                Some((_, _, parts)) => parts.push(wire),
-                None => topics.push((name.clone(), p.topic_id, vec![wire])),
-            }
-        }
-        let use_ids = !topics.is_empty() && topics.iter().all(|(_, id, _)| id.is_some());
-        let version = self.pick_version::<FetchRequest>(4..=if use_ids { 18 } else { 12 })?;
-        let with_ids = version >= 13;
-        let max_wait_ms = i32::try_from(options.max_wait.as_millis()).unwrap_or(i32::MAX);
-        let mut req = FetchRequest::default()
-            .with_max_wait_ms(max_wait_ms)
-            .with_min_bytes(options.min_bytes)
-            .with_max_bytes(options.max_bytes)
-            .with_isolation_level(options.isolation.code())
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(
-                topics
-                    .iter()
-                    .map(|(name, id, parts)| {
-                        let t = FetchTopic::default().with_partitions(parts.clone());
-                        match (with_ids, id) {
-                            (true, Some(id)) => t.with_topic_id(id.to_uuid()),
-                            _ => t.with_topic(TopicName(StrBytes::from_string(name.to_string()))),
-                        }
-                    })
-                    .collect(),
-            );
-        if let Some(rack) = &options.rack_id
-            && version >= 11
-        {
-            req = req.with_rack_id(StrBytes::from_string(rack.clone()));
-        }
         let resp = self
-            .send_with_timeout(
-                req,
-                version,
-                self.request_timeout().saturating_add(options.max_wait),
-            )
+            .fetch_session(&SessionFetch::sessionless(partitions, options))
             .await?;
-        if let Some(code) = ResponseError::try_from_code(resp.error_code) {
+        if let Some(code) = resp.error {
             return Err(Error::broker(
                 code,
                 format!("Fetch from broker {}", self.broker()),
             ));
         }
+        Ok(resp.partitions)
+    }
 
-        let mut out = Vec::with_capacity(partitions.len());
+    /// Sends one Fetch request, with or without a fetch session (see [`SessionFetch`]), and
+    /// returns the broker's answer as it is: request-level error, session id and the partitions
+    /// answered. No routing, no retries. Waits up to `request.timeout.ms` + `max_wait`.
+    pub async fn fetch_session(&self, request: &SessionFetch) -> Result<SessionFetchResponse> {
+        let all_have_ids = request.partitions.iter().all(|p| p.topic_id.is_some())
+            && request.forgotten.iter().all(|(_, id)| id.is_some());
+        // Sessions need Fetch v7+; topic ids v13+ (and then for every topic of the request).
+        let low = if request.session_epoch == -1 { 4 } else { 7 };
+        let range = match request.topic_ids {
+            Some(true) => 13..=18,
+            Some(false) => low..=12,
+            None if all_have_ids && !request.partitions.is_empty() => low..=18,
+            None => low..=12,
+        };
+        let version = self.pick_version::<FetchRequest>(range)?;
+        let (req, known) = build_fetch(request, version)?;
+        let resp = self
+            .send_with_timeout(
+                req,
+                version,
+                self.request_timeout()
+                    .saturating_add(request.options.max_wait),
+            )
+            .await?;
+        read_fetch(resp, request, &known, version >= 13)
+            .map_err(|message| Error::protocol(self.broker(), message))
+    }
+}
+
+/// Topics a Fetch response may name, for [`requested_topic`].
+type KnownTopics = Vec<(Arc<str>, Option<TopicId>, ())>;
+
+/// Encodes a [`SessionFetch`] at `version`; also returns the topics its answer may name.
+fn build_fetch(request: &SessionFetch, version: i16) -> Result<(FetchRequest, KnownTopics)> {
+    let with_ids = version >= 13;
+    // Group by topic, keeping request order.
+    let mut topics: Vec<(Arc<str>, Option<TopicId>, Vec<WireFetchPartition>)> = Vec::new();
+    for p in &request.partitions {
+        if with_ids && p.topic_id.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "{} has no topic id but the Fetch uses topic ids (v{version}); start a new \
+                 session (full request) without topic ids",
+                p.partition
+            )));
+        }
+        let name = p.partition.topic_arc();
+        let wire = WireFetchPartition::default()
+            .with_partition(p.partition.partition())
+            .with_fetch_offset(p.offset)
+            .with_partition_max_bytes(p.max_bytes)
+            .with_current_leader_epoch(p.leader_epoch.unwrap_or(-1));
+        match topics.iter_mut().find(|(n, _, _)| n == name) {
+            Some((_, _, parts)) => parts.push(wire),
+            None => topics.push((name.clone(), p.topic_id, vec![wire])),
+        }
+    }
+    // Every topic the answer may name: this request's and the rest of the session's.
+    let mut known: KnownTopics = topics
+        .iter()
+        .map(|(n, id, _)| (n.clone(), *id, ()))
+        .collect();
+    for (name, id) in request
+        .session_topics
+        .iter()
+        .map(|(name, id)| (name, id))
+        .chain(
+            request
+                .forgotten
+                .iter()
+                .map(|(tp, id)| (tp.topic_arc(), id)),
+        )
+    {
+        if !known.iter().any(|(n, _, _)| n == name) {
+            known.push((name.clone(), *id, ()));
+        }
+    }
+    let topic_name = |name: &str| TopicName(StrBytes::from_string(name.to_owned()));
+    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    for (tp, id) in &request.forgotten {
+        let id = match (with_ids, id) {
+            (true, Some(id)) => Some(id.to_uuid()),
+            (false, _) => None,
+            (true, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{tp} has no topic id but the Fetch uses topic ids (v{version})"
+                )));
+            }
+        };
+        let pos = forgotten.iter().position(|f| match id {
+            Some(id) => f.topic_id == id,
+            None => *f.topic.0 == *tp.topic(),
+        });
+        let i = match pos {
+            Some(i) => i,
+            None => {
+                forgotten.push(match id {
+                    Some(id) => ForgottenTopic::default().with_topic_id(id),
+                    None => ForgottenTopic::default().with_topic(topic_name(tp.topic())),
+                });
+                forgotten.len() - 1
+            }
+        };
+        forgotten[i].partitions.push(tp.partition());
+    }
+    let options = &request.options;
+    let max_wait_ms = i32::try_from(options.max_wait.as_millis()).unwrap_or(i32::MAX);
+    let mut req = FetchRequest::default()
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(options.min_bytes)
+        .with_max_bytes(options.max_bytes)
+        .with_isolation_level(options.isolation.code())
+        .with_session_id(request.session_id)
+        .with_session_epoch(request.session_epoch)
+        .with_forgotten_topics_data(forgotten)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(name, id, parts)| {
+                    let t = FetchTopic::default().with_partitions(parts);
+                    match (with_ids, id) {
+                        (true, Some(id)) => t.with_topic_id(id.to_uuid()),
+                        _ => t.with_topic(topic_name(&name)),
+                    }
+                })
+                .collect(),
+        );
+    if let Some(rack) = &options.rack_id
+        && version >= 11
+    {
+        req = req.with_rack_id(StrBytes::from_string(rack.clone()));
+    }
+    Ok((req, known))
+}
+
+/// Reads a Fetch response; `Err` names what is malformed.
+fn read_fetch(
+    resp: FetchResponse,
+    request: &SessionFetch,
+    known: &KnownTopics,
+    with_ids: bool,
+) -> std::result::Result<SessionFetchResponse, String> {
+    let throttle = Duration::from_millis(u64::try_from(resp.throttle_time_ms).unwrap_or(0));
+    let error = ResponseError::try_from_code(resp.error_code);
+    let mut out = Vec::new();
+    if error.is_none() {
+        out.reserve(request.partitions.len());
         for t in resp.responses {
-            let name = requested_topic(
-                &topics,
-                with_ids,
-                TopicId::from_uuid(t.topic_id),
-                &t.topic.0,
-            );
-            let Some(name) = name else {
-                return Err(Error::protocol(
-                    self.broker(),
-                    "Fetch response names a topic that was not requested",
-                ));
-            };
+            let name = requested_topic(known, with_ids, TopicId::from_uuid(t.topic_id), &t.topic.0)
+                .ok_or("Fetch response names a topic that was not requested")?;
             for p in t.partitions {
                 let tp = TopicPartition::from_broker(name.clone(), p.partition_index);
-                let fetch_offset = partitions
+                let fetch_offset = request
+                    .partitions
                     .iter()
                     .find(|r| r.partition == tp)
                     .map_or(-1, |r| r.offset);
@@ -264,8 +429,14 @@ impl Connection {
                 });
             }
         }
-        Ok(out)
     }
+    Ok(SessionFetchResponse {
+        error,
+        session_id: resp.session_id,
+        topic_ids: with_ids,
+        throttle,
+        partitions: out,
+    })
 }
 
 /// Fetch errors that a metadata refresh (and a retry) can fix.
@@ -442,6 +613,48 @@ impl Client {
     }
 }
 
+/// Where a partition's fetches go, from metadata (see [`Client::fetch_route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRoute {
+    /// The leader's node id.
+    pub leader: i32,
+    /// The leader epoch (-1 if the broker did not say); sent so a stale leader is fenced.
+    pub leader_epoch: i32,
+    /// The topic id, if metadata has one (Fetch v13+).
+    pub topic_id: Option<TopicId>,
+}
+
+impl Client {
+    /// The leader, leader epoch and topic id of `partition` from the cached metadata (refreshed
+    /// first if `refresh`, if the topic is missing, or if older than `metadata.max.age.ms`).
+    /// Errors explain why there is no route (no leader right now, unknown topic, not authorized
+    /// to describe it).
+    pub async fn fetch_route(
+        &self,
+        partition: &TopicPartition,
+        refresh: bool,
+    ) -> Result<FetchRoute> {
+        let md = self.metadata_for(&[partition.topic()], refresh).await?;
+        let route = self.route(&md, partition, "Read")?;
+        Ok(FetchRoute {
+            leader: route.leader,
+            leader_epoch: route.leader_epoch,
+            topic_id: route.topic_id,
+        })
+    }
+
+    /// Sends one Fetch request to node `node` (see [`SessionFetch`]): no routing, no retries, no
+    /// metadata refresh. The caller routes (partitions whose leader is elsewhere are answered
+    /// NOT_LEADER_OR_FOLLOWER) and decides what to retry.
+    pub async fn fetch_from(
+        &self,
+        node: i32,
+        request: &SessionFetch,
+    ) -> Result<SessionFetchResponse> {
+        self.broker(node).await?.fetch_session(request).await
+    }
+}
+
 /// A result carrying only an error code (for partitions that never reached a broker).
 fn error_only(p: &FetchPartition, code: ResponseError) -> FetchedPartition {
     FetchedPartition {
@@ -462,6 +675,136 @@ fn error_only(p: &FetchPartition, code: ResponseError) -> FetchedPartition {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn tp(topic: &str, p: i32) -> TopicPartition {
+        TopicPartition::new(topic, p).unwrap()
+    }
+
+    fn id(n: u8) -> TopicId {
+        TopicId::from_bytes([n; 16]).unwrap()
+    }
+
+    fn with_id(p: FetchPartition, n: u8) -> FetchPartition {
+        FetchPartition {
+            topic_id: Some(id(n)),
+            ..p
+        }
+    }
+
+    /// An incremental request carries the session fields, only the partitions given, and the
+    /// forgotten partitions grouped by topic (by id from v13, by name before).
+    #[test]
+    fn incremental_request_fields() {
+        let request = SessionFetch {
+            session_id: 77,
+            session_epoch: 3,
+            partitions: vec![with_id(FetchPartition::new(tp("a", 1), 40), 1)],
+            forgotten: vec![
+                (tp("b", 0), Some(id(2))),
+                (tp("a", 2), Some(id(1))),
+                (tp("b", 3), Some(id(2))),
+            ],
+            session_topics: vec![("c".into(), Some(id(3)))],
+            topic_ids: Some(true),
+            options: FetchOptions::default(),
+        };
+        let (req, known) = build_fetch(&request, 13).unwrap();
+        assert_eq!((req.session_id, req.session_epoch), (77, 3));
+        assert_eq!(req.topics.len(), 1);
+        assert_eq!(req.topics[0].topic_id, id(1).to_uuid());
+        assert_eq!(req.topics[0].partitions[0].fetch_offset, 40);
+        let forgotten: Vec<(uuid::Uuid, Vec<i32>)> = req
+            .forgotten_topics_data
+            .iter()
+            .map(|f| (f.topic_id, f.partitions.clone()))
+            .collect();
+        assert_eq!(
+            forgotten,
+            vec![(id(2).to_uuid(), vec![0, 3]), (id(1).to_uuid(), vec![2])]
+        );
+        let names: Vec<&str> = known.iter().map(|(n, _, _)| &**n).collect();
+        assert_eq!(names, ["a", "c", "b"]);
+
+        let (req, _) = build_fetch(&request, 12).unwrap();
+        let forgotten: Vec<(&str, Vec<i32>)> = req
+            .forgotten_topics_data
+            .iter()
+            .map(|f| (&*f.topic.0, f.partitions.clone()))
+            .collect();
+        assert_eq!(forgotten, vec![("b", vec![0, 3]), ("a", vec![2])]);
+        assert_eq!(&*req.topics[0].topic.0, "a");
+    }
+
+    #[test]
+    fn topic_ids_need_an_id_for_every_topic() {
+        let request = SessionFetch {
+            topic_ids: Some(true),
+            ..SessionFetch::sessionless(
+                &[FetchPartition::new(tp("a", 0), 0)],
+                &FetchOptions::default(),
+            )
+        };
+        assert!(matches!(
+            build_fetch(&request, 13),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    /// In an incremental session the broker answers partitions that were not in this request
+    /// (they are in the session): they are named through the session's topics, with no
+    /// fetch offset of this request.
+    #[test]
+    fn answers_for_partitions_of_the_session_not_in_the_request() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let request = SessionFetch {
+            session_id: 9,
+            session_epoch: 2,
+            partitions: vec![with_id(FetchPartition::new(tp("a", 0), 10), 1)],
+            forgotten: vec![],
+            session_topics: vec![("a".into(), Some(id(1))), ("c".into(), Some(id(3)))],
+            topic_ids: Some(true),
+            options: FetchOptions::default(),
+        };
+        let (_, known) = build_fetch(&request, 13).unwrap();
+        let resp = FetchResponse::default()
+            .with_session_id(9)
+            .with_throttle_time_ms(5)
+            .with_responses(vec![
+                FetchableTopicResponse::default()
+                    .with_topic_id(id(3).to_uuid())
+                    .with_partitions(vec![
+                        PartitionData::default()
+                            .with_partition_index(4)
+                            .with_high_watermark(99),
+                    ]),
+                FetchableTopicResponse::default()
+                    .with_topic_id(id(1).to_uuid())
+                    .with_partitions(vec![PartitionData::default().with_partition_index(0)]),
+            ]);
+        let got = read_fetch(resp, &request, &known, true).unwrap();
+        assert_eq!(got.session_id, 9);
+        assert_eq!(got.throttle, Duration::from_millis(5));
+        assert!(got.topic_ids);
+        let answered: Vec<(String, i64, i64)> = got
+            .partitions
+            .iter()
+            .map(|p| (p.partition.to_string(), p.fetch_offset, p.high_watermark))
+            .collect();
+        assert_eq!(
+            answered,
+            vec![("c-4".into(), -1, 99), ("a-0".into(), 10, 0)]
+        );
+
+        let stranger = FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default().with_topic_id(id(8).to_uuid()),
+        ]);
+        assert!(read_fetch(stranger, &request, &known, true).is_err());
+
+        let expired = FetchResponse::default().with_error_code(70);
+        let got = read_fetch(expired, &request, &known, true).unwrap();
+        assert_eq!(got.error, Some(ResponseError::FetchSessionIdNotFound));
+        assert!(got.partitions.is_empty());
+    }
 
     #[test]
     fn retry_classes() {

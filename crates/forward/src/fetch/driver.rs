@@ -1,0 +1,109 @@
+//! The task that runs one broker's [`Scheduler`]: it feeds it the partitions' requests, the
+//! clock and the broker's answers, sends the requests it asks for, and hands out the answers.
+//! All decisions are the scheduler's.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::future::OptionFuture;
+use strait_wire::FetchedPartition;
+use strait_wire::fetch::SessionFetchResponse;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::SourceCluster;
+use super::scheduler::{Answer, Scheduler, Ticket, Want};
+use crate::pipeline::io::IoError;
+
+/// One partition's fetch, queued to a broker's task.
+pub(super) struct Request {
+    pub(super) ticket: Ticket,
+    pub(super) want: Want,
+    pub(super) reply: oneshot::Sender<Result<FetchedPartition, IoError>>,
+}
+
+type InFlight = Pin<Box<dyn Future<Output = Result<SessionFetchResponse, IoError>> + Send>>;
+
+/// Runs until every sender of `rx` is gone and the request in flight (if any) is answered.
+pub(super) async fn run<C: SourceCluster>(
+    node: i32,
+    cluster: Arc<C>,
+    sessions: bool,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+) {
+    let mut scheduler = Scheduler::new(sessions);
+    let mut replies: HashMap<Ticket, oneshot::Sender<Result<FetchedPartition, IoError>>> =
+        HashMap::new();
+    let mut in_flight: Option<InFlight> = None;
+    let mut open = true;
+    loop {
+        if in_flight.is_none() {
+            if !open {
+                return;
+            }
+            // Partitions that stopped waiting (their task ended) leave the session.
+            replies.retain(|ticket, reply| {
+                let gone = reply.is_closed();
+                if gone {
+                    scheduler.cancel(*ticket);
+                }
+                !gone
+            });
+            if let Some(request) = scheduler.poll_request(Instant::now()) {
+                let cluster = cluster.clone();
+                in_flight = Some(Box::pin(async move { cluster.fetch(node, request).await }));
+            }
+        }
+        let wakeup = scheduler.next_wakeup();
+        tokio::select! {
+            request = rx.recv(), if open => match request {
+                Some(request) => {
+                    accept(&mut scheduler, &mut replies, request);
+                    // Take what is already queued, so one round carries it all.
+                    while let Ok(request) = rx.try_recv() {
+                        accept(&mut scheduler, &mut replies, request);
+                    }
+                }
+                None => open = false,
+            },
+            Some(result) = OptionFuture::from(in_flight.as_mut()), if in_flight.is_some() => {
+                in_flight = None;
+                let answers = match result {
+                    Ok(response) => scheduler.on_response(response, Instant::now()),
+                    Err(e) => scheduler.on_failure(e),
+                };
+                deliver(&mut replies, answers);
+            }
+            () = tokio::time::sleep_until(wakeup.unwrap_or_else(Instant::now)), if wakeup.is_some() => {}
+        }
+    }
+}
+
+fn accept(
+    scheduler: &mut Scheduler,
+    replies: &mut HashMap<Ticket, oneshot::Sender<Result<FetchedPartition, IoError>>>,
+    request: Request,
+) {
+    match scheduler.want(request.ticket, request.want) {
+        Some(answer) => {
+            let _ = request.reply.send(answer.result);
+        }
+        None => {
+            replies.insert(request.ticket, request.reply);
+        }
+    }
+}
+
+fn deliver(
+    replies: &mut HashMap<Ticket, oneshot::Sender<Result<FetchedPartition, IoError>>>,
+    answers: Vec<Answer>,
+) {
+    for answer in answers {
+        if let Some(reply) = replies.remove(&answer.ticket) {
+            // A partition that stopped waiting meanwhile simply does not take its answer.
+            let _ = reply.send(answer.result);
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! The fetch scheduler of one source broker, as a deterministic state machine: events in
+//! (a partition asks, a partition gives up, the broker answered, the request failed), actions
+//! out (the next request to send, the answers to hand out), time passed in. It performs no I/O
+//! and reads no clock; [`super::driver`] runs it.
+//!
+//! Kafka serves one connection's requests strictly in order, so each broker gets one Fetch in
+//! flight carrying every partition that is waiting (a round), like the Java consumer: the broker
+//! answers as soon as any of them has data. Rounds of different brokers are independent: an
+//! idle broker's long poll, a dead broker or an error never holds up another broker's partitions.
+//!
+//! A round waits briefly ([`REGATHER`]) for the partitions the previous round answered: they ask
+//! again within microseconds, and one that missed the round would wait for the round's whole
+//! long poll while data arrives for it.
+//!
+//! Errors are per partition: a partition's error code goes to that partition only; a failed
+//! request (connection lost, timeout, TLS) goes to the partitions of that request only. Nothing
+//! is retried here: each partition's own fetch loop backs off and asks again, and is routed
+//! again (to a new leader if leadership moved).
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+
+use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
+use strait_wire::{FetchOptions, FetchPartition, FetchedPartition, IsolationLevel, TopicPartition};
+use tokio::time::Instant;
+
+use super::session::{Reply, Session};
+use crate::pipeline::io::{ErrorClass, IoError};
+use crate::wire_io::classify;
+
+/// How long a round waits for the partitions of the previous round to ask again. They normally
+/// do within microseconds (a partition asks for its next offset as soon as it has handed the
+/// response's batches to its produce side); one that does not is held up by back-pressure (a
+/// full in-flight window or memory budget) and joins a later round.
+pub(crate) const REGATHER: Duration = Duration::from_millis(2);
+
+/// Identifies one waiting fetch (the driver keeps the reply channel under it).
+pub(crate) type Ticket = u64;
+
+/// One partition's fetch, routed to this broker.
+#[derive(Debug, Clone)]
+pub(crate) struct Want {
+    /// The partition, offset, size, leader epoch and topic id.
+    pub(crate) partition: FetchPartition,
+    pub(crate) isolation: IsolationLevel,
+    /// How long the broker may hold the request for lack of data.
+    pub(crate) max_wait: Duration,
+}
+
+/// The answer for one ticket.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) ticket: Ticket,
+    /// The partition's part of the response (its error code included), or why the request
+    /// failed.
+    pub(crate) result: Result<FetchedPartition, IoError>,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    ticket: Ticket,
+    want: Want,
+}
+
+/// The scheduler of one broker.
+#[derive(Debug)]
+pub(crate) struct Scheduler {
+    session: Session,
+    /// Asked and not in flight, oldest first (a round takes them in this order; a partition
+    /// that asks again goes to the back, so the broker's response size limit rotates).
+    waiting: VecDeque<Waiting>,
+    /// The round in flight.
+    in_flight: Option<Vec<Waiting>>,
+    /// Tickets of the round in flight whose partition gave up (not answered, not kept).
+    abandoned: HashSet<Ticket>,
+    /// Partitions the last round answered that have not asked again yet.
+    expected: HashSet<TopicPartition>,
+    /// Until when the next round waits for `expected`.
+    regather_until: Option<Instant>,
+    /// No request before this instant (the broker asked to be left alone: quota throttling).
+    throttled_until: Option<Instant>,
+}
+
+impl Scheduler {
+    /// A scheduler; `sessions: false` sends sessionless full requests only.
+    pub(crate) fn new(sessions: bool) -> Scheduler {
+        Scheduler {
+            session: Session::new(sessions),
+            waiting: VecDeque::new(),
+            in_flight: None,
+            abandoned: HashSet::new(),
+            expected: HashSet::new(),
+            regather_until: None,
+            throttled_until: None,
+        }
+    }
+
+    /// A partition asks for data. A second ask for a partition already waiting is answered at
+    /// once with a retriable error (a partition has one fetch at a time; this one is a leftover
+    /// of a partition that restarted, and asks again after a backoff).
+    pub(crate) fn want(&mut self, ticket: Ticket, want: Want) -> Option<Answer> {
+        let tp = &want.partition.partition;
+        let busy = self
+            .waiting
+            .iter()
+            .any(|w| w.want.partition.partition == *tp)
+            || self.in_flight.as_ref().is_some_and(|round| {
+                round.iter().any(|w| {
+                    w.want.partition.partition == *tp && !self.abandoned.contains(&w.ticket)
+                })
+            });
+        if busy {
+            return Some(Answer {
+                ticket,
+                result: Err(IoError::new(
+                    ErrorClass::Retriable,
+                    "duplicate_fetch",
+                    format!("{tp} is already being fetched; asking again after a backoff"),
+                )),
+            });
+        }
+        self.expected.remove(tp);
+        self.waiting.push_back(Waiting { ticket, want });
+        None
+    }
+
+    /// The partition behind `ticket` no longer waits (its task stopped). It leaves the session
+    /// with the next round.
+    pub(crate) fn cancel(&mut self, ticket: Ticket) {
+        self.waiting.retain(|w| w.ticket != ticket);
+        if self
+            .in_flight
+            .as_ref()
+            .is_some_and(|round| round.iter().any(|w| w.ticket == ticket))
+        {
+            self.abandoned.insert(ticket);
+        }
+    }
+
+    /// The next request to send, if one is due at `now`: nothing is in flight, someone waits,
+    /// and the partitions just answered have asked again (or [`REGATHER`] passed).
+    pub(crate) fn poll_request(&mut self, now: Instant) -> Option<SessionFetch> {
+        if self.in_flight.is_some() || self.waiting.is_empty() {
+            return None;
+        }
+        if self.throttled_until.is_some_and(|t| now < t) {
+            return None;
+        }
+        self.throttled_until = None;
+        if !self.expected.is_empty() && self.regather_until.is_some_and(|t| now < t) {
+            return None;
+        }
+        self.expected.clear();
+        self.regather_until = None;
+        // One isolation level per request; the rest waits for the next round.
+        let isolation = self.waiting[0].want.isolation;
+        let (round, rest): (Vec<Waiting>, Vec<Waiting>) = self
+            .waiting
+            .drain(..)
+            .partition(|w| w.want.isolation == isolation);
+        self.waiting = rest.into();
+        let max_wait = round
+            .iter()
+            .map(|w| w.want.max_wait)
+            .min()
+            .unwrap_or(Duration::from_millis(100));
+        let max_bytes: i64 = round
+            .iter()
+            .map(|w| i64::from(w.want.partition.max_bytes))
+            .sum();
+        let options = FetchOptions {
+            isolation,
+            max_wait,
+            max_bytes: i32::try_from(max_bytes).unwrap_or(i32::MAX),
+            ..FetchOptions::default()
+        };
+        let wanted: Vec<FetchPartition> = round.iter().map(|w| w.want.partition.clone()).collect();
+        let request = self.session.request(&wanted, options);
+        self.in_flight = Some(round);
+        Some(request)
+    }
+
+    /// When [`poll_request`](Self::poll_request) should be called again for lack of news.
+    pub(crate) fn next_wakeup(&self) -> Option<Instant> {
+        if self.in_flight.is_some() || self.waiting.is_empty() {
+            return None;
+        }
+        let regather = (!self.expected.is_empty())
+            .then_some(self.regather_until)
+            .flatten();
+        match (regather, self.throttled_until) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The broker answered the request in flight.
+    pub(crate) fn on_response(&mut self, resp: SessionFetchResponse, now: Instant) -> Vec<Answer> {
+        let Some(round) = self.in_flight.take() else {
+            return Vec::new();
+        };
+        let abandoned = std::mem::take(&mut self.abandoned);
+        let round: Vec<Waiting> = round
+            .into_iter()
+            .filter(|w| !abandoned.contains(&w.ticket))
+            .collect();
+        if !resp.throttle.is_zero() {
+            self.throttled_until = Some(now + resp.throttle);
+        }
+        let reply = self.session.on_response(&resp);
+        if reply == Reply::Retry {
+            // The session was gone: nothing was fetched. Ask again at once with a full request,
+            // these partitions first.
+            for w in round.into_iter().rev() {
+                self.waiting.push_front(w);
+            }
+            return Vec::new();
+        }
+        if let Some(code) = resp.error {
+            let err = classify(&strait_wire::Error::Broker {
+                code,
+                context: "the source broker failed the whole Fetch request".into(),
+            });
+            return round
+                .into_iter()
+                .map(|w| Answer {
+                    ticket: w.ticket,
+                    result: Err(err.clone()),
+                })
+                .collect();
+        }
+        let mut by_partition: std::collections::HashMap<TopicPartition, FetchedPartition> = resp
+            .partitions
+            .into_iter()
+            .map(|p| (p.partition.clone(), p))
+            .collect();
+        let mut answers = Vec::with_capacity(round.len());
+        let mut kept = Vec::new();
+        for w in round {
+            let tp = &w.want.partition.partition;
+            match by_partition.remove(tp) {
+                Some(mut answer) => {
+                    // An incremental answer does not repeat the offset; the session's is the
+                    // one the broker read from.
+                    answer.fetch_offset = w.want.partition.offset;
+                    if answer.error.is_none() {
+                        self.expected.insert(tp.clone());
+                    }
+                    answers.push(Answer {
+                        ticket: w.ticket,
+                        result: Ok(answer),
+                    });
+                }
+                // No news in an incremental session: the partition keeps waiting, in the
+                // session, unchanged (so it is not even sent again).
+                None if reply == Reply::Incremental => kept.push(w),
+                None => answers.push(Answer {
+                    ticket: w.ticket,
+                    result: Err(IoError::new(
+                        ErrorClass::Retriable,
+                        "bad_response",
+                        format!("the fetch response had no answer for {tp}"),
+                    )),
+                }),
+            }
+        }
+        for w in kept.into_iter().rev() {
+            self.waiting.push_front(w);
+        }
+        if !self.expected.is_empty() {
+            self.regather_until = Some(now + REGATHER);
+        }
+        answers
+    }
+
+    /// The request in flight failed as a whole (connection lost or refused, timeout, TLS,
+    /// a response too large): every partition of that request, and only those, gets `err`.
+    pub(crate) fn on_failure(&mut self, err: IoError) -> Vec<Answer> {
+        let Some(round) = self.in_flight.take() else {
+            return Vec::new();
+        };
+        let abandoned = std::mem::take(&mut self.abandoned);
+        self.session.on_failure();
+        round
+            .into_iter()
+            .filter(|w| !abandoned.contains(&w.ticket))
+            .map(|w| Answer {
+                ticket: w.ticket,
+                result: Err(err.clone()),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use bytes::Bytes;
+    use strait_wire::ResponseError;
+
+    use super::*;
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p).unwrap()
+    }
+
+    fn want(p: i32, offset: i64) -> Want {
+        Want {
+            partition: FetchPartition::new(tp(p), offset),
+            isolation: IsolationLevel::ReadCommitted,
+            max_wait: Duration::from_millis(100),
+        }
+    }
+
+    fn data(p: i32, error: Option<ResponseError>) -> FetchedPartition {
+        FetchedPartition {
+            partition: tp(p),
+            fetch_offset: -1,
+            error,
+            high_watermark: 10,
+            last_stable_offset: 10,
+            log_start_offset: 0,
+            aborted_transactions: Vec::new(),
+            preferred_read_replica: None,
+            current_leader: None,
+            records: Bytes::from_static(b"x"),
+        }
+    }
+
+    fn response(session_id: i32, parts: Vec<FetchedPartition>) -> SessionFetchResponse {
+        SessionFetchResponse {
+            error: None,
+            session_id,
+            topic_ids: false,
+            throttle: Duration::ZERO,
+            partitions: parts,
+        }
+    }
+
+    fn sent(r: &SessionFetch) -> Vec<i32> {
+        r.partitions.iter().map(|p| p.partition.partition()).collect()
+    }
+
+    fn tickets(answers: &[Answer]) -> Vec<(Ticket, Option<String>)> {
+        answers
+            .iter()
+            .map(|a| {
+                let err = match &a.result {
+                    Ok(p) => p.error.map(strait_wire::error::error_name),
+                    Err(e) => Some(e.code.clone()),
+                };
+                (a.ticket, err)
+            })
+            .collect()
+    }
+
+    /// The next round waits for the partitions just answered, at most REGATHER.
+    #[test]
+    fn regather_waits_for_the_partitions_just_answered() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        assert!(s.want(1, want(0, 0)).is_none());
+        assert!(s.want(2, want(1, 0)).is_none());
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!(sent(&r), [0, 1]);
+        assert!(s.poll_request(t0).is_none(), "one request in flight");
+        let answers = s.on_response(response(5, vec![data(0, None), data(1, None)]), t0);
+        assert_eq!(tickets(&answers), [(1, None), (2, None)]);
+        assert_eq!(answers[0].result.as_ref().unwrap().fetch_offset, 0);
+
+        // Partition 0 asks again at once; partition 1 is late.
+        s.want(3, want(0, 1));
+        assert!(s.poll_request(t0).is_none(), "waits for partition 1");
+        assert_eq!(s.next_wakeup(), Some(t0 + REGATHER));
+        s.want(4, want(1, 1));
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!(sent(&r), [0, 1], "both changed offsets");
+        assert_eq!(r.session_epoch, 1);
+
+        // This time partition 1 does not come back: the round leaves after REGATHER without it.
+        s.on_response(response(5, vec![data(0, None), data(1, None)]), t0);
+        s.want(5, want(0, 2));
+        assert!(s.poll_request(t0 + REGATHER / 2).is_none());
+        let r = s.poll_request(t0 + REGATHER).unwrap();
+        assert_eq!(sent(&r), [0]);
+        assert_eq!(r.forgotten.len(), 1, "partition 1 leaves the session");
+    }
+
+    /// An incremental answer leaves out partitions without news: they keep waiting (and are not
+    /// sent again); a full answer that leaves one out is an error for that partition.
+    #[test]
+    fn partitions_without_news_keep_waiting() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        s.want(1, want(0, 0));
+        s.want(2, want(1, 0));
+        s.poll_request(t0).unwrap();
+        let answers = s.on_response(response(5, vec![data(1, None)]), t0);
+        assert_eq!(
+            tickets(&answers),
+            [(1, Some("bad_response".into())), (2, None)],
+            "a full answer must cover every partition"
+        );
+
+        s.want(3, want(0, 0));
+        s.want(4, want(1, 1));
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!(r.session_epoch, 1);
+        assert_eq!(sent(&r), [1], "partition 0 is unchanged");
+        let answers = s.on_response(response(5, vec![data(1, None)]), t0);
+        assert_eq!(tickets(&answers), [(4, None)]);
+
+        // Partition 0 (ticket 3) still waits: it is in the next round without asking again.
+        s.want(5, want(1, 2));
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!(sent(&r), [1]);
+        assert!(r.forgotten.is_empty(), "partition 0 is still in the session");
+        let answers = s.on_response(response(5, vec![data(0, None)]), t0);
+        assert_eq!(tickets(&answers), [(3, None)]);
+        assert_eq!(answers[0].result.as_ref().unwrap().fetch_offset, 0);
+    }
+
+    /// A partition's error code goes to that partition only; a failed request goes to the
+    /// partitions of that request only.
+    #[test]
+    fn errors_reach_only_their_partitions() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        s.want(1, want(0, 0));
+        s.want(2, want(1, 0));
+        s.poll_request(t0).unwrap();
+        let answers = s.on_response(
+            response(
+                5,
+                vec![
+                    data(0, Some(ResponseError::TopicAuthorizationFailed)),
+                    data(1, None),
+                ],
+            ),
+            t0,
+        );
+        assert_eq!(
+            tickets(&answers),
+            [(1, Some("TOPIC_AUTHORIZATION_FAILED".into())), (2, None)]
+        );
+
+        // Partition 1 asks again and its request fails; partition 2 asked meanwhile.
+        s.want(3, want(1, 1));
+        s.poll_request(t0).unwrap();
+        s.want(4, want(2, 0));
+        let failed = IoError::new(ErrorClass::Retriable, "disconnected", "gone");
+        let answers = s.on_failure(failed);
+        assert_eq!(tickets(&answers), [(3, Some("disconnected".into()))]);
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!(sent(&r), [2]);
+        assert_eq!(r.session_epoch, 0, "a full request after a failure");
+
+        // A request-level error code fails that request's partitions.
+        let mut whole = response(0, vec![]);
+        whole.error = Some(ResponseError::UnknownServerError);
+        let answers = s.on_response(whole, t0);
+        assert_eq!(tickets(&answers), [(4, Some("UNKNOWN_SERVER_ERROR".into()))]);
+    }
+
+    /// FETCH_SESSION_ID_NOT_FOUND: nothing is answered, the partitions go again at once in a
+    /// full request that opens a new session.
+    #[test]
+    fn an_evicted_session_is_recreated_without_bothering_the_partitions() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        s.want(1, want(0, 0));
+        s.poll_request(t0).unwrap();
+        s.on_response(response(5, vec![data(0, None)]), t0);
+        s.want(2, want(0, 1));
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!((r.session_id, r.session_epoch), (5, 1));
+        let mut evicted = response(0, vec![]);
+        evicted.error = Some(ResponseError::FetchSessionIdNotFound);
+        assert!(s.on_response(evicted, t0).is_empty());
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!((r.session_id, r.session_epoch), (0, 0));
+        assert_eq!(sent(&r), [0]);
+        let answers = s.on_response(response(6, vec![data(0, None)]), t0);
+        assert_eq!(tickets(&answers), [(2, None)]);
+    }
+
+    /// A partition that stopped waiting is not answered, not kept, and leaves the session.
+    #[test]
+    fn a_cancelled_partition_leaves_the_session() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        s.want(1, want(0, 0));
+        s.want(2, want(1, 0));
+        s.poll_request(t0).unwrap();
+        s.on_response(response(5, vec![data(0, None), data(1, None)]), t0);
+        s.want(3, want(0, 1));
+        s.want(4, want(1, 1));
+        s.poll_request(t0).unwrap();
+        s.cancel(4);
+        let answers = s.on_response(response(5, vec![]), t0);
+        assert!(answers.is_empty());
+        let r = s.poll_request(t0).unwrap();
+        assert!(r.partitions.is_empty());
+        assert_eq!(r.forgotten.len(), 1);
+        assert_eq!(r.forgotten[0].0, tp(1));
+    }
+
+    #[test]
+    fn a_second_ask_for_a_waiting_partition_is_refused() {
+        let mut s = Scheduler::new(true);
+        assert!(s.want(1, want(0, 0)).is_none());
+        let refused = s.want(2, want(0, 0)).unwrap();
+        assert_eq!(refused.ticket, 2);
+        assert_eq!(refused.result.unwrap_err().class, ErrorClass::Retriable);
+    }
+
+    /// A throttled answer (KIP-219) holds the next request back for the throttle time.
+    #[test]
+    fn throttling_delays_the_next_request() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        s.want(1, want(0, 0));
+        s.poll_request(t0).unwrap();
+        let mut throttled = response(5, vec![data(0, None)]);
+        throttled.throttle = Duration::from_millis(50);
+        s.on_response(throttled, t0);
+        s.want(2, want(0, 1));
+        assert!(s.poll_request(t0 + REGATHER).is_none());
+        assert_eq!(s.next_wakeup(), Some(t0 + Duration::from_millis(50)));
+        assert!(s.poll_request(t0 + Duration::from_millis(50)).is_some());
+    }
+}
