@@ -495,7 +495,11 @@ async fn tcp_connect(broker: &str, addrs: &[SocketAddr], deadline: Instant) -> R
             Ok(Err(e)) => e,
             Err(_) => io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("no answer within {share:?} (packets dropped?)"),
+                format!(
+                    "no answer within {} ms, its share of socket.connection.setup.timeout.ms \
+                     (a firewall dropping packets?)",
+                    share.as_millis()
+                ),
             ),
         };
         tracing::debug!(broker, address = %a, error = %err, "TCP connect failed; trying the next address");
@@ -608,9 +612,13 @@ impl Handshake<'_> {
         {
             return err;
         }
+        // Only here, while connecting, is a mismatched listener a likely cause.
         Error::Disconnected {
             broker: self.broker.to_owned(),
-            reason: format!("{during}: {e}"),
+            reason: format!(
+                "{during}: {e}; this happened while connecting, so check that security.protocol \
+                 matches the broker's listener"
+            ),
         }
     }
 
@@ -1295,12 +1303,40 @@ mod tests {
         );
         for r in [a, b, c] {
             assert!(matches!(r, Err(Error::Disconnected { .. })), "{r:?}");
+            // A connection lost mid-stream (a broker crash) is not a listener mismatch.
+            let m = r.unwrap_err().to_string();
+            assert!(!m.contains("security.protocol"), "{m}");
         }
         assert!(conn.is_closed());
         let later = conn.send(MetadataRequest::default(), 12).await;
         assert!(
             matches!(later, Err(Error::Disconnected { .. })),
             "{later:?}"
+        );
+    }
+
+    /// A reset while connecting (e.g. a TLS listener answering a plaintext client) does point
+    /// at security.protocol.
+    #[tokio::test]
+    async fn a_reset_during_setup_suggests_checking_security_protocol() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 64];
+            let _ = tokio::io::AsyncReadExt::read(&mut sock, &mut buf).await;
+            // Linger 0: close with a reset, as a listener speaking another protocol may.
+            let _ = sock.set_zero_linger();
+        });
+        let cfg = ClientConfig::from_properties([("bootstrap.servers", addr.as_str())]).unwrap();
+        let e = Connection::connect(&addr, &cfg).await.unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, Error::Disconnected { .. }), "{e:?}");
+        assert!(
+            m.contains(
+                "while connecting, so check that security.protocol matches the broker's listener"
+            ),
+            "{m}"
         );
     }
 
