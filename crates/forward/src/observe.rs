@@ -65,6 +65,29 @@ impl SkipReason {
     }
 }
 
+/// Why records were given up for good. Each loss is counted, never silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// The offset the mirror needed was gone from the source (retention, DeleteRecords) and
+    /// `mirror.on_offset_out_of_range` said to continue elsewhere: the records in between were
+    /// never mirrored.
+    OffsetOutOfRange,
+    /// The target topic was deleted and created again: what had been mirrored into it is gone
+    /// from the target.
+    TargetTopicRecreated,
+}
+
+impl LossReason {
+    /// A stable label for metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LossReason::OffsetOutOfRange => "offset_out_of_range",
+            LossReason::TargetTopicRecreated => "target_topic_recreated",
+        }
+    }
+}
+
 /// One produced batch acknowledged by the target.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -146,6 +169,11 @@ pub trait Observer: Send + Sync + 'static {
     /// The set of partitions this instance mirrors changed.
     fn rebalance(&self, assigned: &[TopicPartition]) {
         let _ = assigned;
+    }
+    /// `records` source records of `source` will never reach the target, for `reason` (the
+    /// partition continues after them).
+    fn records_lost(&self, source: &TopicPartition, reason: LossReason, records: u64) {
+        let _ = (source, reason, records);
     }
     /// A partition cannot make progress for a reason the mirror keeps retrying (an ACL denial
     /// on either cluster): `Some(error_code)` when it starts, `None` once it moves again. Unlike

@@ -2,19 +2,24 @@
 //!
 //! * `GET /metrics`: the [`Metrics`] exposition, OpenMetrics text by default; Prometheus text
 //!   0.0.4 when the `Accept` header asks for `text/plain` and not for OpenMetrics.
-//! * `GET /healthz`: `200 ok` while the process runs (liveness).
-//! * `GET /readyz`: `200 ready` once the mirror has called [`Readiness::set_ready`], `503` with a
-//!   one-line reason before that or after [`Readiness::set_not_ready`] (readiness).
+//! * `GET /healthz` (liveness): `200` while the mirror's runtime runs its heartbeat, `503` once
+//!   it has not for [`crate::health::LIVENESS_TIMEOUT`] (wedged), with a JSON body.
+//! * `GET /readyz` (readiness): `200` while the mirror runs and every assigned partition makes
+//!   progress, `503` otherwise, with a JSON body naming each partition that is not ready and why
+//!   (see [`crate::health`]).
 //!
 //! `HEAD` is accepted wherever `GET` is. Other methods get `405`, other paths `404`. The server
 //! stops accepting when its [`CancellationToken`] is cancelled and lets requests in progress
 //! finish (bounded by [`DRAIN_TIMEOUT`]).
+//!
+//! [`spawn`] runs the server on a thread of its own with its own small runtime: a probe must get
+//! an answer (a failing one) when the mirror's runtime is wedged, which a server on that runtime
+//! could not give.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -29,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
+pub use crate::health::{Liveness, Readiness};
 use crate::metrics::Metrics;
 
 /// How long shutdown waits for requests in progress.
@@ -41,73 +47,12 @@ const MAX_CONNECTIONS: usize = 64;
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const PLAIN: &str = "text/plain; charset=utf-8";
-
-/// Whether the mirror is ready to be counted as serving, shared between the mirror and
-/// `/readyz`. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Readiness {
-    inner: Arc<ReadinessInner>,
-}
-
-#[derive(Debug)]
-struct ReadinessInner {
-    ready: AtomicBool,
-    reason: Mutex<String>,
-}
-
-impl Default for Readiness {
-    fn default() -> Self {
-        Readiness::new("starting: connecting to the source and target clusters")
-    }
-}
-
-impl Readiness {
-    /// Not ready, for `reason`.
-    pub fn new(reason: impl Into<String>) -> Readiness {
-        Readiness {
-            inner: Arc::new(ReadinessInner {
-                ready: AtomicBool::new(false),
-                reason: Mutex::new(reason.into()),
-            }),
-        }
-    }
-
-    /// Marks the mirror ready.
-    pub fn set_ready(&self) {
-        self.inner.ready.store(true, Ordering::Release);
-    }
-
-    /// Marks the mirror not ready, with a one-line reason shown by `/readyz`.
-    pub fn set_not_ready(&self, reason: impl Into<String>) {
-        let reason: String = reason.into();
-        // Keep the response one line.
-        let reason = reason.lines().next().unwrap_or("").to_string();
-        *self
-            .inner
-            .reason
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = reason;
-        self.inner.ready.store(false, Ordering::Release);
-    }
-
-    /// True once ready.
-    pub fn is_ready(&self) -> bool {
-        self.inner.ready.load(Ordering::Acquire)
-    }
-
-    /// Why it is not ready (meaningless when ready).
-    pub fn reason(&self) -> String {
-        self.inner
-            .reason
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-}
+const JSON: &str = "application/json";
 
 struct State {
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    liveness: Liveness,
 }
 
 /// Binds the listener (a separate step so that a busy port is a startup error, exit code 1).
@@ -117,14 +62,76 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
         .map_err(|source| Error::Bind { addr, source })
 }
 
+/// The server thread started by [`spawn`].
+#[derive(Debug)]
+pub struct Server {
+    done: tokio::sync::oneshot::Receiver<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Server {
+    /// Waits until the server has stopped (after its shutdown token was cancelled).
+    pub async fn stopped(self) {
+        let _ = self.done.await;
+        // The thread has nothing left to do once it signalled; joining cannot block long.
+        let _ = tokio::task::spawn_blocking(move || self.thread.join()).await;
+    }
+}
+
+/// Serves on a dedicated thread with its own runtime until `shutdown` is cancelled, and starts
+/// the liveness heartbeat on the calling (the mirror's) runtime.
+pub fn spawn(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    liveness: Liveness,
+    shutdown: CancellationToken,
+) -> Result<Server> {
+    liveness.spawn_heartbeat(shutdown.clone());
+    // A tokio listener belongs to the runtime that created it: hand the socket over.
+    let listener = listener
+        .into_std()
+        .map_err(|e| Error::Runtime(format!("metrics listener: {e}")))?;
+    let (tx, done) = tokio::sync::oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("strait-http".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "metrics listener: cannot start its runtime; /metrics, /healthz and /readyz are not served");
+                    let _ = tx.send(());
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => serve(listener, metrics, readiness, liveness, shutdown).await,
+                    Err(e) => tracing::error!(error = %e, "metrics listener: cannot register the socket; /metrics, /healthz and /readyz are not served"),
+                }
+            });
+            let _ = tx.send(());
+        })
+        .map_err(|e| Error::Runtime(format!("cannot start the metrics listener thread: {e}")))?;
+    Ok(Server { done, thread })
+}
+
 /// Serves until `shutdown` is cancelled, then drains requests in progress.
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    liveness: Liveness,
     shutdown: CancellationToken,
 ) {
-    let state = Arc::new(State { metrics, readiness });
+    let state = Arc::new(State {
+        metrics,
+        readiness,
+        liveness,
+    });
     let tracker = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
@@ -225,13 +232,24 @@ fn respond(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
             OPENMETRICS,
             state.metrics.encode_openmetrics(),
         ),
-        "/healthz" => text(StatusCode::OK, PLAIN, "ok\n"),
-        "/readyz" if state.readiness.is_ready() => text(StatusCode::OK, PLAIN, "ready\n"),
-        "/readyz" => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            PLAIN,
-            format!("not ready: {}\n", state.readiness.reason()),
-        ),
+        "/healthz" => {
+            let now = Instant::now();
+            let status = if state.liveness.is_alive(now) {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, JSON, state.liveness.to_json(now))
+        }
+        "/readyz" => {
+            let (ready, body) = state.readiness.report();
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, JSON, body)
+        }
         _ => text(
             StatusCode::NOT_FOUND,
             PLAIN,
@@ -244,18 +262,6 @@ fn respond(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn readiness_keeps_one_line_reasons() {
-        let r = Readiness::default();
-        assert!(!r.is_ready());
-        assert!(r.reason().starts_with("starting"));
-        r.set_ready();
-        assert!(r.is_ready());
-        r.set_not_ready("lost the target cluster\nstack trace...");
-        assert!(!r.is_ready());
-        assert_eq!(r.reason(), "lost the target cluster");
-    }
 
     #[tokio::test]
     async fn bind_errors_are_runtime_errors_naming_metrics_listen() {

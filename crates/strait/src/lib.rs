@@ -11,7 +11,9 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod http;
+pub mod lag;
 pub mod log_limit;
 pub mod logging;
 pub mod metrics;

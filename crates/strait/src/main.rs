@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::Parser;
 use strait::cli::{Action, Cli};
 use strait::config::{Config, Environment};
-use strait::http::{self, Readiness};
+use strait::http::{self, Liveness, Readiness};
 use strait::metrics::Metrics;
 use strait::{Error, Result, logging, mirror};
 use strait_forward::observe::Observer;
@@ -90,12 +90,13 @@ async fn run(config: Config) -> Result<()> {
         Some(addr) => {
             let listener = http::bind(addr).await?;
             tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-            Some(tokio::spawn(http::serve(
+            Some(http::spawn(
                 listener,
                 metrics.clone(),
                 readiness.clone(),
+                Liveness::default(),
                 shutdown.clone(),
-            )))
+            )?)
         }
         None => None,
     };
@@ -107,7 +108,14 @@ async fn run(config: Config) -> Result<()> {
         ])),
         None => metrics.clone(),
     };
-    let result = mirror::run(config, observer, readiness, shutdown.clone()).await;
+    let result = mirror::run(
+        config,
+        observer,
+        metrics.clone(),
+        readiness,
+        shutdown.clone(),
+    )
+    .await;
     if let Some(h) = otel {
         match h.shutdown().await {
             Ok(stats) => tracing::info!(?stats, "tracing stopped"),
@@ -116,7 +124,7 @@ async fn run(config: Config) -> Result<()> {
     }
     shutdown.cancel();
     if let Some(server) = server {
-        let _ = server.await;
+        server.stopped().await;
     }
     result
 }

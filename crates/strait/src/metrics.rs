@@ -11,8 +11,12 @@
 //! | `strait_batches_total` | counter | source_topic, target_topic, path, reason | produced batches; `path` is `pass_through` or `reencoded`, `reason` the re-encode reason or `none` |
 //! | `strait_batches_skipped_total` | counter | reason | source batches not forwarded on purpose: `control`, `aborted`, `empty` |
 //! | `strait_records_skipped_total` | counter | reason | records in those batches |
-//! | `strait_partition_lag_records` | gauge | topic, partition | source high watermark minus the mirror's next fetch offset |
-//! | `strait_partition_lag_seconds` | gauge | topic, partition | see below |
+//! | `strait_partition_lag_records` | gauge | topic, partition | source end offset minus the position the target has acknowledged (see below) |
+//! | `strait_partition_lag_seconds` | gauge | topic, partition | age of the oldest record the target has not acknowledged (see below) |
+//! | `strait_lag_records` | gauge | | sum of `strait_partition_lag_records` over the assigned partitions |
+//! | `strait_lag_seconds` | gauge | | largest `strait_partition_lag_seconds` of the assigned partitions |
+//! | `strait_records_lost_total` | counter | topic, partition, reason | source records that will never reach the target, counted exactly; `reason` is `offset_out_of_range` (deleted by retention before they were mirrored, skipped as `mirror.on_offset_out_of_range` says) |
+//! | `strait_loss_events_total` | counter | topic, reason | loss events: `offset_out_of_range` (one per skip), `target_topic_recreated` (the target topic was deleted and created again: what had been mirrored into it is gone) |
 //! | `strait_committed_offset` | gauge | topic, partition | last committed source position |
 //! | `strait_replication_latency_seconds` | histogram | | per batch: fetch response received -> target acknowledged (time inside the mirror) |
 //! | `strait_record_age_seconds` | histogram | | per batch: target acknowledged minus the batch's newest record timestamp |
@@ -21,17 +25,23 @@
 //! | `strait_fetch_errors_total` | counter | error | failed fetches by Kafka error name (`NOT_LEADER_OR_FOLLOWER`, `disconnected`...) |
 //! | `strait_produce_errors_total` | counter | error | failed produces by Kafka error name |
 //! | `strait_partitions_stopped_total` | counter | | partitions stopped on an error that needs an operator |
+//! | `strait_partitions_blocked` | gauge | | partitions retrying an authorization failure (they resume by themselves once granted) |
 //! | `strait_rebalances_total` | counter | | partition assignment changes |
 //! | `strait_partitions_assigned` | gauge | | partitions this instance mirrors |
 //! | `strait_build_info` | info | version | 1, with the version |
 //!
-//! **Lag in seconds.** `strait_partition_lag_seconds` is 0 when the partition has no lag
-//! (`lag_records = 0`). While it lags, it is the age, at the time of the last fetch, of the newest
-//! record of the last batch forwarded for the partition: how far behind "now" the mirrored data
-//! is. It is a lower bound of the age of the oldest unmirrored record, exact when the mirror keeps
-//! up batch by batch. The series appears after the first forwarded batch of the partition (no
-//! estimate is made before that) and is removed, like the other partition series, when the
-//! partition is assigned elsewhere.
+//! **Lag** (`crate::lag`) is the source's end offset (the last stable offset with
+//! `read_committed`) minus the next source offset whose predecessors the target has all
+//! acknowledged: data fetched but not yet written counts. End offsets come from every fetch and
+//! from a listing of all assigned partitions every `metrics.lag_interval`, so the lag keeps
+//! growing while the target is down and fetching is held back. The gauges are refreshed every
+//! second. **Lag in seconds** is 0 without lag; otherwise `now` minus the time at which the
+//! source's end offset was where the acknowledged position is now, interpolated between the
+//! end offsets seen (as kafka-lag-exporter does): the age of the oldest record not yet on the
+//! target. For data that was already waiting when Strait first looked (a backlog at start) it is
+//! a lower bound: the time since Strait first saw it. The series of a partition appear once its
+//! start position and an end offset are known and are removed when the partition is assigned
+//! elsewhere.
 //!
 //! **MirrorMaker 2 equivalents** (MM2's `kafka.connect.mirror:type=MirrorSourceConnector` MBeans):
 //!
@@ -46,10 +56,14 @@
 
 mod observer;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
+
+use strait_wire::TopicPartition;
+
+use crate::lag::{Lag, LagBook};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -96,6 +110,19 @@ struct PartitionLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LossLabels {
+    topic: Arc<str>,
+    partition: i32,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LossEventLabels {
+    topic: Arc<str>,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ErrorLabels {
     error: String,
 }
@@ -125,13 +152,6 @@ pub struct Forwarded<'a> {
     pub acked_at: SystemTime,
 }
 
-/// Per-partition state the lag-in-seconds definition needs.
-#[derive(Debug, Default, Clone, Copy)]
-struct PartitionState {
-    lag_records: i64,
-    last_max_timestamp_ms: Option<i64>,
-}
-
 /// All metrics of one mirror process, and the registry that exposes them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -143,6 +163,10 @@ pub struct Metrics {
     records_skipped: Family<ReasonLabels, Counter>,
     lag_records: Family<PartitionLabels, Gauge>,
     lag_seconds: Family<PartitionLabels, Gauge<f64, AtomicU64>>,
+    total_lag_records: Gauge,
+    max_lag_seconds: Gauge<f64, AtomicU64>,
+    records_lost: Family<LossLabels, Counter>,
+    loss_events: Family<LossEventLabels, Counter>,
     committed_offset: Family<PartitionLabels, Gauge>,
     replication_latency: Histogram,
     record_age: Histogram,
@@ -153,7 +177,11 @@ pub struct Metrics {
     partitions_stopped: Counter,
     rebalances: Counter,
     partitions_assigned: Gauge,
-    partitions: Mutex<HashMap<PartitionLabels, PartitionState>>,
+    partitions_blocked: Gauge,
+    lag: Mutex<LagBook>,
+    blocked: Mutex<HashMap<TopicPartition, String>>,
+    /// Partitions with series, so that a rebalance can remove those of partitions moved away.
+    published: Mutex<HashSet<PartitionLabels>>,
 }
 
 impl Default for Metrics {
@@ -183,6 +211,10 @@ impl Metrics {
             records_skipped: Family::default(),
             lag_records: Family::default(),
             lag_seconds: Family::default(),
+            total_lag_records: Gauge::default(),
+            max_lag_seconds: Gauge::default(),
+            records_lost: Family::default(),
+            loss_events: Family::default(),
             committed_offset: Family::default(),
             replication_latency: Histogram::new(LATENCY_BUCKETS),
             record_age: Histogram::new(AGE_BUCKETS),
@@ -193,7 +225,10 @@ impl Metrics {
             partitions_stopped: Counter::default(),
             rebalances: Counter::default(),
             partitions_assigned: Gauge::default(),
-            partitions: Mutex::new(HashMap::new()),
+            partitions_blocked: Gauge::default(),
+            lag: Mutex::new(LagBook::default()),
+            blocked: Mutex::new(HashMap::new()),
+            published: Mutex::new(HashSet::new()),
             registry: Registry::default(),
         };
         registry.register(
@@ -223,13 +258,33 @@ impl Metrics {
         );
         registry.register(
             "partition_lag_records",
-            "Source high watermark minus the mirror's next fetch offset",
+            "Source end offset minus the source position the target has acknowledged",
             m.lag_records.clone(),
         );
         registry.register(
             "partition_lag_seconds",
-            "0 without lag; otherwise the age of the newest record of the last forwarded batch",
+            "0 without lag; otherwise the age of the oldest record the target has not acknowledged (interpolated)",
             m.lag_seconds.clone(),
+        );
+        registry.register(
+            "lag_records",
+            "Sum of the partition lags in records over the assigned partitions",
+            m.total_lag_records.clone(),
+        );
+        registry.register(
+            "lag_seconds",
+            "Largest partition lag in seconds of the assigned partitions",
+            m.max_lag_seconds.clone(),
+        );
+        registry.register(
+            "records_lost",
+            "Source records that will never reach the target (skipped after retention deleted them), by reason",
+            m.records_lost.clone(),
+        );
+        registry.register(
+            "loss_events",
+            "Events that lost data: offset_out_of_range skips, target topics deleted and re-created",
+            m.loss_events.clone(),
         );
         registry.register(
             "committed_offset",
@@ -282,6 +337,11 @@ impl Metrics {
             m.partitions_assigned.clone(),
         );
         registry.register(
+            "partitions_blocked",
+            "Partitions retrying an authorization failure (they resume once the grant exists)",
+            m.partitions_blocked.clone(),
+        );
+        registry.register(
             "build",
             "Build information",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
@@ -311,17 +371,27 @@ impl Metrics {
         out
     }
 
-    fn with_partition<R>(
-        &self,
-        key: &PartitionLabels,
-        f: impl FnOnce(&mut PartitionState) -> R,
-    ) -> R {
+    fn lag_book(&self) -> std::sync::MutexGuard<'_, LagBook> {
         // A poisoned lock only means another thread panicked mid-update of plain numbers.
-        let mut map = self
-            .partitions
+        self.lag
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn blocked(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, String>> {
+        self.blocked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn publish(&self, key: &PartitionLabels) {
+        let mut published = self
+            .published
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(map.entry(key.clone()).or_default())
+        if !published.contains(key) {
+            published.insert(key.clone());
+        }
     }
 
     /// Records an acknowledged batch.
@@ -351,18 +421,6 @@ impl Metrics {
         self.replication_latency.observe(residence);
         let age = seconds_between_ms(ev.max_timestamp_ms, ev.acked_at);
         self.record_age.observe(age);
-
-        let key = PartitionLabels {
-            topic: ev.source_topic.clone(),
-            partition: ev.source_partition,
-        };
-        let lagging = self.with_partition(&key, |st| {
-            st.last_max_timestamp_ms = Some(ev.max_timestamp_ms);
-            st.lag_records > 0
-        });
-        self.lag_seconds
-            .get_or_create(&key)
-            .set(if lagging { age } else { 0.0 });
     }
 
     /// Records a source batch that was dropped on purpose.
@@ -402,47 +460,101 @@ impl Metrics {
             .inc();
     }
 
-    /// Records the lag after a fetch, as seen at `now`.
-    pub fn record_lag(
+    /// The source reported `end` as the end offset of `tp` at `now` (a fetch's high watermark or
+    /// a listed offset).
+    pub fn record_end_offset(&self, tp: &TopicPartition, end: i64, now: Instant) {
+        self.lag_book().observe_end(tp, end, now);
+    }
+
+    /// `tp` started mirroring (again) at `now`: its progress clock restarts.
+    pub fn record_partition_started(&self, tp: &TopicPartition, now: Instant) {
+        self.lag_book().restart(tp, now);
+    }
+
+    /// Evaluates the lag of the assigned partitions (source partition, position the target has
+    /// acknowledged) at `now`, publishes the lag gauges and returns each partition's lag.
+    pub fn update_lag(
+        &self,
+        acked: &[(TopicPartition, i64)],
+        now: Instant,
+    ) -> Vec<(TopicPartition, Lag)> {
+        let lags = self.lag_book().evaluate(acked, now);
+        let (mut total, mut max_seconds) = (0i64, 0f64);
+        for (tp, lag) in &lags {
+            let key = PartitionLabels {
+                topic: tp.topic_arc().clone(),
+                partition: tp.partition(),
+            };
+            if let (Some(records), Some(seconds)) = (lag.records, lag.seconds) {
+                self.publish(&key);
+                self.lag_records.get_or_create(&key).set(records);
+                self.lag_seconds.get_or_create(&key).set(seconds);
+                total = total.saturating_add(records);
+                max_seconds = max_seconds.max(seconds);
+            }
+        }
+        self.total_lag_records.set(total);
+        self.max_lag_seconds.set(max_seconds);
+        lags
+    }
+
+    /// Counts `records` source records of `topic`/`partition` that will never reach the target,
+    /// and the loss event.
+    pub fn record_records_lost(
         &self,
         topic: &Arc<str>,
         partition: i32,
-        high_watermark: i64,
-        next_offset: i64,
-        now: SystemTime,
+        reason: &'static str,
+        records: u64,
     ) {
-        let key = PartitionLabels {
-            topic: topic.clone(),
-            partition,
-        };
-        let lag = high_watermark.saturating_sub(next_offset).max(0);
-        self.lag_records.get_or_create(&key).set(lag);
-        let last = self.with_partition(&key, |st| {
-            st.lag_records = lag;
-            st.last_max_timestamp_ms
-        });
-        match (lag, last) {
-            (0, _) => {
-                self.lag_seconds.get_or_create(&key).set(0.0);
+        self.records_lost
+            .get_or_create(&LossLabels {
+                topic: topic.clone(),
+                partition,
+                reason,
+            })
+            .inc_by(records);
+        self.record_loss_event(topic, reason);
+    }
+
+    /// Counts a loss event of source topic `topic` (e.g. `target_topic_recreated`).
+    pub fn record_loss_event(&self, topic: &Arc<str>, reason: &'static str) {
+        self.loss_events
+            .get_or_create(&LossEventLabels {
+                topic: topic.clone(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// A partition is blocked on an authorization failure (`Some(code)`), or moves again (`None`).
+    pub fn record_partition_blocked(&self, tp: &TopicPartition, error_code: Option<&str>) {
+        let mut blocked = self.blocked();
+        match error_code {
+            Some(code) => {
+                blocked.insert(tp.clone(), code.to_string());
             }
-            (_, Some(ts)) => {
-                self.lag_seconds
-                    .get_or_create(&key)
-                    .set(seconds_between_ms(ts, now));
+            None => {
+                blocked.remove(tp);
             }
-            // Lagging, but nothing forwarded yet: no basis for an age (see the module docs).
-            (_, None) => {}
         }
+        self.partitions_blocked
+            .set(i64::try_from(blocked.len()).unwrap_or(i64::MAX));
+    }
+
+    /// The partitions blocked on an authorization failure, with the error code.
+    pub fn blocked_partitions(&self) -> HashMap<TopicPartition, String> {
+        self.blocked().clone()
     }
 
     /// Records a committed source position.
     pub fn record_committed(&self, topic: &Arc<str>, partition: i32, offset: i64) {
-        self.committed_offset
-            .get_or_create(&PartitionLabels {
-                topic: topic.clone(),
-                partition,
-            })
-            .set(offset);
+        let key = PartitionLabels {
+            topic: topic.clone(),
+            partition,
+        };
+        self.publish(&key);
+        self.committed_offset.get_or_create(&key).set(offset);
     }
 
     /// Records a partition stopped on an error.
@@ -452,7 +564,7 @@ impl Metrics {
 
     /// Records a new assignment; series of partitions no longer assigned are removed.
     pub fn record_rebalance<'a>(&self, assigned: impl IntoIterator<Item = (&'a Arc<str>, i32)>) {
-        let assigned: Vec<PartitionLabels> = assigned
+        let assigned: HashSet<PartitionLabels> = assigned
             .into_iter()
             .map(|(topic, partition)| PartitionLabels {
                 topic: topic.clone(),
@@ -462,11 +574,23 @@ impl Metrics {
         self.rebalances.inc();
         self.partitions_assigned
             .set(i64::try_from(assigned.len()).unwrap_or(i64::MAX));
-        let mut map = self
-            .partitions
+        let kept: HashSet<TopicPartition> = assigned
+            .iter()
+            .filter_map(|k| TopicPartition::new(&k.topic, k.partition).ok())
+            .collect();
+        let mut book = self.lag_book();
+        book.retain(&kept);
+        drop(book);
+        let mut blocked = self.blocked();
+        blocked.retain(|tp, _| kept.contains(tp));
+        self.partitions_blocked
+            .set(i64::try_from(blocked.len()).unwrap_or(i64::MAX));
+        drop(blocked);
+        let mut published = self
+            .published
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        map.retain(|key, _| {
+        published.retain(|key| {
             let keep = assigned.contains(key);
             if !keep {
                 self.lag_records.remove(key);
@@ -567,60 +691,124 @@ mod tests {
         assert!(text.contains("strait_build_info{version=\""));
     }
 
+    fn tp(topic: &str, partition: i32) -> TopicPartition {
+        TopicPartition::new(topic, partition).unwrap()
+    }
+
     #[test]
-    fn lag_seconds_follow_the_documented_definition() {
+    fn lag_counts_what_the_target_has_not_acknowledged() {
         let m = Metrics::new();
-        let t: Arc<str> = Arc::from("t");
-        let series = "strait_partition_lag_seconds{topic=\"t\",partition=\"3\"}";
-        // Lagging before anything was forwarded: records known, seconds unknown.
-        m.record_lag(&t, 3, 100, 0, at(10_000));
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let (p0, p1) = (tp("t", 0), tp("t", 1));
+        let series = |p: i32, what: &str| {
+            format!("strait_partition_{what}{{topic=\"t\",partition=\"{p}\"}}")
+        };
+        // Before anything is known: no series, totals 0.
+        m.update_lag(&[(p0.clone(), -1)], at(0));
         let text = m.encode_openmetrics();
-        assert_eq!(
-            line_value(
-                &text,
-                "strait_partition_lag_records{topic=\"t\",partition=\"3\"}"
-            ),
-            100.0
-        );
-        assert!(!text.contains(series));
-        // A batch whose newest record is 4 s old when acknowledged, while lagging.
-        m.record_forwarded(&Forwarded {
-            source_topic: &t,
-            source_partition: 3,
-            target_topic: &t,
-            records: 50,
-            bytes: 1,
-            path: "pass_through",
-            reason: "none",
-            max_timestamp_ms: 6_000,
-            fetched_at: at(9_990),
-            acked_at: at(10_000),
-        });
-        assert_eq!(line_value(&m.encode_openmetrics(), series), 4.0);
-        // Next fetch, still lagging, 2 s later: the same data is now 6 s old.
-        m.record_lag(&t, 3, 100, 50, at(12_000));
-        assert_eq!(line_value(&m.encode_openmetrics(), series), 6.0);
+        assert!(!text.contains(&series(0, "lag_records")), "{text}");
+        // The source end grows 0 -> 1000 over 10 s; everything fetched, nothing acknowledged.
+        m.record_end_offset(&p0, 0, at(0));
+        m.record_end_offset(&p0, 1000, at(10));
+        m.record_end_offset(&p1, 40, at(10));
+        let lags = m.update_lag(&[(p0.clone(), 0), (p1.clone(), 40)], at(10));
+        assert_eq!(lags[0].1.records, Some(1000));
+        let text = m.encode_openmetrics();
+        assert_eq!(line_value(&text, &series(0, "lag_records")), 1000.0);
+        assert_eq!(line_value(&text, &series(0, "lag_seconds")), 10.0);
+        assert_eq!(line_value(&text, &series(1, "lag_records")), 0.0);
+        assert_eq!(line_value(&text, &series(1, "lag_seconds")), 0.0);
+        assert_eq!(line_value(&text, "strait_lag_records "), 1000.0);
+        assert_eq!(line_value(&text, "strait_lag_seconds "), 10.0);
+        // The target acknowledges up to 500 (the end at 5 s); evaluated at 12 s: 7 s behind.
+        m.update_lag(&[(p0.clone(), 500), (p1.clone(), 40)], at(12));
+        let text = m.encode_openmetrics();
+        assert_eq!(line_value(&text, &series(0, "lag_records")), 500.0);
+        assert_eq!(line_value(&text, &series(0, "lag_seconds")), 7.0);
+        // The target stops acknowledging; the source keeps growing (listed, not fetched).
+        m.record_end_offset(&p0, 3000, at(30));
+        m.update_lag(&[(p0.clone(), 500), (p1.clone(), 40)], at(30));
+        let text = m.encode_openmetrics();
+        assert_eq!(line_value(&text, &series(0, "lag_records")), 2500.0);
+        assert_eq!(line_value(&text, &series(0, "lag_seconds")), 25.0);
+        assert_eq!(line_value(&text, "strait_lag_records "), 2500.0);
         // Caught up.
-        m.record_lag(&t, 3, 100, 100, at(13_000));
-        assert_eq!(line_value(&m.encode_openmetrics(), series), 0.0);
-        // Timestamps from the future (clock skew) count as 0, not negative.
-        m.record_lag(&t, 3, 200, 100, at(1_000));
-        assert_eq!(line_value(&m.encode_openmetrics(), series), 0.0);
+        m.update_lag(&[(p0.clone(), 3000), (p1.clone(), 40)], at(31));
+        let text = m.encode_openmetrics();
+        assert_eq!(line_value(&text, &series(0, "lag_seconds")), 0.0);
+        assert_eq!(line_value(&text, "strait_lag_records "), 0.0);
     }
 
     #[test]
     fn rebalances_drop_series_of_partitions_moved_away() {
         let m = Metrics::new();
         let t: Arc<str> = Arc::from("t");
-        m.record_lag(&t, 0, 10, 5, at(0));
-        m.record_lag(&t, 1, 10, 5, at(0));
+        let now = Instant::now();
+        m.record_end_offset(&tp("t", 0), 10, now);
+        m.record_end_offset(&tp("t", 1), 10, now);
+        m.update_lag(&[(tp("t", 0), 5), (tp("t", 1), 5)], now);
         m.record_committed(&t, 1, 5);
+        m.record_partition_blocked(&tp("t", 1), Some("TOPIC_AUTHORIZATION_FAILED"));
         m.record_rebalance([(&t, 0)]);
         let text = m.encode_openmetrics();
         assert!(text.contains("strait_partition_lag_records{topic=\"t\",partition=\"0\"} 5"));
         assert!(!text.contains("partition=\"1\""), "{text}");
         assert_eq!(line_value(&text, "strait_partitions_assigned"), 1.0);
         assert_eq!(line_value(&text, "strait_rebalances_total"), 1.0);
+        assert_eq!(line_value(&text, "strait_partitions_blocked"), 0.0);
+        assert!(m.blocked_partitions().is_empty());
+    }
+
+    #[test]
+    fn losses_are_counted_exactly() {
+        let m = Metrics::new();
+        let t: Arc<str> = Arc::from("orders");
+        m.record_records_lost(&t, 3, "offset_out_of_range", 284_091);
+        m.record_records_lost(&t, 3, "offset_out_of_range", 9);
+        m.record_loss_event(&t, "target_topic_recreated");
+        let text = m.encode_openmetrics();
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_records_lost_total{topic=\"orders\",partition=\"3\",reason=\"offset_out_of_range\"}"
+            ),
+            284_100.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_loss_events_total{topic=\"orders\",reason=\"offset_out_of_range\"}"
+            ),
+            2.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_loss_events_total{topic=\"orders\",reason=\"target_topic_recreated\"}"
+            ),
+            1.0
+        );
+    }
+
+    #[test]
+    fn blocked_partitions_come_and_go() {
+        let m = Metrics::new();
+        m.record_partition_blocked(&tp("t", 0), Some("TOPIC_AUTHORIZATION_FAILED"));
+        m.record_partition_blocked(&tp("t", 1), Some("GROUP_AUTHORIZATION_FAILED"));
+        assert_eq!(
+            line_value(&m.encode_openmetrics(), "strait_partitions_blocked"),
+            2.0
+        );
+        m.record_partition_blocked(&tp("t", 0), None);
+        assert_eq!(
+            line_value(&m.encode_openmetrics(), "strait_partitions_blocked"),
+            1.0
+        );
+        assert_eq!(
+            m.blocked_partitions().get(&tp("t", 1)).map(String::as_str),
+            Some("GROUP_AUTHORIZATION_FAILED")
+        );
     }
 
     #[test]

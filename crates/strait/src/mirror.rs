@@ -18,13 +18,15 @@ use strait_forward::{
     WireForwarder, WireSource, WireTarget,
 };
 use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
-use strait_wire::{Client, TopicPartition};
+use strait_wire::{Client, IsolationLevel, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::http::Readiness;
+use crate::lag::{Sampler, SamplerSettings};
 use crate::log_limit::{self, LogLimiter, Verdict};
+use crate::metrics::Metrics;
 use crate::retry::RefreshRetry;
 use crate::topics::{SelectedTopic, Topics};
 
@@ -60,6 +62,18 @@ pub fn settings(config: &Config) -> Settings {
     s
 }
 
+/// The lag sampler's settings a config asks for.
+fn sampler_settings(config: &Config) -> SamplerSettings {
+    SamplerSettings {
+        interval: config.metrics.lag_interval,
+        stall_timeout: config.metrics.stall_timeout,
+        isolation: match config.mirror.isolation {
+            config::Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
+            _ => IsolationLevel::ReadCommitted,
+        },
+    }
+}
+
 /// Connects to both clusters (fails fast with the connection error if one is unreachable or
 /// refuses the credentials).
 pub async fn connect(config: &Config) -> Result<(Client, Client)> {
@@ -79,6 +93,7 @@ pub async fn connect(config: &Config) -> Result<(Client, Client)> {
 pub async fn run(
     config: Config,
     observer: Arc<dyn Observer>,
+    metrics: Arc<Metrics>,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> Result<()> {
@@ -102,7 +117,19 @@ pub async fn run(
         forwarder
             .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?,
     );
-    let topics = Topics::new(source.clone(), target, config.clone());
+    let topics = Topics::new(source.clone(), target, config.clone()).with_metrics(metrics.clone());
+    // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
+    let sampler_stop = shutdown.child_token();
+    let sampler = tokio::spawn(
+        Sampler::new(
+            source.clone(),
+            forwarder.clone(),
+            metrics,
+            readiness.clone(),
+            sampler_settings(&config),
+        )
+        .run(sampler_stop.clone()),
+    );
     let refresh = config
         .mirror
         .refresh_interval
@@ -113,6 +140,8 @@ pub async fn run(
     )
     .await;
     readiness.set_not_ready("shutting down");
+    sampler_stop.cancel();
+    let _ = sampler.await;
     let drained = forwarder.shutdown().await;
     result?;
     drained.map_err(|e| Error::Runtime(format!("final commit failed: {e}")))

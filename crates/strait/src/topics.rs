@@ -4,15 +4,25 @@
 //! include/exclude patterns. A matching topic missing on the target is created with the source's
 //! partition count and (with `mirror.sync_topic_configs`) the source's topic-level overrides;
 //! partitions added on the source are added on the target.
+//!
+//! A target topic deleted and created again (by Strait at the next refresh, or by someone else:
+//! its topic id changes) has lost everything mirrored into it before: that is reported as a loss
+//! event (ERROR log, `strait_loss_events_total{reason="target_topic_recreated"}`), not only as
+//! "created target topic". Deletions while Strait was not running cannot be seen.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strait_wire::admin::{Admin, CreateTopicOutcome, NewTopic};
-use strait_wire::{Client, Error as WireError};
+use strait_wire::{Client, Error as WireError, TopicId};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// Loss-event label of a deleted and re-created target topic.
+const RECREATED: &str = "target_topic_recreated";
 
 /// Topic-level configs worth carrying to the target. Broker-specific settings (e.g. placement,
 /// throttles, tiered storage) are left out on purpose: they describe the source cluster, not
@@ -45,6 +55,28 @@ pub struct SelectedTopic {
     pub partitions: i32,
 }
 
+/// The target topics seen so far and their ids, to tell a re-created topic from a new one.
+#[derive(Debug, Default)]
+struct TargetHistory {
+    seen: HashMap<String, Option<TopicId>>,
+}
+
+impl TargetHistory {
+    /// `topic` exists on the target with `id`. Returns the id it had before if it changed
+    /// (deleted and created again since the last refresh).
+    fn exists(&mut self, topic: &str, id: Option<TopicId>) -> Option<TopicId> {
+        match self.seen.insert(topic.to_string(), id) {
+            Some(Some(before)) if id.is_some_and(|now| now != before) => Some(before),
+            _ => None,
+        }
+    }
+
+    /// Strait created `topic` with `id`. True if the topic had existed before (it was deleted).
+    fn created(&mut self, topic: &str, id: Option<TopicId>) -> bool {
+        self.seen.insert(topic.to_string(), id).is_some()
+    }
+}
+
 /// Finds the topics to mirror and makes sure they exist on the target.
 pub struct Topics {
     source: Client,
@@ -52,6 +84,8 @@ pub struct Topics {
     target: Client,
     target_admin: Admin,
     config: Config,
+    metrics: Option<Arc<Metrics>>,
+    history: Mutex<TargetHistory>,
 }
 
 impl Topics {
@@ -65,6 +99,30 @@ impl Topics {
             target,
             target_admin,
             config,
+            metrics: None,
+            history: Mutex::new(TargetHistory::default()),
+        }
+    }
+
+    /// Reports losses (a re-created target topic) to `metrics` as well as to the log.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn history(&self) -> std::sync::MutexGuard<'_, TargetHistory> {
+        self.history.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Everything mirrored into `topic.target` before its deletion is gone from the target.
+    fn report_recreated(&self, topic: &SelectedTopic, how: &str) {
+        tracing::error!(
+            topic = %topic.target, source_topic = %topic.source,
+            "target topic {} {how}: every record mirrored into it before the deletion is gone from              the target (data loss on the target). The mirror continues from its committed source              positions; to copy the source topic again, stop strait and reset the group's positions              (kafka-consumer-groups.sh --group {} --topic {} --reset-offsets --to-earliest --execute              on the source cluster)",
+            topic.target, self.config.mirror.group_id, topic.source
+        );
+        if let Some(m) = &self.metrics {
+            m.record_loss_event(&Arc::from(topic.source.as_str()), RECREATED);
         }
     }
 
@@ -101,10 +159,19 @@ impl Topics {
             .await
             .map_err(Error::Wire)?;
         for topic in selected.values() {
-            let existing = md
-                .topic(&topic.target)
-                .filter(|t| t.error.is_none())
-                .map(|t| t.partitions.len());
+            let found = md.topic(&topic.target).filter(|t| t.error.is_none());
+            if let Some(t) = found {
+                let before = self.history().exists(&topic.target, t.id);
+                if let (Some(before), Some(now)) = (before, t.id) {
+                    self.report_recreated(
+                        topic,
+                        &format!(
+                            "was deleted and created again (its topic id changed from {before} to {now})"
+                        ),
+                    );
+                }
+            }
+            let existing = found.map(|t| t.partitions.len());
             match existing {
                 None if self.config.mirror.create_topics => self.create(topic).await?,
                 None => {
@@ -192,7 +259,10 @@ impl Topics {
             }
         }
         match self.target_admin.create_topic(&new).await {
-            Ok(CreateTopicOutcome::Created { .. }) => {
+            Ok(CreateTopicOutcome::Created { topic_id, .. }) => {
+                if self.history().created(&topic.target, topic_id) {
+                    self.report_recreated(topic, "was deleted; strait created it again");
+                }
                 tracing::info!(topic = %topic.target, partitions = topic.partitions, "created target topic");
                 self.await_leaders(&topic.target, topic.partitions).await;
                 Ok(())
@@ -202,6 +272,50 @@ impl Topics {
                 "cannot create target topic {} for source topic {}: {e}",
                 topic.target, topic.source
             ))),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> Option<TopicId> {
+        TopicId::from_bytes([n; 16])
+    }
+
+    #[test]
+    fn target_history_tells_recreated_topics_from_new_ones() {
+        // (step, topic id, expected: re-created?)
+        enum Step {
+            Exists(Option<TopicId>),
+            Created(Option<TopicId>),
+        }
+        use Step::*;
+        #[rustfmt::skip]
+        let cases: &[(&str, &[Step], bool)] = &[
+            ("first sight", &[Exists(id(1))], false),
+            ("same id", &[Exists(id(1)), Exists(id(1))], false),
+            ("id changed between refreshes", &[Exists(id(1)), Exists(id(2))], true),
+            ("created on a fresh target", &[Created(id(1))], false),
+            ("deleted, then created by strait", &[Exists(id(1)), Created(id(2))], true),
+            ("no topic ids (old broker), deleted and created by strait", &[Exists(None), Created(None)], true),
+            ("no topic ids, seen twice", &[Exists(None), Exists(None)], false),
+            ("id appears where there was none", &[Exists(None), Exists(id(3))], false),
+            // Reported once, at the creation: the next refresh sees the id strait recorded.
+            ("created by strait, then seen", &[Exists(id(1)), Created(id(2)), Exists(id(2))], true),
+        ];
+        for (name, steps, want) in cases {
+            let mut h = TargetHistory::default();
+            let reports = steps
+                .iter()
+                .filter(|step| match step {
+                    Exists(i) => h.exists("t", *i).is_some(),
+                    Created(i) => h.created("t", *i),
+                })
+                .count();
+            assert_eq!(reports, usize::from(*want), "{name}");
         }
     }
 }

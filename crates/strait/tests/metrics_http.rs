@@ -1,15 +1,19 @@
 //! Scrapes `/metrics` over loopback from the HTTP module, with a `Metrics` instance fed synthetic
 //! events, and checks the exposition: metric names, types and label sets. Also the health and
-//! readiness endpoints and graceful shutdown.
+//! readiness endpoints (JSON bodies naming the partitions that are not ready, liveness from the
+//! heartbeat) and graceful shutdown.
 
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use strait::http::{self, Readiness};
+use strait::health::{PartitionProblem, partition_problems};
+use strait::http::{self, Liveness, Readiness};
+use strait::lag::Lag;
 use strait::metrics::{Forwarded, Metrics};
+use strait_wire::TopicPartition;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -131,6 +135,10 @@ fn label_names(samples: &[Sample], name: &str) -> BTreeSet<Vec<String>> {
         .collect()
 }
 
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
 fn feed(m: &Metrics) {
     let src: Arc<str> = Arc::from("my-topic");
     let dst: Arc<str> = Arc::from("europe.my-topic");
@@ -149,7 +157,12 @@ fn feed(m: &Metrics) {
             acked_at: now,
         });
     }
-    m.record_lag(&src, 0, 100, 90, now);
+    let tp = TopicPartition::new("my-topic", 0).unwrap();
+    m.record_end_offset(&tp, 100, Instant::now());
+    m.update_lag(&[(tp.clone(), 90)], Instant::now());
+    m.record_records_lost(&src, 0, "offset_out_of_range", 42);
+    m.record_loss_event(&src, "target_topic_recreated");
+    m.record_partition_blocked(&tp, Some("TOPIC_AUTHORIZATION_FAILED"));
     m.record_committed(&src, 0, 90);
     m.record_skipped("control", 1);
     m.record_fetch_error("NOT_LEADER_OR_FOLLOWER");
@@ -163,6 +176,8 @@ async fn scrape_health_ready_and_shutdown() {
     let metrics = Arc::new(Metrics::new());
     feed(&metrics);
     let readiness = Readiness::default();
+    // A short liveness timeout, beaten by hand: the heartbeat task is not started here.
+    let liveness = Liveness::new(Duration::from_millis(300));
     let shutdown = CancellationToken::new();
     let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -170,6 +185,7 @@ async fn scrape_health_ready_and_shutdown() {
         listener,
         metrics.clone(),
         readiness.clone(),
+        liveness.clone(),
         shutdown.clone(),
     ));
 
@@ -190,6 +206,10 @@ async fn scrape_health_ready_and_shutdown() {
         ("strait_records_skipped", "counter"),
         ("strait_partition_lag_records", "gauge"),
         ("strait_partition_lag_seconds", "gauge"),
+        ("strait_lag_records", "gauge"),
+        ("strait_lag_seconds", "gauge"),
+        ("strait_records_lost", "counter"),
+        ("strait_loss_events", "counter"),
         ("strait_committed_offset", "gauge"),
         ("strait_replication_latency_seconds", "histogram"),
         ("strait_record_age_seconds", "histogram"),
@@ -200,6 +220,7 @@ async fn scrape_health_ready_and_shutdown() {
         ("strait_partitions_stopped", "counter"),
         ("strait_rebalances", "counter"),
         ("strait_partitions_assigned", "gauge"),
+        ("strait_partitions_blocked", "gauge"),
         ("strait_build", "info"),
     ];
     for (name, typ) in expected_types {
@@ -235,6 +256,17 @@ async fn scrape_health_ready_and_shutdown() {
         partition
     );
     assert_eq!(label_names(&samples, "strait_committed_offset"), partition);
+    assert_eq!(label_names(&samples, "strait_lag_records"), set(&[]));
+    assert_eq!(label_names(&samples, "strait_lag_seconds"), set(&[]));
+    assert_eq!(
+        label_names(&samples, "strait_records_lost_total"),
+        set(&["partition", "reason", "topic"])
+    );
+    assert_eq!(
+        label_names(&samples, "strait_loss_events_total"),
+        set(&["reason", "topic"])
+    );
+    assert_eq!(label_names(&samples, "strait_partitions_blocked"), set(&[]));
     assert_eq!(
         label_names(&samples, "strait_batches_skipped_total"),
         set(&["reason"])
@@ -296,6 +328,22 @@ async fn scrape_health_ready_and_shutdown() {
         value("strait_committed_offset", &[("partition", "0")]),
         90.0
     );
+    assert_eq!(value("strait_lag_records", &[]), 10.0);
+    assert_eq!(
+        value(
+            "strait_records_lost_total",
+            &[("topic", "my-topic"), ("reason", "offset_out_of_range")]
+        ),
+        42.0
+    );
+    assert_eq!(
+        value(
+            "strait_loss_events_total",
+            &[("reason", "target_topic_recreated")]
+        ),
+        1.0
+    );
+    assert_eq!(value("strait_partitions_blocked", &[]), 1.0);
     assert_eq!(value("strait_replication_latency_seconds_count", &[]), 2.0);
     assert_eq!(
         value(
@@ -354,23 +402,89 @@ async fn scrape_health_ready_and_shutdown() {
     .await;
     assert!(r.body.ends_with("# EOF\n"));
 
+    // Liveness: alive while beaten, 503 once the heartbeat is older than the timeout.
+    liveness.beat();
     let r = request(addr, "GET", "/healthz", "").await;
-    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
-    let r = request(addr, "GET", "/readyz", "").await;
-    assert_eq!(r.status, 503);
-    assert!(r.body.starts_with("not ready: starting"), "{}", r.body);
-    readiness.set_ready();
-    let r = request(addr, "GET", "/readyz", "").await;
-    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
-    readiness.set_not_ready("target cluster unreachable");
-    let r = request(addr, "GET", "/readyz", "").await;
-    assert_eq!(
-        (r.status, r.body.as_str()),
-        (503, "not ready: target cluster unreachable\n")
-    );
-
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(json(&r.body)["status"], "ok");
     let r = request(addr, "HEAD", "/healthz", "").await;
     assert_eq!((r.status, r.body.as_str()), (200, ""));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let r = request(addr, "GET", "/healthz", "").await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(json(&r.body)["status"], "wedged");
+    assert!(r.body.contains("restart the process"), "{}", r.body);
+    let r = request(addr, "HEAD", "/healthz", "").await;
+    assert_eq!((r.status, r.body.as_str()), (503, ""));
+    liveness.beat();
+    let r = request(addr, "GET", "/healthz", "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // Readiness: starting, then running, then a stopped partition, then resumed.
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(json(&r.body)["status"], "not_ready");
+    assert!(
+        json(&r.body)["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("starting"),
+        "{}",
+        r.body
+    );
+    readiness.set_ready();
+    readiness.set_partitions(2, vec![]);
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(json(&r.body)["status"], "ready");
+    assert_eq!(json(&r.body)["assigned_partitions"], 2);
+    let tp = TopicPartition::new("my-topic", 0).unwrap();
+    let problems: Vec<PartitionProblem> = partition_problems(
+        &[(
+            tp.clone(),
+            Lag {
+                acked: 90,
+                records: Some(10),
+                seconds: Some(3.0),
+                since_progress: Duration::from_secs(1),
+                end_age: Duration::ZERO,
+            },
+        )],
+        &[(tp.clone(), "record \"x\" too large".to_string())],
+        &Default::default(),
+        Duration::from_secs(60),
+    );
+    readiness.set_partitions(2, problems);
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    let body = json(&r.body);
+    assert_eq!(
+        body["reason"],
+        "1 of 2 assigned partitions are not making progress (stopped)"
+    );
+    assert_eq!(
+        body["not_ready_partitions"],
+        serde_json::json!([{
+            "topic": "my-topic",
+            "partition": 0,
+            "state": "stopped",
+            "reason": "stopped on an error that needs an operator: record \"x\" too large",
+            "lag_records": 10,
+            "no_progress_seconds": 1.0,
+        }])
+    );
+    let r = request(addr, "HEAD", "/readyz", "").await;
+    assert_eq!((r.status, r.body.as_str()), (503, ""));
+    readiness.set_partitions(2, vec![]);
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    readiness.set_not_ready("shutting down");
+    let r = request(addr, "GET", "/readyz", "").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(json(&r.body)["reason"], "shutting down");
+
     let r = request(addr, "POST", "/metrics", "Content-Length: 0\r\n").await;
     assert_eq!(r.status, 405);
     assert_eq!(r.header("allow"), Some("GET, HEAD"));

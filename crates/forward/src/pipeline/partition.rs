@@ -459,9 +459,18 @@ async fn out_of_range<S: Source, T: Target>(
         Latest => StartPosition::Latest,
     };
     let next = resolve_start(shared, &route.source, start, stop).await?;
+    // Offsets are dense on the source: the gap is exactly the records skipped (none when the
+    // position was past the end, e.g. after an unclean leader election: those are re-sent).
+    let lost = u64::try_from(next.saturating_sub(offset)).unwrap_or(0);
+    shared.observer.records_lost(
+        &route.source,
+        crate::observe::LossReason::OffsetOutOfRange,
+        lost,
+    );
     tracing::warn!(
-        partition = %route.source, from = offset, to = next,
-        "source offset {offset} is no longer available; continuing at {next} as mirror.on_offset_out_of_range says"
+        partition = %route.source, from = offset, to = next, lost,
+        "source offset {offset} is no longer available; continuing at {next} as mirror.on_offset_out_of_range says: \
+         {lost} records lost (never mirrored)"
     );
     Ok(next)
 }

@@ -290,6 +290,12 @@ pub struct Mirror {
 pub struct MetricsConfig {
     /// Address of the /metrics, /healthz and /readyz listener; `None` disables it.
     pub listen: Option<SocketAddr>,
+    /// How often the end offsets of the assigned partitions are listed on the source for the lag
+    /// metrics (they also follow every fetch).
+    pub lag_interval: Duration,
+    /// How long a partition may be behind without its acknowledged position moving before
+    /// `/readyz` reports it (and the mirror) not ready.
+    pub stall_timeout: Duration,
 }
 
 /// The `[tracing]` section.
@@ -378,6 +384,10 @@ pub mod defaults {
         &[super::Assignor::RoundRobin, super::Assignor::Range];
     /// `metrics.listen`.
     pub const METRICS_LISTEN: &str = "127.0.0.1:9464";
+    /// `metrics.lag_interval`.
+    pub const LAG_INTERVAL: Duration = Duration::from_secs(5);
+    /// `metrics.stall_timeout`.
+    pub const STALL_TIMEOUT: Duration = Duration::from_secs(60);
     /// `tracing.service_name`.
     pub const SERVICE_NAME: &str = "strait";
     /// `tracing.records_per_second`.
@@ -436,6 +446,22 @@ impl Config {
                     }
                 }
             },
+            lag_interval: get(&raw, Section::Metrics, "lag_interval", |f| {
+                let d = f.duration()?;
+                if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
+                    return Err(f.invalid("a duration from 100ms to 10m, e.g. \"5s\""));
+                }
+                Ok(d)
+            })?
+            .unwrap_or(defaults::LAG_INTERVAL),
+            stall_timeout: get(&raw, Section::Metrics, "stall_timeout", |f| {
+                let d = f.duration()?;
+                if d < Duration::from_secs(1) {
+                    return Err(f.invalid("a duration of at least 1s, e.g. \"60s\""));
+                }
+                Ok(d)
+            })?
+            .unwrap_or(defaults::STALL_TIMEOUT),
         };
         let tracing = tracing_section(&raw)?;
         let log = LogConfig {
@@ -558,6 +584,14 @@ impl Config {
                 .map(|a| a.to_string())
                 .unwrap_or_default()
                 .into(),
+        );
+        metrics.insert(
+            "lag_interval".into(),
+            format_duration(self.metrics.lag_interval).into(),
+        );
+        metrics.insert(
+            "stall_timeout".into(),
+            format_duration(self.metrics.stall_timeout).into(),
         );
         let t = &self.tracing;
         let mut tracing = toml::Table::new();

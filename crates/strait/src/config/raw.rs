@@ -114,7 +114,7 @@ impl Section {
                 "max_in_flight",
                 "partition_assignment_strategy",
             ],
-            Section::Metrics => &["listen"],
+            Section::Metrics => &["listen", "lag_interval", "stall_timeout"],
             Section::Tracing => &[
                 "otlp_endpoint",
                 "mode",

@@ -1,8 +1,8 @@
 //! The forwarder's observer hook, turned into metric updates.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 
-use strait_forward::observe::{BatchForwarded, Observer, SkipReason};
+use strait_forward::observe::{BatchForwarded, LossReason, Observer, SkipReason};
 use strait_wire::TopicPartition;
 
 use super::{Forwarded, Metrics};
@@ -39,14 +39,32 @@ impl Observer for Metrics {
         self.record_produce_request(elapsed, queued);
     }
 
-    fn lag(&self, source: &TopicPartition, high_watermark: i64, next_offset: i64) {
-        self.record_lag(
+    /// Only the end offset is taken: the lag is measured against what the target acknowledged
+    /// (the lag sampler), not against what was fetched.
+    fn lag(&self, source: &TopicPartition, high_watermark: i64, _next_offset: i64) {
+        self.record_end_offset(source, high_watermark, Instant::now());
+    }
+
+    fn partition_started(
+        &self,
+        source: &TopicPartition,
+        _target: &TopicPartition,
+        _start_offset: i64,
+    ) {
+        self.record_partition_started(source, Instant::now());
+    }
+
+    fn records_lost(&self, source: &TopicPartition, reason: LossReason, records: u64) {
+        self.record_records_lost(
             source.topic_arc(),
             source.partition(),
-            high_watermark,
-            next_offset,
-            SystemTime::now(),
+            reason.as_str(),
+            records,
         );
+    }
+
+    fn partition_blocked(&self, source: &TopicPartition, error_code: Option<&str>) {
+        self.record_partition_blocked(source, error_code);
     }
 
     fn partition_stopped(&self, _source: &TopicPartition, _reason: &strait_forward::Error) {
@@ -73,7 +91,11 @@ mod tests {
         let m = Arc::new(Metrics::new());
         let obs: Arc<dyn Observer> = m.clone();
         let tp = TopicPartition::new("orders", 2).unwrap();
-        obs.lag(&tp, 10, 4);
+        obs.partition_started(&tp, &tp, 4);
+        obs.lag(&tp, 10, 8);
+        m.update_lag(&[(tp.clone(), 4)], Instant::now());
+        obs.records_lost(&tp, LossReason::OffsetOutOfRange, 17);
+        obs.partition_blocked(&tp, Some("TOPIC_AUTHORIZATION_FAILED"));
         obs.fetch_error(&tp, "NOT_LEADER_OR_FOLLOWER");
         obs.batch_skipped(&tp, SkipReason::Aborted, 3);
         obs.committed(&tp, 4);
@@ -114,5 +136,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("strait_partitions_assigned 1"), "{text}");
+        assert!(
+            text.contains("strait_records_lost_total{topic=\"orders\",partition=\"2\",reason=\"offset_out_of_range\"} 17"),
+            "{text}"
+        );
+        assert!(text.contains("strait_partitions_blocked 1"), "{text}");
     }
 }

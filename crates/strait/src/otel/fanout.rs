@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use strait_forward::observe::{BatchForwarded, Observer, SkipReason};
+use strait_forward::observe::{BatchForwarded, LossReason, Observer, SkipReason};
 use strait_wire::TopicPartition;
 
 /// Calls each observer in turn, in the order given. Cheap to clone.
@@ -128,6 +128,18 @@ impl Observer for Fanout {
     fn rebalance(&self, assigned: &[TopicPartition]) {
         for o in &self.observers {
             o.rebalance(assigned);
+        }
+    }
+
+    fn records_lost(&self, source: &TopicPartition, reason: LossReason, records: u64) {
+        for o in &self.observers {
+            o.records_lost(source, reason, records);
+        }
+    }
+
+    fn partition_blocked(&self, source: &TopicPartition, error_code: Option<&str>) {
+        for o in &self.observers {
+            o.partition_blocked(source, error_code);
         }
     }
 }
