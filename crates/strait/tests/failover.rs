@@ -199,8 +199,7 @@ fn leaders_die_mid_stream_without_loss() {
         "fo-mirror",
         "replication_factor = 3\ndrain_timeout = \"5s\"\n",
     );
-    let (child, log) = spawn_strait(&config, 0);
-    let mut strait = Proc(child);
+    let (mut strait, log) = spawn_strait(&config, 0);
     // The schedule: 15 s steady, target leader down 20 s, 10 s steady, source leader down 20 s,
     // then the producers stop at 85 s.
     let seconds = 85;
@@ -246,7 +245,7 @@ fn leaders_die_mid_stream_without_loss() {
     ] {
         std::thread::sleep(Duration::from_secs(if side == "target" { 15 } else { 10 }));
         assert!(
-            strait.0.try_wait().unwrap().is_none(),
+            strait.try_wait().unwrap().is_none(),
             "strait exited; log: {}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
@@ -338,7 +337,7 @@ fn leaders_die_mid_stream_without_loss() {
             java.iter().max().unwrap_or(&0)
         );
     }
-    let status = terminate(&mut strait.0);
+    let status = terminate(&mut strait);
     // What the mirror said about the outages (leader moves, rebalances), for the record.
     let said = std::fs::read_to_string(&log).unwrap_or_default();
     for line in said

@@ -6,23 +6,12 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
 use strait_testkit::Cluster;
 
-/// A child process killed when the test ends, passed or not.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn signal(child: &Child, sig: &str) {
+fn signal(child: &std::process::Child, sig: &str) {
     let status = std::process::Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(child.id().to_string())
@@ -32,7 +21,10 @@ fn signal(child: &Child, sig: &str) {
 }
 
 /// Waits for the process to exit; the exit status and how long it took.
-fn wait_exit(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, Duration) {
+fn wait_exit(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> (std::process::ExitStatus, Duration) {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -51,7 +43,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, D
 fn with_stuck_mirror(
     name: &str,
     drain: &str,
-    then: impl FnOnce(&mut Proc, &mut Cluster, &std::path::Path),
+    then: impl FnOnce(&mut StraitProcess, &mut Cluster, &std::path::Path),
 ) {
     let (source, mut target) = clusters(name);
     let topic = format!("{name}-stream");
@@ -66,8 +58,7 @@ fn with_stuck_mirror(
         &format!("{name}-mirror"),
         &format!("drain_timeout = \"{drain}\""),
     );
-    let (child, log) = spawn_strait(&config, 0);
-    let mut strait = Proc(child);
+    let (mut strait, log) = spawn_strait(&config, 0);
     wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(90));
     let mut source = source;
     std::thread::scope(|s| {
@@ -85,7 +76,7 @@ fn with_stuck_mirror(
     // Let the mirror fill its windows with batches it retries.
     std::thread::sleep(Duration::from_secs(3));
     assert!(
-        strait.0.try_wait().unwrap().is_none(),
+        strait.try_wait().unwrap().is_none(),
         "strait exited on its own: {}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
@@ -98,10 +89,10 @@ fn sigterm_with_both_clusters_gone_exits_within_the_drain_timeout() {
         for node in source.node_ids() {
             source.kill_node(node).unwrap();
         }
-        signal(&strait.0, "TERM");
+        signal(&strait, "TERM");
         // drain_timeout (3 s) + the binary's grace for commit, leave and traces (10 s) + slack
         // for a loaded machine.
-        let (status, took) = wait_exit(&mut strait.0, Duration::from_secs(40));
+        let (status, took) = wait_exit(strait, Duration::from_secs(40));
         let said = std::fs::read_to_string(log).unwrap_or_default();
         eprintln!("exited with {status} {took:?} after SIGTERM");
         assert!(
@@ -118,16 +109,16 @@ fn sigterm_with_both_clusters_gone_exits_within_the_drain_timeout() {
 #[test]
 fn a_second_sigterm_exits_at_once() {
     with_stuck_mirror("term2", "120s", |strait, _source, log| {
-        signal(&strait.0, "TERM");
+        signal(&strait, "TERM");
         // The first signal started a drain that could take two minutes; the second ends it.
         wait_for_log(log, "shutting down", Duration::from_secs(10));
         std::thread::sleep(Duration::from_secs(1));
         assert!(
-            strait.0.try_wait().unwrap().is_none(),
+            strait.try_wait().unwrap().is_none(),
             "still draining after the first signal"
         );
-        signal(&strait.0, "TERM");
-        let (status, took) = wait_exit(&mut strait.0, Duration::from_secs(20));
+        signal(&strait, "TERM");
+        let (status, took) = wait_exit(strait, Duration::from_secs(20));
         eprintln!("exited with {status} {took:?} after the second SIGTERM");
         assert_eq!(status.code(), Some(128 + 15), "128 + SIGTERM");
     });

@@ -269,6 +269,7 @@ impl Denial {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn fetch_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
