@@ -46,7 +46,12 @@ pub(crate) struct ClientInner {
     coordinator_nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
     /// Group/transaction coordinators by (key type, key), filled by the group module.
     pub(crate) coordinators: Mutex<HashMap<(i8, String), i32>>,
+    /// Nodes seen not answering (see [`Client::unresponsive`]), and since when.
+    unresponsive: Mutex<HashMap<i32, Instant>>,
 }
+
+/// How long a node reported unresponsive is asked for metadata only after every other broker.
+const UNRESPONSIVE_FOR: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
 struct NodeSlot {
@@ -101,6 +106,7 @@ impl Client {
                 nodes: Mutex::new(HashMap::new()),
                 coordinator_nodes: Mutex::new(HashMap::new()),
                 coordinators: Mutex::new(HashMap::new()),
+                unresponsive: Mutex::new(HashMap::new()),
             }),
         };
         client.metadata(Some(&[])).await?;
@@ -181,7 +187,19 @@ impl Client {
         }))
     }
 
-    /// Live connections first, then every known broker (random order), then bootstrap servers.
+    /// Reports that `node` has not answered a request for longer than it should (a frozen or
+    /// black-holed broker keeps its connections open): for a while, metadata is asked of every
+    /// other broker first, so that a refresh does not wait for `request.timeout.ms` on it.
+    pub fn unresponsive(&self, node: i32) {
+        self.inner
+            .unresponsive
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node, Instant::now());
+    }
+
+    /// Live connections first, then every known broker (random order), then brokers reported
+    /// unresponsive, then bootstrap servers.
     fn metadata_candidates(&self) -> Vec<Target> {
         let md = self.cached_metadata();
         let nodes = self.inner.nodes.lock().unwrap_or_else(|p| p.into_inner());
@@ -203,8 +221,22 @@ impl Client {
         let mut rng = rand::rng();
         live.shuffle(&mut rng);
         others.shuffle(&mut rng);
+        let mut suspects: Vec<i32> = {
+            let mut unresponsive = self
+                .inner
+                .unresponsive
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            unresponsive.retain(|_, at| at.elapsed() < UNRESPONSIVE_FOR);
+            unresponsive.keys().copied().collect()
+        };
+        suspects.sort_unstable();
+        live.retain(|id| !suspects.contains(id));
+        others.retain(|id| !suspects.contains(id));
+        suspects.retain(|id| md.brokers.contains_key(id));
         live.into_iter()
             .chain(others)
+            .chain(suspects)
             .map(Target::Node)
             .chain(
                 self.inner

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::future::OptionFuture;
-use strait_wire::FetchedPartition;
 use strait_wire::fetch::SessionFetchResponse;
+use strait_wire::{FetchedPartition, TopicPartition};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -25,6 +25,7 @@ pub(super) struct Request {
 }
 
 type InFlight = Pin<Box<dyn Future<Output = Result<SessionFetchResponse, IoError>> + Send>>;
+type Check = Pin<Box<dyn Future<Output = Vec<TopicPartition>> + Send>>;
 
 /// Runs until every sender of `rx` is gone and the request in flight (if any) is answered.
 pub(super) async fn run<C: SourceCluster>(
@@ -37,6 +38,8 @@ pub(super) async fn run<C: SourceCluster>(
     let mut replies: HashMap<Ticket, oneshot::Sender<Result<FetchedPartition, IoError>>> =
         HashMap::new();
     let mut in_flight: Option<InFlight> = None;
+    // A check of an overdue request's partitions against fresh metadata.
+    let mut checking: Option<Check> = None;
     let mut open = true;
     loop {
         if in_flight.is_none() {
@@ -70,15 +73,53 @@ pub(super) async fn run<C: SourceCluster>(
             },
             Some(result) = OptionFuture::from(in_flight.as_mut()), if in_flight.is_some() => {
                 in_flight = None;
+                checking = None;
                 let answers = match result {
                     Ok(response) => scheduler.on_response(response, Instant::now()),
                     Err(e) => scheduler.on_failure(e),
                 };
                 deliver(&mut replies, answers);
             }
-            () = tokio::time::sleep_until(wakeup.unwrap_or_else(Instant::now)), if wakeup.is_some() => {}
+            Some(moved) = OptionFuture::from(checking.as_mut()), if checking.is_some() => {
+                checking = None;
+                if !moved.is_empty() {
+                    tracing::info!(
+                        broker = node, partitions = moved.len(),
+                        "source broker is not answering and leadership moved; fetching those partitions from their new leaders"
+                    );
+                }
+                deliver(&mut replies, scheduler.release(&moved, node));
+            }
+            () = tokio::time::sleep_until(wakeup.unwrap_or_else(Instant::now)), if wakeup.is_some() => {
+                if let Some((since, partitions)) = scheduler.overdue(Instant::now())
+                    && checking.is_none()
+                {
+                    checking = Some(Box::pin(moved_away(cluster.clone(), node, since, partitions)));
+                }
+            }
         }
     }
+}
+
+/// The partitions (of a request `node` has not answered since `since`) that fresh metadata
+/// shows led by another broker.
+async fn moved_away<C: SourceCluster>(
+    cluster: Arc<C>,
+    node: i32,
+    since: Instant,
+    partitions: Vec<TopicPartition>,
+) -> Vec<TopicPartition> {
+    // Metadata must not be asked of the broker that does not answer.
+    cluster.unresponsive(node);
+    let mut moved = Vec::new();
+    for tp in partitions {
+        if let Ok(route) = cluster.route(&tp, Some(since)).await
+            && route.leader != node
+        {
+            moved.push(tp);
+        }
+    }
+    moved
 }
 
 fn accept(

@@ -56,6 +56,10 @@ pub(crate) trait SourceCluster: Send + Sync + 'static {
     /// used (unknown broker), and the route is then refreshed from metadata.
     fn leader_hint(&self, partition: &TopicPartition, leader: i32, leader_epoch: i32) -> bool;
 
+    /// `node` has not answered a request for a while (frozen, black-holed): metadata should be
+    /// asked of other brokers.
+    fn unresponsive(&self, node: i32);
+
     /// One Fetch request to `node`: no routing, no retries.
     fn fetch(
         &self,

@@ -34,6 +34,12 @@ use crate::wire_io::classify;
 /// full in-flight window or memory budget) and joins a later round.
 pub(crate) const REGATHER: Duration = Duration::from_millis(2);
 
+/// How long past its long poll a request may go unanswered before the scheduler checks whether
+/// its partitions still belong to this broker. A live broker answers a Fetch when its long poll
+/// ends; one that does not may be frozen or black-holed, and its partitions may have moved to
+/// another leader meanwhile: they should not wait for `request.timeout.ms`.
+pub(crate) const OVERDUE_AFTER: Duration = Duration::from_secs(3);
+
 /// Identifies one waiting fetch (the driver keeps the reply channel under it).
 pub(crate) type Ticket = u64;
 
@@ -71,6 +77,10 @@ pub(crate) struct Scheduler {
     waiting: VecDeque<Waiting>,
     /// The round in flight.
     in_flight: Option<Vec<Waiting>>,
+    /// When the request in flight was sent, and when to check next that its partitions did not
+    /// move to another leader (it is overdue).
+    sent_at: Option<Instant>,
+    check_at: Option<Instant>,
     /// Tickets of the round in flight whose partition gave up (not answered, not kept).
     abandoned: HashSet<Ticket>,
     /// Partitions the last round answered that have not asked again yet.
@@ -88,6 +98,8 @@ impl Scheduler {
             session: Session::new(sessions),
             waiting: VecDeque::new(),
             in_flight: None,
+            sent_at: None,
+            check_at: None,
             abandoned: HashSet::new(),
             expected: HashSet::new(),
             regather_until: None,
@@ -177,12 +189,63 @@ impl Scheduler {
         let wanted: Vec<FetchPartition> = round.iter().map(|w| w.want.partition.clone()).collect();
         let request = self.session.request(&wanted, options);
         self.in_flight = Some(round);
+        self.sent_at = Some(now);
+        self.check_at = Some(now + max_wait + OVERDUE_AFTER);
         Some(request)
     }
 
-    /// When [`poll_request`](Self::poll_request) should be called again for lack of news.
+    /// If the request in flight is overdue at `now`: when it was sent and its partitions, to be
+    /// checked against fresh metadata (then [`release`](Self::release) those that moved). Asks
+    /// again every [`OVERDUE_AFTER`] while the request stays unanswered.
+    pub(crate) fn overdue(&mut self, now: Instant) -> Option<(Instant, Vec<TopicPartition>)> {
+        let round = self.in_flight.as_ref()?;
+        let (sent_at, check_at) = (self.sent_at?, self.check_at?);
+        if now < check_at {
+            return None;
+        }
+        self.check_at = Some(now + OVERDUE_AFTER);
+        let partitions = round
+            .iter()
+            .filter(|w| !self.abandoned.contains(&w.ticket))
+            .map(|w| w.want.partition.partition.clone())
+            .collect();
+        Some((sent_at, partitions))
+    }
+
+    /// The partitions `moved` of the overdue request in flight have another leader now: they
+    /// are answered at once with a retriable error (and fetched from their new leader); the
+    /// request stays in flight for the others.
+    pub(crate) fn release(&mut self, moved: &[TopicPartition], node: i32) -> Vec<Answer> {
+        let Some(round) = &self.in_flight else {
+            return Vec::new();
+        };
+        let mut answers = Vec::new();
+        for w in round {
+            let tp = &w.want.partition.partition;
+            if moved.contains(tp) && self.abandoned.insert(w.ticket) {
+                answers.push(Answer {
+                    ticket: w.ticket,
+                    result: Err(IoError::new(
+                        ErrorClass::Retriable,
+                        "NOT_LEADER_OR_FOLLOWER",
+                        format!(
+                            "source broker {node} has not answered a Fetch for {tp} in time and \
+                             the metadata names another leader; fetching from it"
+                        ),
+                    )),
+                });
+            }
+        }
+        answers
+    }
+
+    /// When [`poll_request`](Self::poll_request) (or, with a request in flight,
+    /// [`overdue`](Self::overdue)) should be called again for lack of news.
     pub(crate) fn next_wakeup(&self) -> Option<Instant> {
-        if self.in_flight.is_some() || self.waiting.is_empty() {
+        if self.in_flight.is_some() {
+            return self.check_at;
+        }
+        if self.waiting.is_empty() {
             return None;
         }
         let regather = (!self.expected.is_empty())
@@ -199,6 +262,7 @@ impl Scheduler {
         let Some(round) = self.in_flight.take() else {
             return Vec::new();
         };
+        (self.sent_at, self.check_at) = (None, None);
         let abandoned = std::mem::take(&mut self.abandoned);
         let round: Vec<Waiting> = round
             .into_iter()
@@ -279,6 +343,7 @@ impl Scheduler {
         let Some(round) = self.in_flight.take() else {
             return Vec::new();
         };
+        (self.sent_at, self.check_at) = (None, None);
         let abandoned = std::mem::take(&mut self.abandoned);
         self.session.on_failure();
         round
@@ -338,7 +403,10 @@ mod tests {
     }
 
     fn sent(r: &SessionFetch) -> Vec<i32> {
-        r.partitions.iter().map(|p| p.partition.partition()).collect()
+        r.partitions
+            .iter()
+            .map(|p| p.partition.partition())
+            .collect()
     }
 
     fn tickets(answers: &[Answer]) -> Vec<(Ticket, Option<String>)> {
@@ -414,7 +482,10 @@ mod tests {
         s.want(5, want(1, 2));
         let r = s.poll_request(t0).unwrap();
         assert_eq!(sent(&r), [1]);
-        assert!(r.forgotten.is_empty(), "partition 0 is still in the session");
+        assert!(
+            r.forgotten.is_empty(),
+            "partition 0 is still in the session"
+        );
         let answers = s.on_response(response(5, vec![data(0, None)]), t0);
         assert_eq!(tickets(&answers), [(3, None)]);
         assert_eq!(answers[0].result.as_ref().unwrap().fetch_offset, 0);
@@ -459,7 +530,10 @@ mod tests {
         let mut whole = response(0, vec![]);
         whole.error = Some(ResponseError::UnknownServerError);
         let answers = s.on_response(whole, t0);
-        assert_eq!(tickets(&answers), [(4, Some("UNKNOWN_SERVER_ERROR".into()))]);
+        assert_eq!(
+            tickets(&answers),
+            [(4, Some("UNKNOWN_SERVER_ERROR".into()))]
+        );
     }
 
     /// FETCH_SESSION_ID_NOT_FOUND: nothing is answered, the partitions go again at once in a
@@ -512,6 +586,36 @@ mod tests {
         let refused = s.want(2, want(0, 0)).unwrap();
         assert_eq!(refused.ticket, 2);
         assert_eq!(refused.result.unwrap_err().class, ErrorClass::Retriable);
+    }
+
+    /// An overdue request is checked every OVERDUE_AFTER; partitions that moved are answered at
+    /// once, the others keep waiting, and the late answer no longer reaches the moved ones.
+    #[test]
+    fn partitions_of_an_overdue_request_can_be_released() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        s.want(1, want(0, 0));
+        s.want(2, want(1, 0));
+        s.poll_request(t0).unwrap();
+        let due = t0 + Duration::from_millis(100) + OVERDUE_AFTER;
+        assert_eq!(s.next_wakeup(), Some(due));
+        assert!(s.overdue(due - Duration::from_millis(1)).is_none());
+        let (sent, parts) = s.overdue(due).unwrap();
+        assert_eq!((sent, parts), (t0, vec![tp(0), tp(1)]));
+        assert!(s.overdue(due).is_none(), "next check later");
+        assert_eq!(s.next_wakeup(), Some(due + OVERDUE_AFTER));
+        let answers = s.release(&[tp(1)], 7);
+        assert_eq!(
+            tickets(&answers),
+            [(2, Some("NOT_LEADER_OR_FOLLOWER".into()))]
+        );
+        assert!(s.release(&[tp(1)], 7).is_empty(), "answered once");
+        let (_, parts) = s.overdue(due + OVERDUE_AFTER).unwrap();
+        assert_eq!(parts, vec![tp(0)]);
+        // The request times out in the end: only the partition still waiting hears of it.
+        let answers = s.on_failure(IoError::new(ErrorClass::Retriable, "timeout", "late"));
+        assert_eq!(tickets(&answers), [(1, Some("timeout".into()))]);
+        assert_eq!(s.next_wakeup(), None);
     }
 
     /// A throttled answer (KIP-219) holds the next request back for the throttle time.

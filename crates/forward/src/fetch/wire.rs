@@ -96,6 +96,10 @@ impl SourceCluster for WireCluster {
         true
     }
 
+    fn unresponsive(&self, node: i32) {
+        self.client.unresponsive(node);
+    }
+
     async fn fetch(
         &self,
         node: i32,
