@@ -182,7 +182,7 @@ pub enum Error {
     /// A single record does not fit into a batch within the target's size limit.
     #[error(
         "the record at source offset {offset} needs a {size}-byte batch, more than the target \
-         limit of {limit} bytes; raise max.message.bytes on the target topic or filter the record out"
+         limit of {limit} bytes; raise max.message.bytes on the target topic"
     )]
     RecordTooLarge {
         /// Source offset of the record.

@@ -120,9 +120,11 @@ pub enum Error {
 
     /// The connection to a broker broke; every request in flight on it fails with this error.
     /// The [`Client`](crate::Client) reconnects on the next use.
+    // A mismatched security.protocol is only a likely cause while connecting; the handshake
+    // puts that hint into `reason` itself.
     #[error(
-        "connection to broker {broker} was lost: {reason}. If this happens right after connecting, \
-         check that security.protocol matches the broker's listener"
+        "connection to broker {broker} was lost: {reason}; the client reconnects on the next \
+         request (if this keeps happening, check that the broker is up and reachable)"
     )]
     Disconnected {
         /// `host:port` of the broker.
@@ -388,26 +390,85 @@ pub fn error_name(code: ResponseError) -> String {
     out
 }
 
+/// The principal to name in an ACL for this client, as far as the client can know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclPrincipal {
+    /// `User:alice` (SASL), `User:CN=alice,O=example` (a client certificate, with the broker's
+    /// default mapping) or `User:ANONYMOUS` (neither).
+    pub name: String,
+    /// Why the name may not be what the broker sees, when the client cannot be sure.
+    pub caveat: Option<&'static str>,
+}
+
+impl AclPrincipal {
+    /// `name`, quoted for a shell if it needs it (a certificate subject may hold spaces).
+    pub fn shell(&self) -> String {
+        let plain = self
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.:=,@/+-".contains(c));
+        if plain {
+            self.name.clone()
+        } else {
+            format!("'{}'", self.name.replace('\'', "'\\''"))
+        }
+    }
+}
+
+/// What the broker most likely calls a client with [`Client::principal`](crate::Client::principal)
+/// `principal`: SASL users are `User:<name>`; a certificate subject becomes `User:<subject DN>`
+/// under the default `ssl.principal.mapping.rules` (brokers with other rules map it to another
+/// name, which the client cannot see); without either, brokers say `User:ANONYMOUS`.
+pub fn acl_principal(principal: Option<&str>) -> AclPrincipal {
+    match principal {
+        Some(p) if p.starts_with("User:") => AclPrincipal {
+            name: p.to_owned(),
+            caveat: None,
+        },
+        Some(dn) => AclPrincipal {
+            name: format!("User:{dn}"),
+            caveat: Some(
+                "the principal brokers give this client certificate under the default \
+                 ssl.principal.mapping.rules; if the brokers set other rules, use the name they \
+                 map the certificate subject to",
+            ),
+        },
+        None => AclPrincipal {
+            name: "User:ANONYMOUS".to_owned(),
+            caveat: Some(
+                "what brokers call a client without SASL credentials or a client certificate",
+            ),
+        },
+    }
+}
+
 fn authorization_message(
     code: ResponseError,
     principal: Option<&str>,
     operation: &str,
     resource: &str,
 ) -> String {
-    // A certificate subject (mTLS) becomes a principal through the broker's
-    // ssl.principal.mapping.rules, which the client cannot see.
-    let (who, shown) = match principal {
-        Some(p) if p.starts_with("User:") => (p.to_owned(), p.to_owned()),
-        Some(p) => (
-            format!("client certificate {p}"),
-            format!("'User:<principal of {p}>'"),
-        ),
-        None => (
-            "the client's principal".to_owned(),
-            "User:<name>".to_owned(),
-        ),
-    };
+    let p = acl_principal(principal);
+    let caveat = p
+        .caveat
+        .map(|c| format!(" ({} is {c})", p.name))
+        .unwrap_or_default();
     let (kind, name) = resource.split_once(':').unwrap_or(("", resource));
+    // An idempotent producer id (InitProducerId) is granted by Write on any topic since Kafka
+    // 2.8 (KIP-679); IdempotentWrite on the cluster alone would still leave every produce
+    // denied, so the useful advice is Write on the topics being written.
+    if operation == "IdempotentWrite" && kind == "Cluster" {
+        return format!(
+            "not authorized ({}): {} may not get an idempotent producer id because it may not \
+             Write any topic; grant Write on the topics it produces to (since Kafka 2.8, KIP-679, \
+             that is enough: IdempotentWrite on the cluster is not needed), e.g. kafka-acls.sh \
+             --bootstrap-server <broker> --add --allow-principal {} --operation Write --topic \
+             <topic>{caveat}",
+            error_name(code),
+            p.name,
+            p.shell()
+        );
+    }
     let flag = match kind {
         "Topic" => format!("--topic {name}"),
         "Group" => format!("--group {name}"),
@@ -416,10 +477,12 @@ fn authorization_message(
         _ => resource.to_owned(),
     };
     format!(
-        "not authorized ({}): {who} may not {operation} {resource}; grant it, e.g. \
-         kafka-acls.sh --bootstrap-server <broker> --add --allow-principal {shown} --operation \
-         {operation} {flag}",
-        error_name(code)
+        "not authorized ({}): {} may not {operation} {resource}; grant it, e.g. \
+         kafka-acls.sh --bootstrap-server <broker> --add --allow-principal {} --operation \
+         {operation} {flag}{caveat}",
+        error_name(code),
+        p.name,
+        p.shell()
     )
 }
 
@@ -476,6 +539,68 @@ mod tests {
         assert!(m.contains("User:alice may not Write Topic:orders"), "{m}");
         assert!(m.contains("--operation Write --topic orders"), "{m}");
         assert!(m.contains("TOPIC_AUTHORIZATION_FAILED"), "{m}");
+    }
+
+    #[test]
+    fn a_certificate_principal_is_named_as_the_default_mapping_names_it() {
+        let e = Error::Authorization {
+            code: ResponseError::TopicAuthorizationFailed,
+            principal: Some("CN=my-us-user".into()),
+            operation: "Write".into(),
+            resource: "Topic:my-topic".into(),
+        };
+        let m = e.to_string();
+        assert!(!m.contains("<principal of"), "{m}");
+        assert!(
+            m.contains(
+                "User:CN=my-us-user may not Write Topic:my-topic; grant it, e.g. kafka-acls.sh \
+                 --bootstrap-server <broker> --add --allow-principal User:CN=my-us-user \
+                 --operation Write --topic my-topic (User:CN=my-us-user is the principal brokers \
+                 give this client certificate under the default ssl.principal.mapping.rules; if \
+                 the brokers set other rules, use the name they map the certificate subject to)"
+            ),
+            "{m}"
+        );
+        // A subject with a space is quoted for the shell.
+        let p = acl_principal(Some("CN=my user,O=example"));
+        assert_eq!(p.shell(), "'User:CN=my user,O=example'");
+        assert_eq!(acl_principal(None).name, "User:ANONYMOUS");
+        assert_eq!(acl_principal(Some("User:alice")).caveat, None);
+    }
+
+    #[test]
+    fn a_denied_producer_id_advises_write_on_the_topic_not_idempotent_write() {
+        let e = Error::Authorization {
+            code: ResponseError::ClusterAuthorizationFailed,
+            principal: Some("User:mirror".into()),
+            operation: "IdempotentWrite".into(),
+            resource: "Cluster:kafka-cluster".into(),
+        };
+        let m = e.to_string();
+        assert!(
+            m.contains("--allow-principal User:mirror --operation Write --topic <topic>"),
+            "{m}"
+        );
+        assert!(
+            m.contains("IdempotentWrite on the cluster is not needed"),
+            "{m}"
+        );
+        assert!(!m.contains("--operation IdempotentWrite"), "{m}");
+    }
+
+    #[test]
+    fn a_connection_lost_mid_stream_does_not_blame_security_protocol() {
+        let m = Error::Disconnected {
+            broker: "b:9092".into(),
+            reason: "connection reset by peer".into(),
+        }
+        .to_string();
+        assert_eq!(
+            m,
+            "connection to broker b:9092 was lost: connection reset by peer; the client \
+             reconnects on the next request (if this keeps happening, check that the broker is up \
+             and reachable)"
+        );
     }
 
     #[test]

@@ -87,10 +87,8 @@ impl TlsContext {
         ) {
             (Some(cert), Some(key)) => {
                 let chain = load_chain(cert)?;
-                let principal = chain
-                    .first()
-                    .and_then(|c| subject_cn(c))
-                    .map(|cn| format!("CN={cn}"));
+                // The whole subject, as the broker's default principal mapping names it.
+                let principal = chain.first().and_then(|c| subject_dn(c));
                 let validity = chain.first().and_then(|c| validity(c));
                 if let Some((not_before, not_after)) = validity {
                     let now = unix_now();
@@ -405,9 +403,10 @@ fn not_a_store(bytes: &[u8], key: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The subject common name of a DER certificate. A minimal DER walk (the crate has no X.509
-/// parser dependency and needs only this one field, for error messages).
-pub(crate) fn subject_cn(cert: &[u8]) -> Option<String> {
+/// The subject (a DER SEQUENCE OF RDN, contents only) of a DER certificate. A minimal DER walk:
+/// the crate has no X.509 parser dependency and needs only the subject and validity, for error
+/// messages.
+fn subject(cert: &[u8]) -> Option<&[u8]> {
     let (_, cert_body, _) = der_tlv(cert).filter(|t| t.0 == 0x30)?;
     let (_, tbs, _) = der_tlv(cert_body).filter(|t| t.0 == 0x30)?;
     let mut rest = tbs;
@@ -419,24 +418,119 @@ pub(crate) fn subject_cn(cert: &[u8]) -> Option<String> {
     for _ in 0..4 {
         rest = der_tlv(rest)?.2;
     }
-    let (_, subject, _) = der_tlv(rest).filter(|t| t.0 == 0x30)?;
-    let mut rdns = subject;
-    let mut cn = None;
+    der_tlv(rest).filter(|t| t.0 == 0x30).map(|t| t.1)
+}
+
+/// The subject of a DER certificate as the broker names it: Java's
+/// `X500Principal.getName()` (RFC 2253), which is the principal name Kafka's default
+/// `ssl.principal.mapping.rules` (`DEFAULT`) keep unchanged. RDNs in reverse order, the RFC 2253
+/// keywords (CN, C, L, ST, O, OU, STREET, DC, UID), other attribute types as dotted OIDs with a
+/// `#`-hex value, and Java's escaping. `None` for an empty or unparsable subject.
+pub(crate) fn subject_dn(cert: &[u8]) -> Option<String> {
+    let mut rdns = subject(cert)?;
+    let mut out: Vec<String> = Vec::new();
     while !rdns.is_empty() {
         let (_, set, next) = der_tlv(rdns).filter(|t| t.0 == 0x31)?;
         let mut attrs = set;
+        let mut avas = Vec::new();
         while !attrs.is_empty() {
             let (_, atv, more) = der_tlv(attrs).filter(|t| t.0 == 0x30)?;
             let (oid_tag, oid, value) = der_tlv(atv)?;
-            if oid_tag == 0x06 && oid == [0x55, 0x04, 0x03] {
-                let (_, v, _) = der_tlv(value)?;
-                cn = Some(String::from_utf8_lossy(v).into_owned());
+            if oid_tag != 0x06 {
+                return None;
             }
+            let (tag, content, after) = der_tlv(value)?;
+            let whole = &value[..value.len() - after.len()];
+            avas.push(rfc2253_ava(oid, tag, content, whole)?);
             attrs = more;
         }
+        out.push(avas.join("+"));
         rdns = next;
     }
-    cn
+    out.reverse();
+    (!out.is_empty()).then(|| out.join(","))
+}
+
+/// One `type=value` of an RFC 2253 name, formatted as Java's `AVA.toRFC2253String`.
+fn rfc2253_ava(oid: &[u8], tag: u8, content: &[u8], whole: &[u8]) -> Option<String> {
+    const KEYWORDS: &[(&[u8], &str)] = &[
+        (&[0x55, 0x04, 0x03], "CN"),
+        (&[0x55, 0x04, 0x06], "C"),
+        (&[0x55, 0x04, 0x07], "L"),
+        (&[0x55, 0x04, 0x08], "ST"),
+        (&[0x55, 0x04, 0x09], "STREET"),
+        (&[0x55, 0x04, 0x0a], "O"),
+        (&[0x55, 0x04, 0x0b], "OU"),
+        (
+            &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19],
+            "DC",
+        ),
+        (
+            &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01],
+            "UID",
+        ),
+    ];
+    let keyword = KEYWORDS.iter().find(|(o, _)| *o == oid).map(|(_, k)| *k);
+    // The string types Java formats as text, decoded as Java 17 does: the raw bytes as UTF-8
+    // (exact for UTF8String, PrintableString and IA5String, the ones certificates use).
+    let text = matches!(tag, 0x0c | 0x13 | 0x14 | 0x16 | 0x1b | 0x1e)
+        .then(|| String::from_utf8_lossy(content).into_owned());
+    let (Some(keyword), Some(text)) = (keyword, text) else {
+        // Unknown attribute types and non-string values: dotted OID and the value's DER in hex.
+        let hex: String = whole.iter().map(|b| format!("{b:02x}")).collect();
+        let name = keyword.map_or_else(|| dotted_oid(oid), |k| Some(k.to_owned()))?;
+        return Some(format!("{name}=#{hex}"));
+    };
+    const ESCAPED: &str = ",=+<>#;\"\\";
+    let mut chars: Vec<String> = Vec::new();
+    for c in text.chars() {
+        if ESCAPED.contains(c) {
+            chars.push(format!("\\{c}"));
+        } else if c == '\0' {
+            chars.push("\\00".into());
+        } else {
+            chars.push(c.to_string());
+        }
+    }
+    // Leading and trailing spaces (and CRs) are escaped too.
+    let blank = |s: &String| s == " " || s == "\r";
+    let lead = chars.iter().take_while(|c| blank(c)).count();
+    let trail = chars.len() - chars.iter().rev().take_while(|c| blank(c)).count();
+    let mut value = String::new();
+    for (i, c) in chars.iter().enumerate() {
+        if i < lead || i >= trail.max(lead) {
+            value.push('\\');
+        }
+        value.push_str(c);
+    }
+    Some(format!("{keyword}={value}"))
+}
+
+/// `2.5.4.3` from the DER contents of an OBJECT IDENTIFIER.
+fn dotted_oid(oid: &[u8]) -> Option<String> {
+    let mut arcs: Vec<u64> = Vec::new();
+    let mut acc: u64 = 0;
+    for (i, &b) in oid.iter().enumerate() {
+        acc = acc.checked_mul(128)?.checked_add(u64::from(b & 0x7f))?;
+        if b & 0x80 == 0 {
+            if arcs.is_empty() {
+                let first = (acc / 40).min(2);
+                arcs.push(first);
+                arcs.push(acc - first * 40);
+            } else {
+                arcs.push(acc);
+            }
+            acc = 0;
+        } else if i + 1 == oid.len() {
+            return None;
+        }
+    }
+    (!arcs.is_empty()).then(|| {
+        arcs.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(".")
+    })
 }
 
 /// The validity period (not before, not after) of a DER certificate, in Unix seconds.
@@ -654,15 +748,63 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
     }
 
     #[test]
-    fn subject_cn_from_der() {
+    fn garbage_subjects_are_none_not_a_panic() {
+        assert_eq!(subject_dn(&[0x30, 0x05, 1, 2]), None);
+        assert_eq!(subject_dn(&[]), None);
+        assert_eq!(subject_dn(&fake_cert_with_subject(&[0x30, 0x00])), None);
+    }
+
+    /// The smallest DER a subject walk accepts: Certificate { TBS { serial, alg, issuer,
+    /// validity, subject } }.
+    fn fake_cert_with_subject(subject: &[u8]) -> Vec<u8> {
+        let mut tbs = vec![0x02, 0x01, 0x01, 0x30, 0x00, 0x30, 0x00, 0x30, 0x00];
+        tbs.extend_from_slice(subject);
+        let mut tbs_seq = vec![0x30, tbs.len() as u8];
+        tbs_seq.extend_from_slice(&tbs);
+        let mut cert = vec![0x30, tbs_seq.len() as u8];
+        cert.extend_from_slice(&tbs_seq);
+        cert
+    }
+
+    #[test]
+    fn subject_dn_is_what_java_calls_the_rfc2253_name() {
         let der = CertificateDer::from_pem_slice(ALICE.as_bytes()).unwrap();
-        assert_eq!(subject_cn(&der).as_deref(), Some("alice"));
+        // Encoded O=strait, CN=alice; Java (and so the broker) names it most specific first.
+        assert_eq!(subject_dn(&der).as_deref(), Some("CN=alice,O=strait"));
+        assert_eq!(subject_dn(&[0x30, 0x05, 1, 2]), None);
+        // Escaping, an unknown attribute type (emailAddress), a BMPString and a multi-valued
+        // RDN; the expected strings are what `new X500Principal(der).getName()` printed for the
+        // same DER on OpenJDK 17.0.15.
+        let ava = |oid: &[u8], tag: u8, v: &[u8]| {
+            let mut whole = vec![tag, v.len() as u8];
+            whole.extend_from_slice(v);
+            rfc2253_ava(oid, tag, v, &whole).unwrap()
+        };
         assert_eq!(
-            subject_cn(&[0x30, 0x05, 1, 2]),
-            None,
-            "garbage is not a panic"
+            ava(&[0x55, 4, 3], 0x0c, br#"a,b=c+d<e>f#g;h"i\j "#),
+            r#"CN=a\,b\=c\+d\<e\>f\#g\;h\"i\\j\ "#
         );
-        assert_eq!(subject_cn(&[]), None);
+        assert_eq!(ava(&[0x55, 4, 0x0b], 0x13, b" x"), r"OU=\ x");
+        assert_eq!(
+            ava(
+                &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01],
+                0x16,
+                b"a.b"
+            ),
+            "1.2.840.113549.1.9.1=#1603612e62"
+        );
+        assert_eq!(
+            ava(&[0x55, 4, 3], 0x1e, &[0, b'z', 0x00, 0xe9]),
+            "CN=\\00z\\00\u{fffd}"
+        );
+        // SEQUENCE { SET { O=strait }, SET { CN=x, OU=y } }
+        let multi = [
+            0x30, 0x27, 0x31, 0x0f, 0x30, 0x0d, 0x06, 0x03, 0x55, 0x04, 0x0a, 0x0c, 0x06, b's',
+            b't', b'r', b'a', b'i', b't', 0x31, 0x14, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x03,
+            0x0c, 0x01, b'x', 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x0b, 0x0c, 0x01, b'y',
+        ];
+        let cert = fake_cert_with_subject(&multi);
+        assert_eq!(subject_dn(&cert).as_deref(), Some("CN=x+OU=y,O=strait"));
     }
 
     #[test]

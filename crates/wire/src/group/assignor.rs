@@ -414,6 +414,27 @@ mod tests {
         }
     }
 
+    /// Scale-out with many small topics (issue: range put partition 0 of every topic on the
+    /// first member): round-robin spreads 100 one-partition topics over 3 members as 34/33/33.
+    #[test]
+    fn many_single_partition_topics_round_robin_balances_range_does_not() {
+        let names: Vec<String> = (0..100).map(|i| format!("topic-{i:03}")).collect();
+        let topics: Vec<&str> = names.iter().map(String::as_str).collect();
+        let members = [
+            member("m1", &topics),
+            member("m2", &topics),
+            member("m3", &topics),
+        ];
+        let c: BTreeMap<String, i32> = names.iter().map(|t| (t.clone(), 1)).collect();
+        let rr = Assignor::RoundRobin.assign(&c, &members);
+        assert_complete_and_disjoint(&c, &members, &rr);
+        let sizes: Vec<usize> = ["m1", "m2", "m3"].iter().map(|m| rr[*m].len()).collect();
+        assert_eq!(sizes, [34, 33, 33]);
+        let range = Assignor::Range.assign(&c, &members);
+        let sizes: Vec<usize> = ["m1", "m2", "m3"].iter().map(|m| range[*m].len()).collect();
+        assert_eq!(sizes, [100, 0, 0], "range is per topic");
+    }
+
     #[test]
     fn names_round_trip() {
         for a in [Assignor::Range, Assignor::RoundRobin] {
