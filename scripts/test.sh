@@ -14,9 +14,41 @@ scripts/install-prereqs.sh
 step "Kafka jars (Maven Central -> ${STRAIT_CACHE:-$HOME/.cache/strait})"
 scripts/kafka-jars.sh 4 3.9
 
-# Brokers left over by an earlier, interrupted run would only eat the two cores.
-pkill -f 'strait.testkit' 2>/dev/null || true
-trap 'pkill -f "strait.testkit" 2>/dev/null || true' EXIT
+# Process hygiene on a shared machine: stop only this suite's own processes, never by name
+# (another run's brokers match any pattern ours do). Every process the test kit starts (brokers,
+# tool JVMs, watchdogs) and every `strait` a test starts is recorded in $STRAIT_TEST_PIDS as
+# <pid> -> start time; a process whose pid was reused has another start time and is left alone.
+runs="${TMPDIR:-/tmp}/strait-test-pids"
+start_time() { # field 22 of /proc/<pid>/stat, counted after the ")" that ends the name
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  set -- ${stat##*) }
+  echo "${20}"
+}
+stop_recorded() { # kill what a run's registry lists and still runs, then drop the registry
+  local dir=$1 f pid
+  for f in "$dir"/[0-9]*; do
+    [ -f "$f" ] || continue
+    pid=${f##*/}
+    if [ "$(start_time "$pid")" = "$(cat "$f")" ]; then
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$dir"
+}
+mkdir -p "$runs"
+# Leftovers of earlier runs of this suite whose script is gone (killed before its EXIT trap).
+for dir in "$runs"/run-*; do
+  [ -f "$dir/owner" ] || continue
+  read -r owner owner_start < "$dir/owner" || continue
+  if [ "$(start_time "$owner")" != "$owner_start" ]; then
+    stop_recorded "$dir"
+  fi
+done
+STRAIT_TEST_PIDS=$(mktemp -d "$runs/run-XXXXXX")
+export STRAIT_TEST_PIDS
+echo "$$ $(start_time $$)" > "$STRAIT_TEST_PIDS/owner"
+trap 'stop_recorded "$STRAIT_TEST_PIDS"' EXIT
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

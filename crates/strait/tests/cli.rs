@@ -3,17 +3,20 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::StraitCommand;
 
 fn strait(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(args)
+    let mut cmd = StraitCommand::new(args);
+    cmd.command()
         // A clean environment: no STRAIT_*, RUST_LOG or OTEL_* from the developer's shell.
         .env_clear()
-        .envs(env.iter().copied())
-        .output()
-        .expect("run strait")
+        .envs(env.iter().copied());
+    cmd.output()
 }
 
 fn stdout(o: &Output) -> String {

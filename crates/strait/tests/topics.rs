@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -40,11 +39,9 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
     );
 
     // check: connects and prints the plan, creating nothing.
-    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["check", "--config"])
+    let out = StraitCommand::new(["check", "--config"])
         .arg(&config)
-        .output()
-        .unwrap();
+        .output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -61,9 +58,12 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
         "unselected topic in the plan: {stdout}"
     );
 
-    produce_monotonic(&source, "orders", 3_000, -1);
-    let (mut child, log) = spawn_strait(&config, 0);
     let rt = runtime();
+    // Explicit partitions: a keyless producer may leave partitions empty.
+    rt.block_on(async {
+        produce_to_partitions(&client(&source).await, "orders", 0..3, 1_000).await;
+    });
+    let (mut child, log) = spawn_strait(&config, 0);
     rt.block_on(async {
         let src = client(&source).await;
         let dst = client(&target).await;
@@ -97,8 +97,7 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
             .create_partitions("orders", 5)
             .await
             .unwrap();
-        // The Java producer below reads metadata once at start: let the new partitions settle
-        // first, or it may only know the first three.
+        // Produce to every partition, the new ones included, once they have leaders.
         assert!(
             Admin::new(&src)
                 .wait_for_leaders("orders", 5, Duration::from_secs(30))
@@ -107,13 +106,10 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
         );
         // A new matching topic is picked up without a restart.
         source.create_topic("payments", 2, 1, &[]).unwrap();
-        produce_monotonic(&source, "orders", 5_000, -1);
-        produce_monotonic(&source, "payments", 1_000, -1);
+        produce_to_partitions(&src, "orders", 0..5, 1_000).await;
+        produce_to_partitions(&src, "payments", 0..2, 500).await;
         let orders = end_offsets(&src, "orders", 5).await;
-        assert!(
-            orders[3] + orders[4] > 0,
-            "the producer never wrote to the new partitions: {orders:?}"
-        );
+        assert_eq!(orders, [2_000, 2_000, 2_000, 1_000, 1_000]);
         wait_until_complete(&dst, "orders", &orders, Duration::from_secs(90)).await;
         wait_until_complete(
             &dst,
@@ -145,7 +141,10 @@ fn creates_topics_with_configs_follows_new_topics_and_partitions() {
 fn mirror_maker_1_options_are_a_drop_in() {
     let (source, target) = clusters("mm1");
     source.create_topic("legacy-app", 2, 1, &[]).unwrap();
-    produce_monotonic(&source, "legacy-app", 2_000, -1);
+    let rt = runtime();
+    rt.block_on(async {
+        produce_to_partitions(&client(&source).await, "legacy-app", 0..2, 1_000).await;
+    });
     let dir = tempfile::tempdir().unwrap();
     let consumer = dir.path().join("consumer.properties");
     let producer = dir.path().join("producer.properties");
@@ -160,22 +159,18 @@ fn mirror_maker_1_options_are_a_drop_in() {
     )
     .unwrap();
     let log = dir.path().join("mm1.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["mirror-maker", "--consumer.config"])
+    let mut cmd = StraitCommand::new(["mirror-maker", "--consumer.config"])
         .arg(&consumer)
         .arg("--producer.config")
         .arg(&producer)
-        .args([
-            "--whitelist",
-            "legacy-.*",
-            "--offset.commit.interval.ms",
-            "500",
-        ])
+        .arg("--whitelist")
+        .arg("legacy-.*")
+        .arg("--offset.commit.interval.ms")
+        .arg("500");
+    cmd.command()
         .env("STRAIT_METRICS_LISTEN", "")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let rt = runtime();
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut child = cmd.spawn();
     rt.block_on(async {
         let src = client(&source).await;
         let dst = client(&target).await;

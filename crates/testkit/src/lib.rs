@@ -19,8 +19,9 @@
 //! # Ok::<(), strait_testkit::Error>(())
 //! ```
 //!
-//! Every JVM carries `-Dstrait.testkit=1` (`pkill -f strait.testkit` kills strays). A watchdog process per
-//! cluster kills its JVMs if the test process dies without running `Drop`. Environment:
+//! Every JVM carries `-Dstrait.testkit=1`. A watchdog process per cluster kills its JVMs if the test process
+//! dies without running `Drop`; with `STRAIT_TEST_PIDS` set, every process started is also recorded there so
+//! that the run's script stops exactly its own leftovers (see [`track_process`]). Environment:
 //! `STRAIT_KEEP_CLUSTERS=1` keeps cluster dirs, `STRAIT_CACHE` moves the jar cache, `STRAIT_START_TIMEOUT_SECS`
 //! changes the readiness timeout (120 s), `STRAIT_JAVA` picks the `java` binary, `STRAIT_CDS=0` turns off the
 //! AppCDS archives that speed up JVM starts (kept next to the jars, in `<cache>/kafka-<version>/strait-cds`).
@@ -33,6 +34,7 @@ mod pki;
 mod ports;
 mod process;
 mod props;
+mod registry;
 mod tools;
 mod version;
 mod watchdog;
@@ -41,6 +43,7 @@ pub use cluster::{ADMIN_PASSWORD, AdminOp, Cluster, ClusterBuilder, Listener, Re
 pub use error::Error;
 pub use pki::{ForeignCa, Pki, UserCert, Validity};
 pub use process::JavaProcess;
+pub use registry::{PIDS_ENV, track_process, untrack_process};
 pub use tools::ConsumeOptions;
 pub use version::{KafkaVersion, kafka_lib_dir};
 

@@ -175,6 +175,7 @@ impl Node {
             }
         };
         self.cds_dump = cds.into_dump();
+        crate::registry::track_process(child.id());
         let pid_path = self.pid_path();
         fs::write(&pid_path, child.id().to_string())
             .map_err(|e| Error::io(format!("writing {}", pid_path.display()), e))?;
@@ -325,7 +326,9 @@ impl Node {
     }
 
     fn forget(&mut self, status: Option<ExitStatus>) {
-        self.child = None;
+        if let Some(child) = self.child.take() {
+            crate::registry::untrack_process(child.id());
+        }
         // The watchdog SIGKILLs the pids it finds; a reaped pid may be reused, so drop the file now.
         let _ = fs::remove_file(self.pid_path());
         if let Some(dump) = self.cds_dump.take() {

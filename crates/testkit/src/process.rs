@@ -99,6 +99,7 @@ impl Cluster {
                 ));
             }
         };
+        crate::registry::track_process(child.id());
         let pid_path = dir.join("jvm.pid");
         fs::write(&pid_path, child.id().to_string())
             .map_err(|e| Error::io(format!("writing {}", pid_path.display()), e))?;
@@ -189,7 +190,9 @@ impl JavaProcess {
     }
 
     fn reaped(&mut self, status: Option<ExitStatus>) {
-        self.child = None;
+        if let Some(child) = self.child.take() {
+            crate::registry::untrack_process(child.id());
+        }
         self.status = status;
         let _ = fs::remove_file(self.dir.join("jvm.pid"));
         if let Some(dump) = self.cds_dump.take() {

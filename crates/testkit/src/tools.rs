@@ -344,6 +344,7 @@ impl Cluster {
                 ));
             }
         };
+        crate::registry::track_process(child.id());
         // Feed stdin from a thread: a tool that stops reading must not block us past the timeout.
         let feeder = match (stdin, child.stdin.take()) {
             (Some(data), Some(mut pipe)) => Some(std::thread::spawn(move || {
@@ -369,6 +370,7 @@ impl Cluster {
                 }
             }
         };
+        crate::registry::untrack_process(child.id());
         if let Some(f) = feeder {
             let _ = f.join();
         }

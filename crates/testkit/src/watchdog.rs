@@ -29,7 +29,7 @@ impl Watchdog {
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(SCRIPT)
-            // $0: shows in `ps`, and `pkill -f strait.testkit` matches it like the JVMs.
+            // $0: shows in `ps`.
             .arg("strait.testkit-watchdog")
             .arg(cluster_dir)
             .arg(if keep { "keep" } else { "remove" })
@@ -39,6 +39,7 @@ impl Watchdog {
             .spawn()
             .map_err(|e| Error::io("starting the cluster watchdog (sh)", e))?;
         let stdin = child.stdin.take();
+        crate::registry::track_process(child.id());
         Ok(Watchdog { child, stdin })
     }
 
@@ -49,6 +50,7 @@ impl Watchdog {
             let _ = stdin.flush();
         }
         let _ = self.child.wait();
+        crate::registry::untrack_process(self.child.id());
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use strait_forward::{FetchedBatch, FetchedRecords};
@@ -73,19 +73,138 @@ pub fn write_config(
     path
 }
 
-/// Starts `strait run --config <config>`, logging to `<config>.<n>.log`.
-pub fn spawn_strait(config: &Path, n: usize) -> (Child, PathBuf) {
+/// A running `strait` process that is SIGKILLed and reaped when dropped, so that a test that
+/// panics (or returns early) never leaves it running. Every `strait` a test starts goes through
+/// [`StraitCommand`], which returns one of these. Derefs to the [`Child`].
+#[derive(Debug)]
+pub struct StraitProcess {
+    child: Option<Child>,
+}
+
+impl StraitProcess {
+    /// Gives up the guard: the caller takes over stopping the process (only for tests that wrap
+    /// the child in a kill-on-drop guard of their own).
+    pub fn into_child(mut self) -> Child {
+        self.child
+            .take()
+            .expect("the child is present until into_child or drop")
+    }
+}
+
+impl std::ops::Deref for StraitProcess {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.child
+            .as_ref()
+            .expect("the child is present until into_child or drop")
+    }
+}
+
+impl std::ops::DerefMut for StraitProcess {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.child
+            .as_mut()
+            .expect("the child is present until into_child or drop")
+    }
+}
+
+impl Drop for StraitProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+            strait_testkit::untrack_process(child.id());
+        }
+    }
+}
+
+/// The `strait` binary with arguments. Runs only through [`spawn`](Self::spawn) (a guarded
+/// [`StraitProcess`]) or [`output`](Self::output) (bounded in time, killed if it hangs).
+pub struct StraitCommand {
+    cmd: Command,
+}
+
+/// How long a one-shot `strait` command (`check`, `--help`) may run before the test fails.
+const ONE_SHOT_LIMIT: Duration = Duration::from_secs(180);
+
+impl StraitCommand {
+    /// `strait <args>`.
+    pub fn new<I, S>(args: I) -> StraitCommand
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strait"));
+        cmd.args(args).stdin(Stdio::null());
+        StraitCommand { cmd }
+    }
+
+    /// One more argument.
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> StraitCommand {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// The underlying command, for environment and output settings.
+    pub fn command(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+
+    /// Starts it; the process is killed when the returned guard drops.
+    pub fn spawn(mut self) -> StraitProcess {
+        let child = self.cmd.spawn().expect("start strait");
+        strait_testkit::track_process(child.id());
+        StraitProcess { child: Some(child) }
+    }
+
+    /// Runs it to completion and returns its output. Output goes through files (no pipe can
+    /// fill up); a process still running after 3 minutes is killed and the test fails.
+    pub fn output(mut self) -> Output {
+        let mut out = tempfile::tempfile().expect("temp file for stdout");
+        let mut err = tempfile::tempfile().expect("temp file for stderr");
+        self.cmd
+            .stdout(out.try_clone().expect("dup stdout file"))
+            .stderr(err.try_clone().expect("dup stderr file"));
+        let mut process = self.spawn();
+        let deadline = Instant::now() + ONE_SHOT_LIMIT;
+        let status = loop {
+            if let Some(status) = process.try_wait().expect("wait for strait") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "strait did not finish within {ONE_SHOT_LIMIT:?} (killed)"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let read = |f: &mut std::fs::File| {
+            use std::io::{Read, Seek};
+            let mut buf = Vec::new();
+            f.seek(std::io::SeekFrom::Start(0)).expect("rewind output");
+            f.read_to_end(&mut buf).expect("read output");
+            buf
+        };
+        Output {
+            status,
+            stdout: read(&mut out),
+            stderr: read(&mut err),
+        }
+    }
+}
+
+/// Starts `strait run --config <config>`, logging to `<config>.<n>.log`. The process is killed
+/// when the returned guard drops.
+pub fn spawn_strait(config: &Path, n: usize) -> (StraitProcess, PathBuf) {
     let log = config.with_extension(format!("{n}.log"));
     let file = std::fs::File::create(&log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["run", "--config"])
-        .arg(config)
+    let mut cmd = StraitCommand::new(["run", "--config"]).arg(config);
+    cmd.command()
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("start strait");
-    (child, log)
+        .stderr(file);
+    (cmd.spawn(), log)
 }
 
 /// SIGTERM, then the exit status.
@@ -254,5 +373,77 @@ pub fn wait_for_log(log: &Path, needle: &str, timeout: Duration) {
             log.display()
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Writes `per_partition` records to every partition in `partitions` of `topic`, each batch
+/// addressed to its partition explicitly, so no partitioner decides where records go (a
+/// keyless Java producer may leave whole partitions empty). Values are `<partition>-<n>`,
+/// uncompressed batches of at most 500 records.
+pub async fn produce_to_partitions(
+    client: &Client,
+    topic: &str,
+    partitions: std::ops::Range<i32>,
+    per_partition: usize,
+) {
+    use bytes::BytesMut;
+    use strait_wire::kafka_protocol::indexmap::IndexMap;
+    use strait_wire::kafka_protocol::protocol::StrBytes;
+    use strait_wire::kafka_protocol::records::{
+        Compression, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+        Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use strait_wire::{ProduceBatch, ProduceOptions};
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut sent = 0;
+    while sent < per_partition {
+        let n = (per_partition - sent).min(500);
+        let mut batches = Vec::new();
+        for p in partitions.clone() {
+            let records: Vec<Record> = (sent..sent + n)
+                .map(|i| Record {
+                    transactional: false,
+                    control: false,
+                    delete_horizon: false,
+                    partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+                    producer_id: NO_PRODUCER_ID,
+                    producer_epoch: NO_PRODUCER_EPOCH,
+                    timestamp_type: TimestampType::Creation,
+                    offset: (i - sent) as i64,
+                    sequence: NO_SEQUENCE,
+                    timestamp: now,
+                    key: None,
+                    value: Some(bytes::Bytes::from(format!("{p}-{i}"))),
+                    headers: IndexMap::<StrBytes, Option<bytes::Bytes>>::new(),
+                })
+                .collect();
+            let mut buf = BytesMut::new();
+            RecordBatchEncoder::encode(
+                &mut buf,
+                records.iter(),
+                &RecordEncodeOptions {
+                    version: 2,
+                    compression: Compression::None,
+                },
+            )
+            .unwrap();
+            batches.push(ProduceBatch::new(
+                TopicPartition::new(topic, p).unwrap(),
+                buf.freeze(),
+            ));
+        }
+        for r in client
+            .produce(batches, &ProduceOptions::default())
+            .await
+            .unwrap()
+        {
+            r.outcome
+                .unwrap_or_else(|e| panic!("producing to {}: {e}", r.partition));
+        }
+        sent += n;
     }
 }
