@@ -39,10 +39,13 @@ fn main() -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
             };
-            match runtime.block_on(mirror::check(&loaded.config)) {
-                Ok(plan) => {
-                    print!("{plan}");
-                    ExitCode::SUCCESS
+            match runtime.block_on(strait::check::check(&loaded.config)) {
+                Ok(report) => {
+                    print!("{}", report.text);
+                    match report.failure() {
+                        Some(e) => fail(&e),
+                        None => ExitCode::SUCCESS,
+                    }
                 }
                 Err(e) => fail(&e),
             }

@@ -347,27 +347,54 @@ fn assignors(m: &config::Mirror) -> Vec<Assignor> {
 /// Logs a failed refresh (rate-limited) and returns the delay before the next attempt.
 fn refresh_failed(retry: &mut RefreshRetry, e: &Error) -> Duration {
     let plan = retry.failed(&e.to_string(), std::time::Instant::now());
-    let delay = plan.delay;
     match plan.log {
-        Verdict::First => {
-            tracing::error!(error = %e, "topic refresh failed; retrying in {delay:.1?}")
-        }
-        Verdict::Again { suppressed } => tracing::error!(
+        Verdict::Quiet => tracing::debug!(
             error = %e, failures = plan.failures,
-            "topic refresh still failing ({suppressed} identical failures not logged since the last report); \
-             retrying in {delay:.1?}"
+            "topic refresh failed again; retrying in {:.1?}", plan.delay
         ),
-        Verdict::Quiet => {
-            tracing::debug!(error = %e, failures = plan.failures, "topic refresh failed again; retrying in {delay:.1?}")
-        }
+        verdict => tracing::error!(
+            error = %e, failures = plan.failures, "{}",
+            refresh_message(verdict, plan.delay, retry.max_delay())
+        ),
     }
-    delay
+    plan.delay
+}
+
+/// The log message for a failed topic refresh (the error is a field of the line).
+fn refresh_message(verdict: Verdict, delay: Duration, max: Duration) -> String {
+    let every = config::format_duration(log_limit::DEFAULT_EVERY);
+    let max = config::format_duration(max);
+    match verdict {
+        Verdict::Again { suppressed } => format!(
+            "topic refresh still failing ({suppressed} identical failures not logged in the last \
+             {every}); retrying in {delay:.1?}"
+        ),
+        _ => format!(
+            "topic refresh failed; retrying in {delay:.1?}, then less and less often (at least \
+             every {max}); the same error is logged again every {every} with a count"
+        ),
+    }
 }
 
 fn refresh_succeeded(retry: &mut RefreshRetry) {
     let failures = retry.succeeded();
     if failures > 0 {
         tracing::info!(failures, "topic refresh works again");
+    }
+}
+
+/// The log message for a stopped partition (the partition and error are fields of the line).
+fn stopped_message(verdict: Verdict) -> String {
+    let every = config::format_duration(log_limit::DEFAULT_EVERY);
+    match verdict {
+        Verdict::Again { suppressed } => format!(
+            "partition is still stopped and needs attention ({suppressed} identical reports not \
+             logged in the last {every})"
+        ),
+        _ => format!(
+            "partition is stopped and needs attention (while it stays stopped with this error, it \
+             is reported again every {every} with a count)"
+        ),
     }
 }
 
@@ -396,15 +423,7 @@ impl StoppedPartitions {
         now: std::time::Instant,
     ) {
         for (tp, err, verdict) in self.due(failures, now) {
-            match verdict {
-                Verdict::Again { suppressed } => tracing::error!(
-                    partition = %tp, error = %err, repeats = suppressed,
-                    "partition is still stopped and needs attention ({suppressed} reports suppressed since the last one)"
-                ),
-                _ => {
-                    tracing::error!(partition = %tp, error = %err, "partition is stopped and needs attention")
-                }
-            }
+            tracing::error!(partition = %tp, error = %err, "{}", stopped_message(verdict));
         }
     }
 
@@ -421,7 +440,7 @@ impl StoppedPartitions {
             .into_iter()
             .filter_map(|key| {
                 let verdict = self.log.check(&key, now);
-                verdict.should_log().then(|| (key.0, key.1, verdict))
+                verdict.should_log().then_some((key.0, key.1, verdict))
             })
             .collect();
         due.sort_by(|a, b| (a.0.topic(), a.0.partition()).cmp(&(b.0.topic(), b.0.partition())));
@@ -446,72 +465,6 @@ fn routes(
             })
         })
         .collect()
-}
-
-/// `strait check`: connects, and prints the plan (topics, partitions, target names).
-pub async fn check(config: &Config) -> Result<String> {
-    use std::fmt::Write;
-    let (source, target) = connect(config).await?;
-    let topics = Topics::new(source.clone(), target.clone(), config.clone());
-    let selected = topics.discover().await?;
-    let names: Vec<String> = selected.values().map(|t| t.target.clone()).collect();
-    let target_md = target.metadata(Some(&names)).await.map_err(Error::Wire)?;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "source {} and target {} are reachable",
-        config.source.alias, config.target.alias
-    );
-    match target.init_producer_id().await {
-        Ok(_) => {
-            let _ = writeln!(
-                out,
-                "target: the mirror's principal may produce (InitProducerId succeeded)"
-            );
-        }
-        Err(e) => {
-            return Err(Error::Runtime(format!(
-                "target cluster {}: {e}",
-                config.target.alias
-            )));
-        }
-    }
-    let positions = GroupPositions::new(&source, &config.mirror.group_id);
-    if !selected.is_empty() {
-        let sample: Vec<TopicPartition> = selected
-            .values()
-            .filter_map(|t| TopicPartition::new(&t.source, 0).ok())
-            .collect();
-        use strait_forward::pipeline::Positions;
-        positions.load(&sample).await.map_err(|e| {
-            Error::Runtime(format!(
-                "source consumer group {}: {e}",
-                config.mirror.group_id
-            ))
-        })?;
-        let _ = writeln!(
-            out,
-            "source: consumer group {} is readable",
-            config.mirror.group_id
-        );
-    }
-    let _ = writeln!(out, "plan ({} topics):", selected.len());
-    for t in selected.values() {
-        let state = match target_md.topic(&t.target).filter(|ti| ti.error.is_none()) {
-            Some(ti) if ti.partitions.len() as i64 >= i64::from(t.partitions) => {
-                "exists".to_string()
-            }
-            Some(ti) => format!("exists with {} partitions, will grow", ti.partitions.len()),
-            None if config.mirror.create_topics => "will be created".to_string(),
-            None => "MISSING (mirror.create_topics = false)".to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "  {} [{} partitions] -> {} ({state})",
-            t.source, t.partitions, t.target
-        );
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -560,6 +513,38 @@ mod tests {
         );
         assert_eq!(lines[0].0.partition(), 0);
         assert_eq!(lines[11].0.partition(), 11);
+    }
+
+    #[test]
+    fn repeated_errors_are_logged_with_their_count() {
+        assert_eq!(
+            stopped_message(Verdict::First),
+            "partition is stopped and needs attention (while it stays stopped with this error, it \
+             is reported again every 5m with a count)"
+        );
+        assert_eq!(
+            stopped_message(Verdict::Again { suppressed: 29 }),
+            "partition is still stopped and needs attention (29 identical reports not logged in \
+             the last 5m)"
+        );
+        assert_eq!(
+            refresh_message(
+                Verdict::First,
+                Duration::from_millis(750),
+                Duration::from_secs(60)
+            ),
+            "topic refresh failed; retrying in 750.0ms, then less and less often (at least every \
+             1m); the same error is logged again every 5m with a count"
+        );
+        assert_eq!(
+            refresh_message(
+                Verdict::Again { suppressed: 6 },
+                Duration::from_secs(42),
+                Duration::from_secs(60)
+            ),
+            "topic refresh still failing (6 identical failures not logged in the last 5m); \
+             retrying in 42.0s"
+        );
     }
 
     #[test]

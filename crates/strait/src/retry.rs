@@ -95,6 +95,11 @@ impl RefreshRetry {
         }
     }
 
+    /// The longest delay between attempts.
+    pub fn max_delay(&self) -> Duration {
+        self.backoff.max
+    }
+
     /// One more failed refresh with error text `error` at `now`.
     pub fn failed(&mut self, error: &str, now: Instant) -> RetryPlan {
         let delay = self.backoff.next_delay();
