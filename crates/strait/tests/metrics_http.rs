@@ -501,3 +501,68 @@ async fn scrape_health_ready_and_shutdown() {
     drop(idle);
     assert!(TcpStream::connect(addr).await.is_err(), "listener closed");
 }
+
+/// One blocking GET: the status and body.
+fn blocking_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    (
+        head.split(' ').nth(1).unwrap().parse().unwrap(),
+        body.to_string(),
+    )
+}
+
+/// The server runs on its own thread: when the mirror's runtime stops running tasks (here: a
+/// current-thread runtime nobody drives), `/healthz` still answers, with 503, and recovers with
+/// the runtime.
+#[test]
+fn healthz_answers_503_while_the_mirror_runtime_is_wedged() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let liveness = Liveness::new(Duration::from_millis(2_500));
+    let shutdown = CancellationToken::new();
+    let (addr, server) = rt.block_on(async {
+        let listener = http::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = http::spawn(
+            listener,
+            Arc::new(Metrics::new()),
+            Readiness::default(),
+            liveness.clone(),
+            shutdown.clone(),
+        )
+        .unwrap();
+        // The runtime runs: the heartbeat beats.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        (addr, server)
+    });
+    let (status, body) = blocking_get(addr, "/healthz");
+    assert_eq!(status, 200, "{body}");
+    // Nobody drives the runtime now: its tasks (the heartbeat) do not run.
+    std::thread::sleep(Duration::from_millis(3_000));
+    let (status, body) = blocking_get(addr, "/healthz");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(json(&body)["status"], "wedged");
+    // The metrics stay available meanwhile.
+    assert_eq!(blocking_get(addr, "/metrics").0, 200);
+    rt.block_on(async { tokio::time::sleep(Duration::from_millis(1_200)).await });
+    let (status, body) = blocking_get(addr, "/healthz");
+    assert_eq!(status, 200, "{body}");
+    shutdown.cancel();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), server.stopped())
+            .await
+            .expect("the server thread stops after cancellation")
+    });
+}
