@@ -30,9 +30,10 @@
 //! | `strait_partitions_assigned` | gauge | | partitions this instance mirrors |
 //! | `strait_build_info` | info | version | 1, with the version |
 //!
-//! **Lag** (`crate::lag`) is the source's end offset (the last stable offset with
-//! `read_committed`) minus the next source offset whose predecessors the target has all
-//! acknowledged: data fetched but not yet written counts. End offsets come from every fetch and
+//! **Lag** (`crate::lag`) is the source's end offset (the largest seen: fetches report the high
+//! watermark, the listing the high watermark or, with `read_committed`, the last stable offset)
+//! minus the next source offset whose predecessors the target has all acknowledged: data fetched
+//! but not yet written counts. End offsets come from every fetch and
 //! from a listing of all assigned partitions every `metrics.lag_interval`, so the lag keeps
 //! growing while the target is down and fetching is held back. The gauges are refreshed every
 //! second. **Lag in seconds** is 0 without lag; otherwise `now` minus the time at which the
