@@ -298,6 +298,45 @@ pub async fn read_all(
     out
 }
 
+/// Waits until the mirror's consumer group `group` on the source has committed `expected` (the
+/// source's end offsets) for every partition: the mirror commits only what the target
+/// acknowledged, so everything is on the target then. Unlike [`wait_until_complete`], not
+/// fooled by duplicates (a target that holds re-sent records reaches the source's count early).
+pub async fn wait_until_committed(
+    source: &Client,
+    group: &str,
+    topic: &str,
+    expected: &[i64],
+    timeout: Duration,
+) {
+    let offsets = strait_wire::offset_commit::GroupOffsets::new(source, group);
+    let partitions: Vec<TopicPartition> = (0..expected.len() as i32)
+        .map(|p| TopicPartition::new(topic, p).unwrap())
+        .collect();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let committed: Vec<i64> = match offsets.fetch(&partitions).await {
+            Ok(c) => partitions
+                .iter()
+                .map(|tp| c.get(tp).and_then(|o| o.as_ref()).map_or(0, |o| o.offset))
+                .collect(),
+            Err(_) => vec![0; partitions.len()],
+        };
+        if committed
+            .iter()
+            .zip(expected)
+            .all(|(got, want)| got >= want)
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group {group} committed {committed:?} < {expected:?} after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Waits until the target's end offsets cover `expected` records per partition.
 pub async fn wait_until_complete(
     target: &Client,
@@ -414,7 +453,10 @@ pub async fn produce_to_partitions(
                     producer_epoch: NO_PRODUCER_EPOCH,
                     timestamp_type: TimestampType::Creation,
                     offset: (i - sent) as i64,
-                    sequence: NO_SEQUENCE,
+                    // kafka-protocol starts a new batch when `offset - sequence` changes; a
+                    // Produce partition takes exactly one v2 batch. The batch's base sequence
+                    // stays NO_SEQUENCE (-1), as a non-idempotent producer sends it.
+                    sequence: NO_SEQUENCE + (i - sent) as i32,
                     timestamp: now,
                     key: None,
                     value: Some(bytes::Bytes::from(format!("{p}-{i}"))),
