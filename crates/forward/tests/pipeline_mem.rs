@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::{BatchSpec, SpecRecord, encode_batch};
-use strait_forward::observe::{BatchForwarded, Observer, Path, SkipReason};
+use strait_forward::observe::{BatchForwarded, LossReason, Observer, Path, SkipReason};
 use strait_forward::pipeline::io::{
     ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity,
     Source, StartPosition, Target, TopicLimits,
@@ -1157,6 +1157,8 @@ struct Recorder {
     skipped: Mutex<HashMap<&'static str, u32>>,
     /// `partition_blocked` calls, in order.
     blocked: Mutex<Vec<(TopicPartition, Option<String>)>>,
+    /// `records_lost` calls, in order.
+    lost: Mutex<Vec<(TopicPartition, LossReason, u64)>>,
 }
 
 impl Observer for Recorder {
@@ -1168,6 +1170,12 @@ impl Observer for Recorder {
             ev.compression.to_string(),
             ev.records,
         ));
+    }
+    fn records_lost(&self, source: &TopicPartition, reason: LossReason, records: u64) {
+        self.lost
+            .lock()
+            .unwrap()
+            .push((source.clone(), reason, records));
     }
     fn partition_blocked(&self, source: &TopicPartition, error_code: Option<&str>) {
         self.blocked
@@ -1854,6 +1862,7 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
                     "a failed partition's position moved"
                 );
                 world.assert_mirrored(1, 0);
+                assert!(world.obs.lost.lock().unwrap().is_empty(), "nothing skipped");
             }
             _ => {
                 let end0 = world.source_end(0);
@@ -1873,6 +1882,20 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
                     world.pos.committed(&tp("src", 2)),
                     Some(end2),
                     "the gap was not committed"
+                );
+                // Each skip is counted exactly: from the position needed (3) to the log start.
+                let mut lost = world.obs.lost.lock().unwrap().clone();
+                lost.sort_by_key(|(s, _, _)| s.partition());
+                assert_eq!(
+                    lost,
+                    [
+                        (tp("src", 0), LossReason::OffsetOutOfRange, (cut - 3) as u64),
+                        (
+                            tp("src", 2),
+                            LossReason::OffsetOutOfRange,
+                            (end2 - 3) as u64
+                        ),
+                    ]
                 );
             }
         }
