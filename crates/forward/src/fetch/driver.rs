@@ -91,17 +91,19 @@ pub(super) async fn run<C: SourceCluster>(
                 deliver(&mut replies, scheduler.release(&moved, node));
             }
             () = tokio::time::sleep_until(wakeup.unwrap_or_else(Instant::now)), if wakeup.is_some() => {
-                if let Some((since, partitions)) = scheduler.overdue(Instant::now())
+                let now = Instant::now();
+                if let Some(partitions) = scheduler.overdue(now)
                     && checking.is_none()
                 {
-                    checking = Some(Box::pin(moved_away(cluster.clone(), node, since, partitions)));
+                    // Metadata refreshed from now on: an earlier refresh may predate the move.
+                    checking = Some(Box::pin(moved_away(cluster.clone(), node, now, partitions)));
                 }
             }
         }
     }
 }
 
-/// The partitions (of a request `node` has not answered since `since`) that fresh metadata
+/// The partitions (of a request `node` has not answered) that metadata refreshed after `since`
 /// shows led by another broker.
 async fn moved_away<C: SourceCluster>(
     cluster: Arc<C>,

@@ -77,9 +77,8 @@ pub(crate) struct Scheduler {
     waiting: VecDeque<Waiting>,
     /// The round in flight.
     in_flight: Option<Vec<Waiting>>,
-    /// When the request in flight was sent, and when to check next that its partitions did not
-    /// move to another leader (it is overdue).
-    sent_at: Option<Instant>,
+    /// When to check next that the partitions of the request in flight did not move to another
+    /// leader (the request is overdue).
     check_at: Option<Instant>,
     /// Tickets of the round in flight whose partition gave up (not answered, not kept).
     abandoned: HashSet<Ticket>,
@@ -98,7 +97,6 @@ impl Scheduler {
             session: Session::new(sessions),
             waiting: VecDeque::new(),
             in_flight: None,
-            sent_at: None,
             check_at: None,
             abandoned: HashSet::new(),
             expected: HashSet::new(),
@@ -189,17 +187,16 @@ impl Scheduler {
         let wanted: Vec<FetchPartition> = round.iter().map(|w| w.want.partition.clone()).collect();
         let request = self.session.request(&wanted, options);
         self.in_flight = Some(round);
-        self.sent_at = Some(now);
         self.check_at = Some(now + max_wait + OVERDUE_AFTER);
         Some(request)
     }
 
-    /// If the request in flight is overdue at `now`: when it was sent and its partitions, to be
-    /// checked against fresh metadata (then [`release`](Self::release) those that moved). Asks
+    /// If the request in flight is overdue at `now`: its partitions, to be checked against
+    /// metadata refreshed from now on (then [`release`](Self::release) those that moved). Asks
     /// again every [`OVERDUE_AFTER`] while the request stays unanswered.
-    pub(crate) fn overdue(&mut self, now: Instant) -> Option<(Instant, Vec<TopicPartition>)> {
+    pub(crate) fn overdue(&mut self, now: Instant) -> Option<Vec<TopicPartition>> {
         let round = self.in_flight.as_ref()?;
-        let (sent_at, check_at) = (self.sent_at?, self.check_at?);
+        let check_at = self.check_at?;
         if now < check_at {
             return None;
         }
@@ -209,7 +206,7 @@ impl Scheduler {
             .filter(|w| !self.abandoned.contains(&w.ticket))
             .map(|w| w.want.partition.partition.clone())
             .collect();
-        Some((sent_at, partitions))
+        Some(partitions)
     }
 
     /// The partitions `moved` of the overdue request in flight have another leader now: they
@@ -262,7 +259,7 @@ impl Scheduler {
         let Some(round) = self.in_flight.take() else {
             return Vec::new();
         };
-        (self.sent_at, self.check_at) = (None, None);
+        self.check_at = None;
         let abandoned = std::mem::take(&mut self.abandoned);
         let round: Vec<Waiting> = round
             .into_iter()
@@ -343,7 +340,7 @@ impl Scheduler {
         let Some(round) = self.in_flight.take() else {
             return Vec::new();
         };
-        (self.sent_at, self.check_at) = (None, None);
+        self.check_at = None;
         let abandoned = std::mem::take(&mut self.abandoned);
         self.session.on_failure();
         round
@@ -600,8 +597,7 @@ mod tests {
         let due = t0 + Duration::from_millis(100) + OVERDUE_AFTER;
         assert_eq!(s.next_wakeup(), Some(due));
         assert!(s.overdue(due - Duration::from_millis(1)).is_none());
-        let (sent, parts) = s.overdue(due).unwrap();
-        assert_eq!((sent, parts), (t0, vec![tp(0), tp(1)]));
+        assert_eq!(s.overdue(due).unwrap(), vec![tp(0), tp(1)]);
         assert!(s.overdue(due).is_none(), "next check later");
         assert_eq!(s.next_wakeup(), Some(due + OVERDUE_AFTER));
         let answers = s.release(&[tp(1)], 7);
@@ -610,8 +606,7 @@ mod tests {
             [(2, Some("NOT_LEADER_OR_FOLLOWER".into()))]
         );
         assert!(s.release(&[tp(1)], 7).is_empty(), "answered once");
-        let (_, parts) = s.overdue(due + OVERDUE_AFTER).unwrap();
-        assert_eq!(parts, vec![tp(0)]);
+        assert_eq!(s.overdue(due + OVERDUE_AFTER).unwrap(), vec![tp(0)]);
         // The request times out in the end: only the partition still waiting hears of it.
         let answers = s.on_failure(IoError::new(ErrorClass::Retriable, "timeout", "late"));
         assert_eq!(tickets(&answers), [(1, Some("timeout".into()))]);
