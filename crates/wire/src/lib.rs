@@ -39,8 +39,9 @@
 //!
 //! ## Behaviour worth knowing
 //!
-//! - Fetch is sessionless (session id 0, epoch -1): every Fetch is a full request; incremental
-//!   fetch sessions (KIP-227) are not used. Fetch uses topic ids (v13+) when metadata has them,
+//! - [`Client::fetch`] is sessionless (every Fetch a full request); [`Client::fetch_from`] sends
+//!   one request to one node, optionally in an incremental fetch session (KIP-227) that the
+//!   caller keeps ([`fetch::SessionFetch`]). Fetch uses topic ids (v13+) when metadata has them,
 //!   names (v12) otherwise; it sends the leader epoch from metadata so stale leaders are fenced.
 //! - Produce sends one raw batch per partition (acks=all by default; acks=0 is not offered).
 //!   After an ambiguous failure (disconnect, timeout) only idempotent batches (producer id >= 0
