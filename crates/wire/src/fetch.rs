@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use crate::cluster::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::topic::{TopicId, TopicPartition, requested_topic};
+use crate::topic::{TopicId, TopicPartition};
 
 /// `isolation.level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -278,14 +278,40 @@ impl Connection {
     }
 }
 
-/// Topics a Fetch response may name, for [`requested_topic`].
-type KnownTopics = Vec<(Arc<str>, Option<TopicId>, ())>;
+/// The topics a Fetch response may name, by name and by id.
+#[derive(Debug, Default)]
+struct KnownTopics {
+    by_name: HashMap<Arc<str>, Option<TopicId>>,
+    by_id: HashMap<TopicId, Arc<str>>,
+}
+
+impl KnownTopics {
+    fn add(&mut self, name: &Arc<str>, id: Option<TopicId>) {
+        if self.by_name.contains_key(name) {
+            return;
+        }
+        self.by_name.insert(name.clone(), id);
+        if let Some(id) = id {
+            self.by_id.insert(id, name.clone());
+        }
+    }
+
+    /// The requested topic a response topic refers to: by id when the request used ids.
+    fn find(&self, by_id: bool, id: Option<TopicId>, name: &str) -> Option<Arc<str>> {
+        if by_id {
+            self.by_id.get(&id?).cloned()
+        } else {
+            self.by_name.get_key_value(name).map(|(n, _)| n.clone())
+        }
+    }
+}
 
 /// Encodes a [`SessionFetch`] at `version`; also returns the topics its answer may name.
 fn build_fetch(request: &SessionFetch, version: i16) -> Result<(FetchRequest, KnownTopics)> {
     let with_ids = version >= 13;
     // Group by topic, keeping request order.
     let mut topics: Vec<(Arc<str>, Option<TopicId>, Vec<WireFetchPartition>)> = Vec::new();
+    let mut topic_index: HashMap<Arc<str>, usize> = HashMap::new();
     for p in &request.partitions {
         if with_ids && p.topic_id.is_none() {
             return Err(Error::InvalidArgument(format!(
@@ -300,16 +326,19 @@ fn build_fetch(request: &SessionFetch, version: i16) -> Result<(FetchRequest, Kn
             .with_fetch_offset(p.offset)
             .with_partition_max_bytes(p.max_bytes)
             .with_current_leader_epoch(p.leader_epoch.unwrap_or(-1));
-        match topics.iter_mut().find(|(n, _, _)| n == name) {
-            Some((_, _, parts)) => parts.push(wire),
-            None => topics.push((name.clone(), p.topic_id, vec![wire])),
+        match topic_index.get(name) {
+            Some(&i) => topics[i].2.push(wire),
+            None => {
+                topic_index.insert(name.clone(), topics.len());
+                topics.push((name.clone(), p.topic_id, vec![wire]));
+            }
         }
     }
     // Every topic the answer may name: this request's and the rest of the session's.
-    let mut known: KnownTopics = topics
-        .iter()
-        .map(|(n, id, _)| (n.clone(), *id, ()))
-        .collect();
+    let mut known = KnownTopics::default();
+    for (name, id, _) in &topics {
+        known.add(name, *id);
+    }
     for (name, id) in request
         .session_topics
         .iter()
@@ -321,12 +350,11 @@ fn build_fetch(request: &SessionFetch, version: i16) -> Result<(FetchRequest, Kn
                 .map(|(tp, id)| (tp.topic_arc(), id)),
         )
     {
-        if !known.iter().any(|(n, _, _)| n == name) {
-            known.push((name.clone(), *id, ()));
-        }
+        known.add(name, *id);
     }
     let topic_name = |name: &str| TopicName(StrBytes::from_string(name.to_owned()));
     let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    let mut forgotten_index: HashMap<&str, usize> = HashMap::new();
     for (tp, id) in &request.forgotten {
         let id = match (with_ids, id) {
             (true, Some(id)) => Some(id.to_uuid()),
@@ -337,20 +365,14 @@ fn build_fetch(request: &SessionFetch, version: i16) -> Result<(FetchRequest, Kn
                 )));
             }
         };
-        let pos = forgotten.iter().position(|f| match id {
-            Some(id) => f.topic_id == id,
-            None => *f.topic.0 == *tp.topic(),
+        // One entry per topic (a topic has one id).
+        let i = *forgotten_index.entry(tp.topic()).or_insert_with(|| {
+            forgotten.push(match id {
+                Some(id) => ForgottenTopic::default().with_topic_id(id),
+                None => ForgottenTopic::default().with_topic(topic_name(tp.topic())),
+            });
+            forgotten.len() - 1
         });
-        let i = match pos {
-            Some(i) => i,
-            None => {
-                forgotten.push(match id {
-                    Some(id) => ForgottenTopic::default().with_topic_id(id),
-                    None => ForgottenTopic::default().with_topic(topic_name(tp.topic())),
-                });
-                forgotten.len() - 1
-            }
-        };
         forgotten[i].partitions.push(tp.partition());
     }
     let options = &request.options;
@@ -395,16 +417,18 @@ fn read_fetch(
     let mut out = Vec::new();
     if error.is_none() {
         out.reserve(request.partitions.len());
+        let offsets: HashMap<&TopicPartition, i64> = request
+            .partitions
+            .iter()
+            .map(|r| (&r.partition, r.offset))
+            .collect();
         for t in resp.responses {
-            let name = requested_topic(known, with_ids, TopicId::from_uuid(t.topic_id), &t.topic.0)
+            let name = known
+                .find(with_ids, TopicId::from_uuid(t.topic_id), &t.topic.0)
                 .ok_or("Fetch response names a topic that was not requested")?;
             for p in t.partitions {
                 let tp = TopicPartition::from_broker(name.clone(), p.partition_index);
-                let fetch_offset = request
-                    .partitions
-                    .iter()
-                    .find(|r| r.partition == tp)
-                    .map_or(-1, |r| r.offset);
+                let fetch_offset = offsets.get(&tp).copied().unwrap_or(-1);
                 out.push(FetchedPartition {
                     partition: tp,
                     fetch_offset,
@@ -722,8 +746,12 @@ mod tests {
             forgotten,
             vec![(id(2).to_uuid(), vec![0, 3]), (id(1).to_uuid(), vec![2])]
         );
-        let names: Vec<&str> = known.iter().map(|(n, _, _)| &**n).collect();
-        assert_eq!(names, ["a", "c", "b"]);
+        let mut names: Vec<&str> = known.by_name.keys().map(|n| &**n).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(known.find(true, Some(id(2)), ""), Some("b".into()));
+        assert_eq!(known.find(false, None, "c"), Some("c".into()));
+        assert_eq!(known.find(false, None, "z"), None);
 
         let (req, _) = build_fetch(&request, 12).unwrap();
         let forgotten: Vec<(&str, Vec<i32>)> = req

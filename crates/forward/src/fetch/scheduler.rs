@@ -17,7 +17,7 @@
 //! is retried here: each partition's own fetch loop backs off and asks again, and is routed
 //! again (to a new leader if leadership moved).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
@@ -82,6 +82,9 @@ pub(crate) struct Scheduler {
     check_at: Option<Instant>,
     /// Tickets of the round in flight whose partition gave up (not answered, not kept).
     abandoned: HashSet<Ticket>,
+    /// The partitions with an open ticket (waiting, or in flight and not abandoned): a
+    /// partition has one fetch at a time.
+    busy: HashMap<TopicPartition, Ticket>,
     /// Partitions the last round answered that have not asked again yet.
     expected: HashSet<TopicPartition>,
     /// Until when the next round waits for `expected`.
@@ -99,6 +102,7 @@ impl Scheduler {
             in_flight: None,
             check_at: None,
             abandoned: HashSet::new(),
+            busy: HashMap::new(),
             expected: HashSet::new(),
             regather_until: None,
             throttled_until: None,
@@ -110,16 +114,7 @@ impl Scheduler {
     /// of a partition that restarted, and asks again after a backoff).
     pub(crate) fn want(&mut self, ticket: Ticket, want: Want) -> Option<Answer> {
         let tp = &want.partition.partition;
-        let busy = self
-            .waiting
-            .iter()
-            .any(|w| w.want.partition.partition == *tp)
-            || self.in_flight.as_ref().is_some_and(|round| {
-                round.iter().any(|w| {
-                    w.want.partition.partition == *tp && !self.abandoned.contains(&w.ticket)
-                })
-            });
-        if busy {
+        if self.busy.contains_key(tp) {
             return Some(Answer {
                 ticket,
                 result: Err(IoError::new(
@@ -130,20 +125,37 @@ impl Scheduler {
             });
         }
         self.expected.remove(tp);
+        self.busy.insert(tp.clone(), ticket);
         self.waiting.push_back(Waiting { ticket, want });
         None
+    }
+
+    /// `w`'s ticket is answered or given up: its partition may ask again.
+    fn done(&mut self, w: &Waiting) {
+        let tp = &w.want.partition.partition;
+        if self.busy.get(tp) == Some(&w.ticket) {
+            self.busy.remove(tp);
+        }
     }
 
     /// The partition behind `ticket` no longer waits (its task stopped). It leaves the session
     /// with the next round.
     pub(crate) fn cancel(&mut self, ticket: Ticket) {
-        self.waiting.retain(|w| w.ticket != ticket);
-        if self
+        if let Some(i) = self.waiting.iter().position(|w| w.ticket == ticket)
+            && let Some(w) = self.waiting.remove(i)
+        {
+            self.done(&w);
+        }
+        let in_flight = self
             .in_flight
             .as_ref()
-            .is_some_and(|round| round.iter().any(|w| w.ticket == ticket))
-        {
+            .and_then(|round| round.iter().find(|w| w.ticket == ticket))
+            .map(|w| w.want.partition.partition.clone());
+        if let Some(tp) = in_flight {
             self.abandoned.insert(ticket);
+            if self.busy.get(&tp) == Some(&ticket) {
+                self.busy.remove(&tp);
+            }
         }
     }
 
@@ -216,10 +228,14 @@ impl Scheduler {
         let Some(round) = &self.in_flight else {
             return Vec::new();
         };
+        let moved: HashSet<&TopicPartition> = moved.iter().collect();
         let mut answers = Vec::new();
         for w in round {
             let tp = &w.want.partition.partition;
             if moved.contains(tp) && self.abandoned.insert(w.ticket) {
+                if self.busy.get(tp) == Some(&w.ticket) {
+                    self.busy.remove(tp);
+                }
                 answers.push(Answer {
                     ticket: w.ticket,
                     result: Err(IoError::new(
@@ -282,15 +298,9 @@ impl Scheduler {
                 code,
                 context: "the source broker failed the whole Fetch request".into(),
             });
-            return round
-                .into_iter()
-                .map(|w| Answer {
-                    ticket: w.ticket,
-                    result: Err(err.clone()),
-                })
-                .collect();
+            return self.fail(round, &err);
         }
-        let mut by_partition: std::collections::HashMap<TopicPartition, FetchedPartition> = resp
+        let mut by_partition: HashMap<TopicPartition, FetchedPartition> = resp
             .partitions
             .into_iter()
             .map(|p| (p.partition.clone(), p))
@@ -299,7 +309,12 @@ impl Scheduler {
         let mut kept = Vec::new();
         for w in round {
             let tp = &w.want.partition.partition;
-            match by_partition.remove(tp) {
+            let answer = by_partition.remove(tp);
+            if answer.is_some() || reply != Reply::Incremental {
+                self.done(&w);
+            }
+            let tp = &w.want.partition.partition;
+            match answer {
                 Some(mut answer) => {
                     // An incremental answer does not repeat the offset; the session's is the
                     // one the broker read from.
@@ -343,12 +358,23 @@ impl Scheduler {
         self.check_at = None;
         let abandoned = std::mem::take(&mut self.abandoned);
         self.session.on_failure();
-        round
+        let round: Vec<Waiting> = round
             .into_iter()
             .filter(|w| !abandoned.contains(&w.ticket))
-            .map(|w| Answer {
-                ticket: w.ticket,
-                result: Err(err.clone()),
+            .collect();
+        self.fail(round, &err)
+    }
+
+    /// Answers every partition of `round` with `err`.
+    fn fail(&mut self, round: Vec<Waiting>, err: &IoError) -> Vec<Answer> {
+        round
+            .into_iter()
+            .map(|w| {
+                self.done(&w);
+                Answer {
+                    ticket: w.ticket,
+                    result: Err(err.clone()),
+                }
             })
             .collect()
     }
@@ -399,6 +425,11 @@ mod tests {
         }
     }
 
+    /// A partition asks; it must not be refused as already being fetched.
+    fn ask(s: &mut Scheduler, ticket: Ticket, w: Want) {
+        assert!(s.want(ticket, w).is_none(), "ticket {ticket} refused");
+    }
+
     fn sent(r: &SessionFetch) -> Vec<i32> {
         r.partitions
             .iter()
@@ -424,8 +455,8 @@ mod tests {
     fn regather_waits_for_the_partitions_just_answered() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        assert!(s.want(1, want(0, 0)).is_none());
-        assert!(s.want(2, want(1, 0)).is_none());
+        ask(&mut s, 1, want(0, 0));
+        ask(&mut s, 2, want(1, 0));
         let r = s.poll_request(t0).unwrap();
         assert_eq!(sent(&r), [0, 1]);
         assert!(s.poll_request(t0).is_none(), "one request in flight");
@@ -434,17 +465,17 @@ mod tests {
         assert_eq!(answers[0].result.as_ref().unwrap().fetch_offset, 0);
 
         // Partition 0 asks again at once; partition 1 is late.
-        s.want(3, want(0, 1));
+        ask(&mut s, 3, want(0, 1));
         assert!(s.poll_request(t0).is_none(), "waits for partition 1");
         assert_eq!(s.next_wakeup(), Some(t0 + REGATHER));
-        s.want(4, want(1, 1));
+        ask(&mut s, 4, want(1, 1));
         let r = s.poll_request(t0).unwrap();
         assert_eq!(sent(&r), [0, 1], "both changed offsets");
         assert_eq!(r.session_epoch, 1);
 
         // This time partition 1 does not come back: the round leaves after REGATHER without it.
         s.on_response(response(5, vec![data(0, None), data(1, None)]), t0);
-        s.want(5, want(0, 2));
+        ask(&mut s, 5, want(0, 2));
         assert!(s.poll_request(t0 + REGATHER / 2).is_none());
         let r = s.poll_request(t0 + REGATHER).unwrap();
         assert_eq!(sent(&r), [0]);
@@ -457,8 +488,8 @@ mod tests {
     fn partitions_without_news_keep_waiting() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        s.want(1, want(0, 0));
-        s.want(2, want(1, 0));
+        ask(&mut s, 1, want(0, 0));
+        ask(&mut s, 2, want(1, 0));
         s.poll_request(t0).unwrap();
         let answers = s.on_response(response(5, vec![data(1, None)]), t0);
         assert_eq!(
@@ -467,8 +498,8 @@ mod tests {
             "a full answer must cover every partition"
         );
 
-        s.want(3, want(0, 0));
-        s.want(4, want(1, 1));
+        ask(&mut s, 3, want(0, 0));
+        ask(&mut s, 4, want(1, 1));
         let r = s.poll_request(t0).unwrap();
         assert_eq!(r.session_epoch, 1);
         assert_eq!(sent(&r), [1], "partition 0 is unchanged");
@@ -476,7 +507,7 @@ mod tests {
         assert_eq!(tickets(&answers), [(4, None)]);
 
         // Partition 0 (ticket 3) still waits: it is in the next round without asking again.
-        s.want(5, want(1, 2));
+        ask(&mut s, 5, want(1, 2));
         let r = s.poll_request(t0).unwrap();
         assert_eq!(sent(&r), [1]);
         assert!(
@@ -494,8 +525,8 @@ mod tests {
     fn errors_reach_only_their_partitions() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        s.want(1, want(0, 0));
-        s.want(2, want(1, 0));
+        ask(&mut s, 1, want(0, 0));
+        ask(&mut s, 2, want(1, 0));
         s.poll_request(t0).unwrap();
         let answers = s.on_response(
             response(
@@ -513,9 +544,9 @@ mod tests {
         );
 
         // Partition 1 asks again and its request fails; partition 2 asked meanwhile.
-        s.want(3, want(1, 1));
+        ask(&mut s, 3, want(1, 1));
         s.poll_request(t0).unwrap();
-        s.want(4, want(2, 0));
+        ask(&mut s, 4, want(2, 0));
         let failed = IoError::new(ErrorClass::Retriable, "disconnected", "gone");
         let answers = s.on_failure(failed);
         assert_eq!(tickets(&answers), [(3, Some("disconnected".into()))]);
@@ -539,10 +570,10 @@ mod tests {
     fn an_evicted_session_is_recreated_without_bothering_the_partitions() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        s.want(1, want(0, 0));
+        ask(&mut s, 1, want(0, 0));
         s.poll_request(t0).unwrap();
         s.on_response(response(5, vec![data(0, None)]), t0);
-        s.want(2, want(0, 1));
+        ask(&mut s, 2, want(0, 1));
         let r = s.poll_request(t0).unwrap();
         assert_eq!((r.session_id, r.session_epoch), (5, 1));
         let mut evicted = response(0, vec![]);
@@ -560,12 +591,12 @@ mod tests {
     fn a_cancelled_partition_leaves_the_session() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        s.want(1, want(0, 0));
-        s.want(2, want(1, 0));
+        ask(&mut s, 1, want(0, 0));
+        ask(&mut s, 2, want(1, 0));
         s.poll_request(t0).unwrap();
         s.on_response(response(5, vec![data(0, None), data(1, None)]), t0);
-        s.want(3, want(0, 1));
-        s.want(4, want(1, 1));
+        ask(&mut s, 3, want(0, 1));
+        ask(&mut s, 4, want(1, 1));
         s.poll_request(t0).unwrap();
         s.cancel(4);
         let answers = s.on_response(response(5, vec![]), t0);
@@ -578,11 +609,19 @@ mod tests {
 
     #[test]
     fn a_second_ask_for_a_waiting_partition_is_refused() {
+        let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        assert!(s.want(1, want(0, 0)).is_none());
+        ask(&mut s, 1, want(0, 0));
         let refused = s.want(2, want(0, 0)).unwrap();
         assert_eq!(refused.ticket, 2);
         assert_eq!(refused.result.unwrap_err().class, ErrorClass::Retriable);
+        // In flight: still one at a time; once given up, the partition may ask again.
+        s.poll_request(t0).unwrap();
+        assert!(s.want(3, want(0, 0)).is_some());
+        s.cancel(1);
+        ask(&mut s, 4, want(0, 0));
+        s.cancel(4);
+        ask(&mut s, 5, want(0, 0));
     }
 
     /// An overdue request is checked every OVERDUE_AFTER; partitions that moved are answered at
@@ -591,8 +630,8 @@ mod tests {
     fn partitions_of_an_overdue_request_can_be_released() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        s.want(1, want(0, 0));
-        s.want(2, want(1, 0));
+        ask(&mut s, 1, want(0, 0));
+        ask(&mut s, 2, want(1, 0));
         s.poll_request(t0).unwrap();
         let due = t0 + Duration::from_millis(100) + OVERDUE_AFTER;
         assert_eq!(s.next_wakeup(), Some(due));
@@ -618,12 +657,12 @@ mod tests {
     fn throttling_delays_the_next_request() {
         let t0 = Instant::now();
         let mut s = Scheduler::new(true);
-        s.want(1, want(0, 0));
+        ask(&mut s, 1, want(0, 0));
         s.poll_request(t0).unwrap();
         let mut throttled = response(5, vec![data(0, None)]);
         throttled.throttle = Duration::from_millis(50);
         s.on_response(throttled, t0);
-        s.want(2, want(0, 1));
+        ask(&mut s, 2, want(0, 1));
         assert!(s.poll_request(t0 + REGATHER).is_none());
         assert_eq!(s.next_wakeup(), Some(t0 + Duration::from_millis(50)));
         assert!(s.poll_request(t0 + Duration::from_millis(50)).is_some());

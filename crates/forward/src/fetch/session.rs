@@ -15,7 +15,7 @@
 //! INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR) and broken connections fall back
 //! to a full request, which creates a new session.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use strait_wire::TopicPartition;
@@ -150,9 +150,10 @@ impl Session {
             .map(|(tp, s)| (tp.clone(), s.topic_id))
             .collect();
         forgotten.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut seen: HashSet<&Arc<str>> = HashSet::new();
         let mut session_topics: Vec<(Arc<str>, Option<TopicId>)> = Vec::new();
         for (tp, s) in &next {
-            if !session_topics.iter().any(|(n, _)| n == tp.topic_arc()) {
+            if seen.insert(tp.topic_arc()) {
                 session_topics.push((tp.topic_arc().clone(), s.topic_id));
             }
         }
