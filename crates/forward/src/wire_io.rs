@@ -200,18 +200,21 @@ impl Target for WireTarget {
                         partition.topic()
                     ),
                 ),
-                ResponseError::TopicAuthorizationFailed => IoError::new(
-                    ErrorClass::Fatal,
-                    name,
-                    format!(
-                        "the mirror's principal{} may not describe target topic {}; grant it Describe and Write on the topic",
-                        self.client
-                            .principal()
-                            .map(|p| format!(" ({p})"))
-                            .unwrap_or_default(),
-                        partition.topic()
-                    ),
-                ),
+                // Retried slowly: the partition resumes once the grant exists.
+                ResponseError::TopicAuthorizationFailed => {
+                    let principal = self.client.principal().unwrap_or("<the mirror's principal>");
+                    IoError::new(
+                        ErrorClass::Denied,
+                        name,
+                        format!(
+                            "the mirror's principal {principal} may not describe target topic {t}; \
+                             grant Describe and Write on it: kafka-acls.sh --add \
+                             --allow-principal {principal} --operation Describe --operation Write \
+                             --topic {t}",
+                            t = partition.topic()
+                        ),
+                    )
+                }
                 _ => IoError::new(
                     ErrorClass::Retriable,
                     name.clone(),

@@ -68,7 +68,14 @@ fn sigkill_at_random_moments_loses_nothing() {
         // Duplicates only add records, so completeness is checked below record by record; here
         // wait until the target has at least as many as the source per partition and the
         // mirror has committed everything.
-        wait_until_complete(&dst, topic, &expected, Duration::from_secs(180)).await;
+        wait_until_committed(
+            &src,
+            "crash-mirror",
+            topic,
+            &expected,
+            Duration::from_secs(180),
+        )
+        .await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         (
             read_all(&src, topic, partitions).await,

@@ -113,7 +113,14 @@ fn restarts_faster_than_the_commit_interval_keep_duplicates_bounded() {
     let (src_values, dst_values) = rt.block_on(async {
         let src = client(&source).await;
         let expected = end_offsets(&src, topic, PARTITIONS).await;
-        wait_until_complete(&dst, topic, &expected, Duration::from_secs(180)).await;
+        wait_until_committed(
+            &src,
+            "loop-mirror",
+            topic,
+            &expected,
+            Duration::from_secs(180),
+        )
+        .await;
         (
             read_all(&src, topic, PARTITIONS).await,
             read_all(&dst, topic, PARTITIONS).await,

@@ -126,22 +126,33 @@ fn longest_gap(times: &[i64], from: i64, to: i64) -> i64 {
 #[derive(Clone, Debug)]
 struct Sample {
     at_ms: i64,
-    source: Vec<i64>,
-    target: Vec<i64>,
+    /// Per partition; `None` when that partition could not be listed (its leader is down).
+    source: Vec<Option<i64>>,
+    target: Vec<Option<i64>>,
 }
 
 /// The longest time within `[from, to]` that partition `p` of the target did not move while
-/// the source was ahead of it.
+/// the source had records for it that the target did not: from the moment records were seen
+/// waiting (or the last advance) to the next advance. Samples where either side could not be
+/// listed count as waiting, so an outage shows whole.
 fn mirror_stall(samples: &[Sample], p: usize, from: i64, to: i64) -> i64 {
     let mut worst = 0;
-    let mut stuck_since: Option<(i64, i64)> = None;
+    // (since, target value then) while records wait; the target value when idle.
+    let mut waiting: Option<i64> = None;
+    let mut value: Option<i64> = None;
     for s in samples.iter().filter(|s| s.at_ms >= from && s.at_ms <= to) {
-        match stuck_since {
-            Some((since, at)) if s.target[p] == at && s.source[p] > s.target[p] => {
-                worst = worst.max(s.at_ms - since);
-            }
-            _ if s.source[p] > s.target[p] => stuck_since = Some((s.at_ms, s.target[p])),
-            _ => stuck_since = None,
+        let (Some(src), Some(dst)) = (s.source[p], s.target[p]) else {
+            continue;
+        };
+        let advanced = value.is_some_and(|v| dst > v);
+        if advanced && let Some(since) = waiting {
+            worst = worst.max(s.at_ms - since);
+        }
+        if advanced || value.is_none() {
+            value = Some(dst);
+            waiting = (src > dst).then_some(s.at_ms);
+        } else if waiting.is_none() && src > dst {
+            waiting = Some(s.at_ms);
         }
     }
     worst
@@ -199,10 +210,17 @@ fn leaders_die_mid_stream_without_loss() {
         "fo-mirror",
         "replication_factor = 3\ndrain_timeout = \"5s\"\n",
     );
-    let (mut strait, log) = spawn_strait(&config, 0);
+    // Debug logs of the pipeline, so a failure shows which partition side was waited for.
+    let log = config.with_extension("0.log");
+    let mut cmd = StraitCommand::new(["run", "--config"]).arg(&config);
+    cmd.command()
+        .env("RUST_LOG", "info,strait_forward::pipeline=debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut strait = cmd.spawn();
     // The schedule: 15 s steady, target leader down 20 s, 10 s steady, source leader down 20 s,
-    // then the producers stop at 85 s.
-    let seconds = 85;
+    // then the producers stop at 100 s.
+    let seconds = 100;
     let src_out = dir.path().join("source-probe.out");
     let dst_out = dir.path().join("target-probe.out");
     let _src_probe = probe(&src.lock().unwrap(), TOPIC, seconds, &src_out);
@@ -222,17 +240,15 @@ fn leaders_die_mid_stream_without_loss() {
         let (s, d) = (src_client.clone(), dst_client.clone());
         rt.spawn(async move {
             while sampling.load(std::sync::atomic::Ordering::Acquire) {
-                // A cluster with a node down may fail a listing now and then: skip the sample.
-                if let (Some(source), Some(target)) = tokio::join!(
+                let (source, target) = tokio::join!(
                     try_end_offsets(&s, TOPIC, PARTITIONS),
                     try_end_offsets(&d, TOPIC, PARTITIONS)
-                ) {
-                    samples.lock().unwrap().push(Sample {
-                        at_ms: now_ms(),
-                        source,
-                        target,
-                    });
-                }
+                );
+                samples.lock().unwrap().push(Sample {
+                    at_ms: now_ms(),
+                    source,
+                    target,
+                });
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         })
@@ -263,18 +279,89 @@ fn leaders_die_mid_stream_without_loss() {
         let restarted_at = now_ms();
         cluster.lock().unwrap().start_node(node).unwrap();
         eprintln!("{side}: node {node} restarted");
-        outages.push((side, node, led, probe_led, killed_at, restarted_at));
+        outages.push((
+            side,
+            node,
+            led.clone(),
+            probe_led.clone(),
+            killed_at,
+            restarted_at,
+        ));
+        if side == "target" {
+            // Leadership moves back to the restarted node (a preferred leader election, as
+            // Kafka's auto-rebalance does after leader.imbalance.check.interval): the mirror's
+            // and the Java producer's partitions are told NOT_LEADER by the old leaders.
+            let c = cluster.lock().unwrap();
+            c.admin(&[
+                AdminOp::wait_isr(TOPIC, 3),
+                AdminOp::wait_isr(PROBE_TOPIC, 3),
+            ])
+            .unwrap();
+            let moved_at = now_ms();
+            let out = c
+                .java_tool(
+                    "org.apache.kafka.tools.LeaderElectionCommand",
+                    &[
+                        "--bootstrap-server",
+                        &c.bootstrap(),
+                        "--election-type",
+                        "PREFERRED",
+                        "--all-topic-partitions",
+                    ],
+                )
+                .unwrap();
+            eprintln!(
+                "target: preferred leader election: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+            drop(c);
+            let back = rt.block_on(busiest_leader_of(&lead_client, TOPIC, node));
+            let probe_back = rt.block_on(busiest_leader_of(&lead_client, PROBE_TOPIC, node));
+            // Recorded like an outage of no length: the stall is what follows the move.
+            outages.push((
+                "target leadership back",
+                node,
+                back,
+                probe_back,
+                moved_at,
+                moved_at,
+            ));
+        }
     }
 
     wait_done(&src_out, Duration::from_secs(240));
     wait_done(&dst_out, Duration::from_secs(240));
     let expected = rt.block_on(end_offsets(&src_client, TOPIC, PARTITIONS));
-    rt.block_on(wait_until_complete(
-        &dst_client,
-        TOPIC,
-        &expected,
-        Duration::from_secs(240),
-    ));
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(wait_until_committed(
+            &src_client,
+            "fo-mirror",
+            TOPIC,
+            &expected,
+            Duration::from_secs(240),
+        ))
+    }));
+    // What the mirror said about the outages (leader moves, rebalances, drains), for the record
+    // and for a failure's diagnosis.
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    for line in said
+        .lines()
+        .filter(|l| {
+            l.contains("WARN")
+                || l.contains("ERROR")
+                || l.contains("assigned")
+                || l.contains("revoked")
+                || l.contains("side ended")
+                || l.contains("drain")
+        })
+        .filter(|l| !l.contains("produce failed") && !l.contains("fetch failed"))
+        .take(150)
+    {
+        eprintln!("strait: {line}");
+    }
+    if let Err(panic) = waited {
+        std::panic::resume_unwind(panic);
+    }
     std::thread::sleep(Duration::from_secs(1));
     sampling.store(false, std::sync::atomic::Ordering::Release);
     rt.block_on(sampler).unwrap();
@@ -294,19 +381,33 @@ fn leaders_die_mid_stream_without_loss() {
         ("source", probe_acks(&src_out)),
         ("target", probe_acks(&dst_out)),
     ];
-    for (side, node, led, probe_led, killed_at, restarted_at) in outages {
+    // Each event's stall window ends where the next event begins.
+    let next_starts: Vec<i64> = outages
+        .iter()
+        .skip(1)
+        .map(|o| o.4 - 1_000)
+        .chain([i64::MAX])
+        .collect();
+    for ((side, node, led, probe_led, killed_at, restarted_at), next_start) in
+        outages.into_iter().zip(next_starts)
+    {
         // Partitions whose leaders survived kept flowing while the node was down (from 3 s
         // after the kill, once the broken connections were noticed, to the restart).
         let during: Vec<&Sample> = samples
             .iter()
             .filter(|s| s.at_ms >= killed_at + 3_000 && s.at_ms <= restarted_at)
             .collect();
+        let real_outage = restarted_at > killed_at;
         assert!(
-            during.len() >= 2,
+            !real_outage || during.len() >= 2,
             "{side}: too few samples during the outage"
         );
-        for p in (0..PARTITIONS as usize).filter(|p| !led.contains(p)) {
-            let (first, last) = (during[0].target[p], during[during.len() - 1].target[p]);
+        for p in (0..PARTITIONS as usize).filter(|p| real_outage && !led.contains(p)) {
+            let known: Vec<i64> = during.iter().filter_map(|s| s.target[p]).collect();
+            let (first, last) = (
+                known.first().copied().unwrap_or(0),
+                known.last().copied().unwrap_or(0),
+            );
             assert!(
                 last > first,
                 "{side} outage: partition {p} (leader alive) did not move on the target \
@@ -314,12 +415,12 @@ fn leaders_die_mid_stream_without_loss() {
             );
         }
         // The stall of the partitions that lost their leader, beside the Java producer's.
-        let window_end = restarted_at + 30_000;
+        let window_end = (restarted_at + 30_000).min(next_start);
         let mirror: Vec<i64> = led
             .iter()
             .map(|&p| mirror_stall(&samples, p, killed_at - 1_000, window_end))
             .collect();
-        let referee = &acks.iter().find(|(s, _)| *s == side).unwrap().1;
+        let referee = &acks.iter().find(|(s, _)| side.starts_with(s)).unwrap().1;
         let java: Vec<i64> = probe_led
             .iter()
             .map(|&p| {
@@ -338,35 +439,28 @@ fn leaders_die_mid_stream_without_loss() {
         );
     }
     let status = terminate(&mut strait);
-    // What the mirror said about the outages (leader moves, rebalances), for the record.
-    let said = std::fs::read_to_string(&log).unwrap_or_default();
-    for line in said
-        .lines()
-        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("assigned"))
-        .take(40)
-    {
-        eprintln!("strait: {line}");
-    }
     assert!(status.success(), "strait exited with {status}");
 }
 
 /// End offsets, or `None` if the listing failed (the topic does not exist yet, a node is down).
-async fn try_end_offsets(client: &Client, topic: &str, partitions: i32) -> Option<Vec<i64>> {
-    let tps: Vec<(TopicPartition, strait_wire::OffsetSpec)> = (0..partitions)
-        .map(|p| {
-            (
-                TopicPartition::new(topic, p).unwrap(),
-                strait_wire::OffsetSpec::Latest,
-            )
-        })
-        .collect();
-    match client
-        .list_offsets(&tps, strait_wire::IsolationLevel::ReadUncommitted)
-        .await
-    {
-        Ok(l) => l.into_iter().map(|l| l.offset).collect(),
-        Err(_) => None,
-    }
+async fn try_end_offsets(client: &Client, topic: &str, partitions: i32) -> Vec<Option<i64>> {
+    // One listing per partition: a partition whose leader is down must not hide the others.
+    let one = |p: i32| async move {
+        let tp = TopicPartition::new(topic, p).unwrap();
+        let listed = tokio::time::timeout(
+            Duration::from_secs(1),
+            client.list_offsets(
+                &[(tp, strait_wire::OffsetSpec::Latest)],
+                strait_wire::IsolationLevel::ReadUncommitted,
+            ),
+        )
+        .await;
+        match listed {
+            Ok(Ok(l)) => l.first().and_then(|l| l.offset),
+            _ => None,
+        }
+    };
+    futures_util::future::join_all((0..partitions).map(one)).await
 }
 
 /// The partitions of `topic` that `node` leads.

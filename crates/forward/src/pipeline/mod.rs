@@ -205,7 +205,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
     ) -> Result<Self, Error> {
         settings.validate()?;
         let target = Arc::new(target);
-        let identity = target.init_producer_id().await.map_err(Error::Io)?;
+        let identity = init_producer_id(target.as_ref()).await?;
         let cancel = CancellationToken::new();
         let senders = Arc::new(Senders::new(
             target.clone(),
@@ -507,6 +507,23 @@ impl<S: Source, T: Target, P: Positions> Drop for Forwarder<S, T, P> {
             .as_ref()
         {
             committer.abort();
+        }
+    }
+}
+
+/// The forwarder's producer id. An ACL denial (no `Write` on any topic, no `IdempotentWrite`)
+/// is waited out like any other denial: the mirror starts by itself once the grant exists. The
+/// caller cancels by dropping the future (the binary does on SIGTERM).
+async fn init_producer_id<T: Target>(target: &T) -> Result<io::ProducerIdentity, Error> {
+    let mut denial = partition::Denial::new();
+    let never = CancellationToken::new();
+    loop {
+        match target.init_producer_id().await {
+            Ok(identity) => return Ok(identity),
+            Err(e) if e.class == ErrorClass::Denied => {
+                denial.wait_quietly(&e, &never).await;
+            }
+            Err(e) => return Err(Error::Io(e)),
         }
     }
 }

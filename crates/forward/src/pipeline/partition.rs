@@ -166,6 +166,16 @@ pub(crate) async fn run<S: Source, T: Target>(
         &max_message_bytes,
     );
     // The produce side ends when the fetch side has ended and everything was acknowledged.
+    let fetch = async {
+        let r = fetch.await;
+        tracing::debug!(partition = %route.source, "fetch side ended");
+        r
+    };
+    let produce = async {
+        let r = produce.await;
+        tracing::debug!(partition = %route.source, "produce side ended");
+        r
+    };
     let (fetched, (produced, seq)) = tokio::join!(fetch, produce);
     shared.producers.release(&route.target, seq);
     produced.and(fetched)
@@ -254,6 +264,18 @@ impl Denial {
         } else if self.attempts.is_power_of_two() {
             tracing::warn!(partition = %partition, code = %e.code, attempts = self.attempts,
                 "still denied; retrying");
+        }
+        self.backoff.wait(stop).await
+    }
+
+    /// Like [`wait`](Self::wait) for a denial that concerns no partition (the producer id).
+    pub(crate) async fn wait_quietly(&mut self, e: &IoError, stop: &CancellationToken) -> bool {
+        self.attempts += 1;
+        if self.attempts == 1 {
+            tracing::error!(error = %e, code = %e.code,
+                "access denied; retrying until the grant exists (mirroring starts by itself)");
+        } else if self.attempts.is_power_of_two() {
+            tracing::warn!(code = %e.code, attempts = self.attempts, "still denied; retrying");
         }
         self.backoff.wait(stop).await
     }
@@ -804,6 +826,12 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 Err(e) if e.class == ErrorClass::Retriable => {
                     tracing::warn!(partition = %self.route.target, error = %e, "getting a new producer id failed, retrying");
                     self.backoff.wait(&never).await;
+                }
+                Err(e) if e.class == ErrorClass::Denied => {
+                    let observer = self.shared.observer.clone();
+                    self.denial
+                        .wait(observer.as_ref(), &self.route.source, &e, &never)
+                        .await;
                 }
                 Err(e) => return Err(self.stop(e)),
             }
