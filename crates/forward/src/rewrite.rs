@@ -163,8 +163,7 @@ fn stamped_header(
     header[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&0i64.to_be_bytes());
     header[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
         .copy_from_slice(&(-1i32).to_be_bytes());
-    header[ATTRIBUTES..ATTRIBUTES + 2]
-        .copy_from_slice(&stamp.attributes(attributes).to_be_bytes());
+    header[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&stamp.attributes(attributes).to_be_bytes());
     header[PRODUCER_ID..PRODUCER_ID + 8].copy_from_slice(&stamp.producer_id.to_be_bytes());
     header[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&stamp.producer_epoch.to_be_bytes());
     header[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&stamp.base_sequence.to_be_bytes());

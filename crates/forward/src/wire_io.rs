@@ -202,7 +202,10 @@ impl Target for WireTarget {
                 ),
                 // Retried slowly: the partition resumes once the grant exists.
                 ResponseError::TopicAuthorizationFailed => {
-                    let principal = self.client.principal().unwrap_or("<the mirror's principal>");
+                    let principal = self
+                        .client
+                        .principal()
+                        .unwrap_or("<the mirror's principal>");
                     IoError::new(
                         ErrorClass::Denied,
                         name,

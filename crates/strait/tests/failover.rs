@@ -227,12 +227,17 @@ fn leaders_die_mid_stream_without_loss() {
     let _dst_probe = probe(&dst.lock().unwrap(), PROBE_TOPIC, seconds, &dst_out);
 
     let rt = runtime();
-    let (src_client, dst_client) = rt.block_on(async {
-        (
-            client(&src.lock().unwrap()).await,
-            client(&dst.lock().unwrap()).await,
+    let bootstrap = |c: &Mutex<Cluster>| c.lock().unwrap().bootstrap();
+    let (src_bootstrap, dst_bootstrap) = (bootstrap(&src), bootstrap(&dst));
+    let connect = |b: String| async move {
+        Client::connect(
+            strait_wire::ClientConfig::from_properties([("bootstrap.servers", b)]).unwrap(),
         )
-    });
+        .await
+        .unwrap()
+    };
+    let (src_client, dst_client) =
+        rt.block_on(async { (connect(src_bootstrap).await, connect(dst_bootstrap).await) });
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {

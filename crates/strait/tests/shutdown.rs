@@ -89,7 +89,7 @@ fn sigterm_with_both_clusters_gone_exits_within_the_drain_timeout() {
         for node in source.node_ids() {
             source.kill_node(node).unwrap();
         }
-        signal(&strait, "TERM");
+        signal(strait, "TERM");
         // drain_timeout (3 s) + the binary's grace for commit, leave and traces (10 s) + slack
         // for a loaded machine.
         let (status, took) = wait_exit(strait, Duration::from_secs(40));
@@ -109,7 +109,7 @@ fn sigterm_with_both_clusters_gone_exits_within_the_drain_timeout() {
 #[test]
 fn a_second_sigterm_exits_at_once() {
     with_stuck_mirror("term2", "120s", |strait, _source, log| {
-        signal(&strait, "TERM");
+        signal(strait, "TERM");
         // The first signal started a drain that could take two minutes; the second ends it.
         wait_for_log(log, "shutting down", Duration::from_secs(10));
         std::thread::sleep(Duration::from_secs(1));
@@ -117,7 +117,7 @@ fn a_second_sigterm_exits_at_once() {
             strait.try_wait().unwrap().is_none(),
             "still draining after the first signal"
         );
-        signal(&strait, "TERM");
+        signal(strait, "TERM");
         let (status, took) = wait_exit(strait, Duration::from_secs(20));
         eprintln!("exited with {status} {took:?} after the second SIGTERM");
         assert_eq!(status.code(), Some(128 + 15), "128 + SIGTERM");

@@ -229,7 +229,10 @@ mod tests {
         let s = stuck.clone();
         let fifth = tokio::spawn(async move { b.reserve(&s, 256 << 10).await.bytes() });
         tokio::task::yield_now().await;
-        assert!(!fifth.is_finished(), "the stuck partition is over its share");
+        assert!(
+            !fifth.is_finished(),
+            "the stuck partition is over its share"
+        );
         // Everyone else can still reserve their share.
         let mut others = Vec::new();
         for a in &healthy {

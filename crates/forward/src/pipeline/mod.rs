@@ -406,7 +406,10 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         for mut r in stopping {
             if let Some(mut handle) = r.handle.take() {
                 tracing::debug!(partition = %r.route.source, "waiting for the partition to drain");
-                if tokio::time::timeout_at(deadline, &mut handle).await.is_err() {
+                if tokio::time::timeout_at(deadline, &mut handle)
+                    .await
+                    .is_err()
+                {
                     handle.abort();
                     // Wait for the abort, so nothing of the task outlives the revoke.
                     let _ = handle.await;

@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::batch::RecordBatch;
+use crate::observe::Path;
 use crate::observe::{BatchForwarded, Observer};
 use crate::reencode::reencode;
-use crate::observe::Path;
 use crate::rewrite::{ProducerStamp, TargetPolicy, stamp_in_place};
 
 use super::Settings;
