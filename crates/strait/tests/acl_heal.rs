@@ -30,14 +30,6 @@ fn mtls(name: &str, user: &str, acls: &[AdminOp]) -> Cluster {
     c
 }
 
-fn section(cluster: &Cluster, alias: &str, user: &str) -> String {
-    let mut s = format!("alias = \"{alias}\"\n");
-    for (k, v) in cluster.client_properties(Listener::Ssl, Some(user)) {
-        s.push_str(&format!("\"{k}\" = \"{v}\"\n"));
-    }
-    s
-}
-
 /// A client with the cluster's admin certificate (a super user).
 async fn admin(cluster: &Cluster) -> Client {
     Client::connect(
@@ -95,8 +87,8 @@ fn access_denied_on_the_target_heals_once_granted() {
             "[source]\n{}\n[target]\n{}\n[mirror]\ntopics = [\"{TOPIC}\"]\ngroup_id = \"heal\"\n\
              refresh_interval = \"1s\"\ncommit_interval = \"200ms\"\nsession_timeout = \"6s\"\n\n\
              [metrics]\nlisten = \"\"\n",
-            section(&europe, "europe", EUROPE_USER),
-            section(&us, "us", US_USER),
+            mtls_section(&europe, "europe", EUROPE_USER),
+            mtls_section(&us, "us", US_USER),
         ),
     )
     .unwrap();

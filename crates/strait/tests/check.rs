@@ -9,8 +9,8 @@ mod common;
 
 use std::process::Output;
 
-use common::StraitCommand;
-use strait_testkit::{AdminOp, Cluster, Listener, Resource};
+use common::{StraitCommand, mtls_section};
+use strait_testkit::{AdminOp, Cluster, Resource};
 
 const USER: &str = "my-us-user";
 const EUROPE_USER: &str = "my-europe-user";
@@ -28,14 +28,6 @@ fn cluster(name: &str, user: &str, acls: &[AdminOp]) -> Cluster {
         .expect("cluster");
     c.admin(acls).unwrap();
     c
-}
-
-fn section(cluster: &Cluster, alias: &str, user: &str) -> String {
-    let mut s = format!("alias = \"{alias}\"\n");
-    for (k, v) in cluster.client_properties(Listener::Ssl, Some(user)) {
-        s.push_str(&format!("\"{k}\" = \"{v}\"\n"));
-    }
-    s
 }
 
 fn check(config: &std::path::Path) -> Output {
@@ -111,8 +103,8 @@ fn check_names_the_missing_grants_and_passes_once_they_exist() {
         format!(
             "[source]\n{}\n[target]\n{}\n[mirror]\ntopics = [\"my-topic\"]\ngroup_id = \"my-group\"\n\n\
              [metrics]\nlisten = \"\"\n",
-            section(&europe, "europe", EUROPE_USER),
-            section(&us, "us", USER),
+            mtls_section(&europe, "europe", EUROPE_USER),
+            mtls_section(&us, "us", USER),
         ),
     )
     .unwrap();

@@ -9,18 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn assigned_counts(log: &std::path::Path) -> Vec<usize> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter(|l| l.contains("strait::mirror: assigned"))
-        .filter_map(|l| {
-            l.split("partitions=")
-                .nth(1)
-                .and_then(|n| n.trim().parse().ok())
-        })
-        .collect()
-}
-
 #[test]
 fn three_instances_share_partitions_and_survive_a_sigkill() {
     let (source, target) = clusters("scale");

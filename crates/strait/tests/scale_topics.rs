@@ -13,15 +13,7 @@ use strait_testkit::AdminOp;
 const TOPICS: usize = 30;
 
 fn assigned(log: &std::path::Path) -> Option<usize> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter(|l| l.contains("strait::mirror: assigned"))
-        .filter_map(|l| {
-            l.split("partitions=")
-                .nth(1)
-                .and_then(|n| n.trim().parse().ok())
-        })
-        .next_back()
+    assigned_counts(log).last().copied()
 }
 
 #[test]

@@ -489,3 +489,25 @@ pub async fn produce_to_partitions(
         sent += n;
     }
 }
+
+/// Every `partitions=N` the mirror logged when it was assigned partitions, in order.
+pub fn assigned_counts(log: &Path) -> Vec<usize> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("strait::mirror: assigned"))
+        .filter_map(|l| {
+            l.split("partitions=")
+                .nth(1)
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .collect()
+}
+
+/// A strait.toml cluster section for `user`'s client certificate on the mTLS listener.
+pub fn mtls_section(cluster: &strait_testkit::Cluster, alias: &str, user: &str) -> String {
+    let mut s = format!("alias = \"{alias}\"\n");
+    for (k, v) in cluster.client_properties(strait_testkit::Listener::Ssl, Some(user)) {
+        s.push_str(&format!("\"{k}\" = \"{v}\"\n"));
+    }
+    s
+}
