@@ -524,7 +524,7 @@ async fn init_producer_id<T: Target>(target: &T) -> Result<io::ProducerIdentity,
         match target.init_producer_id().await {
             Ok(identity) => return Ok(identity),
             Err(e) if e.class == ErrorClass::Denied => {
-                denial.wait_quietly(&e, &never).await;
+                denial.wait(None, &e, &never).await;
             }
             Err(e) => return Err(Error::Io(e)),
         }

@@ -247,35 +247,26 @@ impl Denial {
         }
     }
 
-    /// Reports one more denial of `partition` and waits before the next attempt. False if
-    /// `stop` was cancelled meanwhile.
+    /// Reports one more denial and waits before the next attempt. False if `stop` was
+    /// cancelled meanwhile. `partition`: the partition it blocks (and who to tell), or `None`
+    /// for the forwarder's producer id, which blocks them all.
     pub(crate) async fn wait(
         &mut self,
-        observer: &dyn Observer,
-        partition: &TopicPartition,
+        partition: Option<(&dyn Observer, &TopicPartition)>,
         e: &IoError,
         stop: &CancellationToken,
     ) -> bool {
         self.attempts += 1;
+        let name = partition.map(|(_, p)| p.to_string());
         if self.attempts == 1 {
-            observer.partition_blocked(partition, Some(&e.code));
-            tracing::error!(partition = %partition, error = %e, code = %e.code,
-                "access denied; retrying until the grant exists (the partition resumes by itself)");
+            if let Some((observer, p)) = partition {
+                observer.partition_blocked(p, Some(&e.code));
+            }
+            tracing::error!(partition = name, error = %e, code = %e.code,
+                "access denied; retrying until the grant exists (mirroring resumes by itself)");
         } else if self.attempts.is_power_of_two() {
-            tracing::warn!(partition = %partition, code = %e.code, attempts = self.attempts,
+            tracing::warn!(partition = name, code = %e.code, attempts = self.attempts,
                 "still denied; retrying");
-        }
-        self.backoff.wait(stop).await
-    }
-
-    /// Like [`wait`](Self::wait) for a denial that concerns no partition (the producer id).
-    pub(crate) async fn wait_quietly(&mut self, e: &IoError, stop: &CancellationToken) -> bool {
-        self.attempts += 1;
-        if self.attempts == 1 {
-            tracing::error!(error = %e, code = %e.code,
-                "access denied; retrying until the grant exists (mirroring starts by itself)");
-        } else if self.attempts.is_power_of_two() {
-            tracing::warn!(code = %e.code, attempts = self.attempts, "still denied; retrying");
         }
         self.backoff.wait(stop).await
     }
@@ -345,7 +336,7 @@ async fn fetch_loop<S: Source, T: Target>(
                     }
                     ErrorClass::Denied => {
                         if !denial
-                            .wait(shared.observer.as_ref(), &route.source, &e, stop)
+                            .wait(Some((shared.observer.as_ref(), &route.source)), &e, stop)
                             .await
                         {
                             return Ok(());
@@ -784,7 +775,11 @@ impl<S: Source, T: Target> Window<'_, S, T> {
             ErrorClass::Denied => {
                 let observer = self.shared.observer.clone();
                 self.denial
-                    .wait(observer.as_ref(), &self.route.source, &head_err, &never)
+                    .wait(
+                        Some((observer.as_ref(), &self.route.source)),
+                        &head_err,
+                        &never,
+                    )
                     .await;
                 self.requeue();
                 self.send_queued(true).await;
@@ -830,7 +825,7 @@ impl<S: Source, T: Target> Window<'_, S, T> {
                 Err(e) if e.class == ErrorClass::Denied => {
                     let observer = self.shared.observer.clone();
                     self.denial
-                        .wait(observer.as_ref(), &self.route.source, &e, &never)
+                        .wait(Some((observer.as_ref(), &self.route.source)), &e, &never)
                         .await;
                 }
                 Err(e) => return Err(self.stop(e)),
