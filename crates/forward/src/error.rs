@@ -204,6 +204,19 @@ pub enum Error {
         base_offset: i64,
     },
 
+    /// Batches handed to [`merge`](crate::merge::merge) cannot be merged (a caller bug: check
+    /// [`compatible`](crate::merge::compatible) first).
+    #[error(
+        "record batch at offset {base_offset} cannot be merged: {reason}; check \
+         merge::compatible before merging and produce such batches one by one"
+    )]
+    NotMergeable {
+        /// The offending batch's baseOffset (-1 when no batch was given).
+        base_offset: i64,
+        /// Why it cannot be merged.
+        reason: &'static str,
+    },
+
     /// A control batch does not hold a well-formed control record.
     #[error(
         "control batch at offset {base_offset} is malformed: {reason}; the source log is corrupt, \

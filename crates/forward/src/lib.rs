@@ -18,6 +18,7 @@
 //! | [`rewrite`] | The pass-through path: [`rewrite_for_produce`] (baseOffset 0, leader epoch -1, the mirror's [`ProducerStamp`], attribute bits 3/4/6, new CRC; records copied verbatim), and the decisions [`drop_reason`] and [`needs_reencode`]. |
 //! | [`mod@reencode`] | The slow path: decode, drop records below the fetch offset, renumber offsets, fix timestamps, change codec, split to the target's `max.message.bytes`; reports each output batch's source offsets. |
 //! | [`legacy`] | Magic 0/1 message sets (including compressed wrappers) converted to v2. |
+//! | [`merge`] | Re-batching: consecutive batches of one partition merged into one (uncompressed: record deltas rewritten; compressed: recompressed once with the same codec). |
 //! | [`records`] | Zero-allocation walker over an uncompressed records section. |
 //! | [`compression`] | gzip, xerial snappy, lz4 frame and zstd, with a hard cap on decompressed size. |
 //!
@@ -89,6 +90,7 @@ pub mod compression;
 pub mod error;
 mod fetch;
 pub mod legacy;
+pub mod merge;
 pub mod observe;
 pub mod pipeline;
 pub mod records;
@@ -101,6 +103,7 @@ pub use batch::{Attributes, FetchedBatch, FetchedRecords, RecordBatch, Timestamp
 pub use compression::Compression;
 pub use error::{Error, Result};
 pub use legacy::LegacyBatch;
+pub use merge::MergeKind;
 pub use pipeline::{Forwarder, OutOfRangePolicy, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{

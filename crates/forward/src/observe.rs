@@ -13,6 +13,7 @@ use bytes::Bytes;
 use strait_wire::TopicPartition;
 
 use crate::ReencodeReason;
+use crate::merge::MergeKind;
 
 /// How a batch crossed the mirror.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,22 +23,28 @@ pub enum Path {
     PassThrough,
     /// Decompressed, fixed and recompressed, for the given reason.
     Reencoded(ReencodeReason),
+    /// Several consecutive source batches merged into one (re-batching), built as the
+    /// [`MergeKind`] says.
+    Merged(MergeKind),
 }
 
 impl Path {
-    /// A stable label for metrics: `pass_through` or `reencoded`.
+    /// A stable label for metrics: `pass_through`, `reencoded` or `merged`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Path::PassThrough => "pass_through",
             Path::Reencoded(_) => "reencoded",
+            Path::Merged(_) => "merged",
         }
     }
 
-    /// The re-encode reason's label, or `none` for pass-through.
+    /// A stable label for metrics: the re-encode reason, the merge kind (`records` or
+    /// `recompressed`), or `none` for pass-through.
     pub fn reason(&self) -> &'static str {
         match self {
             Path::PassThrough => "none",
             Path::Reencoded(r) => r.as_str(),
+            Path::Merged(k) => k.as_str(),
         }
     }
 }
@@ -104,7 +111,7 @@ pub struct BatchForwarded<'a> {
     pub records: u32,
     /// Bytes written to the target (the produced batch's size).
     pub bytes: u64,
-    /// Pass-through or re-encoded, and why.
+    /// Pass-through, re-encoded or merged, and why or how.
     pub path: Path,
     /// Codec of the batch as produced: `none`, `gzip`, `snappy`, `lz4` or `zstd`.
     pub compression: &'a str,
