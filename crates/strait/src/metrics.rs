@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | `strait_records_total` | counter | source_topic, target_topic, path | records acknowledged by the target |
 //! | `strait_bytes_total` | counter | source_topic, target_topic, path | bytes of the produced batches (compressed, as on the wire) |
-//! | `strait_batches_total` | counter | source_topic, target_topic, path, reason | produced batches; `path` is `pass_through` or `reencoded`, `reason` the re-encode reason or `none` |
+//! | `strait_batches_total` | counter | source_topic, target_topic, path, reason | produced batches; `path` is `pass_through`, `reencoded` or `merged`, `reason` the re-encode reason, the merge kind (`records`: uncompressed, deltas rewritten; `recompressed`) or `none` |
 //! | `strait_batches_skipped_total` | counter | reason | source batches not forwarded on purpose: `control`, `aborted`, `empty` |
 //! | `strait_records_skipped_total` | counter | reason | records in those batches |
 //! | `strait_partition_lag_records` | gauge | topic, partition | source end offset minus the position the target has acknowledged (see below) |
@@ -141,9 +141,9 @@ pub struct Forwarded<'a> {
     pub records: u32,
     /// Bytes written.
     pub bytes: u64,
-    /// `pass_through` or `reencoded`.
+    /// `pass_through`, `reencoded` or `merged`.
     pub path: &'static str,
-    /// The re-encode reason, or `none`.
+    /// The re-encode reason, the merge kind, or `none`.
     pub reason: &'static str,
     /// Newest record timestamp of the batch (ms since the epoch).
     pub max_timestamp_ms: i64,
@@ -244,7 +244,7 @@ impl Metrics {
         );
         registry.register(
             "batches",
-            "Record batches acknowledged by the target, by path (pass_through or reencoded) and re-encode reason",
+            "Record batches acknowledged by the target, by path (pass_through, reencoded or merged) and reason (re-encode reason or merge kind)",
             m.batches.clone(),
         );
         registry.register(

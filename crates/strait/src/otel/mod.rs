@@ -34,7 +34,8 @@
 //! (batch spans only), `messaging.kafka.message.tombstone` (records with a null value). Strait's
 //! own, outside the `messaging.*` namespace: `strait.flow` (`europe->us`), `strait.source.cluster`,
 //! `strait.target.cluster`, `strait.target.topic`, `strait.target.partition`, `strait.path`
-//! (`pass_through` / `reencoded`), `strait.reencode.reason`, `strait.batch.compression`,
+//! (`pass_through` / `reencoded` / `merged`), `strait.reencode.reason`, `strait.merge.kind`
+//! (`records` / `recompressed`), `strait.batch.compression`,
 //! `strait.batch.bytes`, `strait.source.offset.last`, `strait.target.offset` (per record) or
 //! `strait.target.offset.base` (per batch; absent when the target reported a duplicate), and
 //! `strait.trace_context.format` on record spans. A record's source offset is its batch's first
@@ -612,6 +613,9 @@ impl Emitter {
         ];
         if let Path::Reencoded(reason) = job.path {
             a.push(KeyValue::new("strait.reencode.reason", reason.as_str()));
+        }
+        if let Path::Merged(kind) = job.path {
+            a.push(KeyValue::new("strait.merge.kind", kind.as_str()));
         }
         if let Some(group) = &self.flow_info.group_id {
             a.push(KeyValue::new(

@@ -208,6 +208,25 @@ async fn batch_mode_makes_one_root_consumer_span_with_real_timings() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_batches_name_the_merge_kind() {
+    let (handle, exporter) = memory(&config(TracingMode::Batch, 1.0, 100));
+    let mut j = job(None, 5);
+    j.path = Path::Merged(strait_forward::MergeKind::Recompressed);
+    handle.observer.submit(j);
+    let (handle, spans) = flushed(handle, &exporter).await;
+    assert_eq!(
+        attr_str(&spans[0], "strait.path").as_deref(),
+        Some("merged")
+    );
+    assert_eq!(
+        attr_str(&spans[0], "strait.merge.kind").as_deref(),
+        Some("recompressed")
+    );
+    assert_eq!(attr(&spans[0], "strait.reencode.reason"), None);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_mode_honours_the_sample_ratio_and_duplicates_have_no_target_offset() {
     let (handle, exporter) = memory(&config(TracingMode::Batch, 0.0, 100));
     for _ in 0..20 {
