@@ -67,6 +67,17 @@ pub struct AbortedTransaction {
     pub first_offset: i64,
 }
 
+// The codec builds without the wire client (no tokio, no rustls), so it keeps its own copy of
+// this two-field entry; the pipeline converts the wire client's on the way in.
+impl From<strait_wire::AbortedTransaction> for AbortedTransaction {
+    fn from(a: strait_wire::AbortedTransaction) -> Self {
+        AbortedTransaction {
+            producer_id: a.producer_id,
+            first_offset: a.first_offset,
+        }
+    }
+}
+
 /// The transactional facts about one batch that the filter needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TxnBatchInfo {

@@ -114,7 +114,7 @@ impl Source for WireSource {
             aborted: answer
                 .aborted_transactions
                 .iter()
-                .map(|a| (a.producer_id, a.first_offset))
+                .map(|&a| a.into())
                 .collect(),
         })
     }
@@ -167,15 +167,10 @@ impl WireTarget {
 
 impl Target for WireTarget {
     async fn init_producer_id(&self) -> Result<ProducerIdentity, IoError> {
-        let id = self
-            .client
+        self.client
             .init_producer_id()
             .await
-            .map_err(|e| classify(&e))?;
-        Ok(ProducerIdentity {
-            producer_id: id.producer_id,
-            producer_epoch: id.epoch,
-        })
+            .map_err(|e| classify(&e))
     }
 
     async fn leader(&self, partition: &TopicPartition, refresh: bool) -> Result<i32, IoError> {
@@ -262,12 +257,7 @@ impl Target for WireTarget {
         Ok(batches
             .iter()
             .map(|b| match by_partition.remove(&b.partition) {
-                Some(a) => a
-                    .result(principal)
-                    .map(|ack| ProduceAck {
-                        base_offset: ack.base_offset,
-                    })
-                    .map_err(|e| classify(&e)),
+                Some(a) => a.result(principal).map_err(|e| classify(&e)),
                 None => Err(IoError::new(
                     ErrorClass::Retriable,
                     "bad_response",

@@ -473,7 +473,10 @@ impl SrcLog {
             .filter(|t| {
                 t.aborted && t.first <= upper && t.end.is_some_and(|end| end >= spec.offset)
             })
-            .map(|t| (t.pid, t.first))
+            .map(|t| strait_forward::txn::AbortedTransaction {
+                producer_id: t.pid,
+                first_offset: t.first,
+            })
             .collect();
         Ok(Some(Fetched {
             records: buf.freeze(),
@@ -893,9 +896,7 @@ impl FakeTarget {
                 {
                     // A duplicate: success with the original offset, nothing appended.
                     return (
-                        Ok(ProduceAck {
-                            base_offset: p.batches[index].base,
-                        }),
+                        Ok(ack(p.batches[index].base)),
                         Some(index),
                         false,
                     );
@@ -943,8 +944,16 @@ impl FakeTarget {
                 "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
                 "appended, not replicated in time".into(),
             ),
-            _ => (Ok(ProduceAck { base_offset: base }), Some(index), lose),
+            _ => (Ok(ack(base)), Some(index), lose),
         }
+    }
+}
+
+fn ack(base_offset: i64) -> ProduceAck {
+    ProduceAck {
+        base_offset,
+        log_append_time_ms: None,
+        log_start_offset: None,
     }
 }
 
@@ -955,7 +964,7 @@ impl Target for FakeTarget {
         st.next_pid += 1;
         let id = ProducerIdentity {
             producer_id: st.next_pid,
-            producer_epoch: 0,
+            epoch: 0,
         };
         async move { Ok(id) }
     }

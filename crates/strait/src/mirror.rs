@@ -12,13 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strait_forward::observe::Observer;
-use strait_forward::pipeline::{Isolation, StartPosition};
 use strait_forward::{
-    Compression as Codec, Forwarder, GroupPositions, OutOfRangePolicy, Route, Settings,
+    Compression as Codec, Forwarder, GroupPositions, Route, Settings,
     WireForwarder, WireSource, WireTarget,
 };
 use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
-use strait_wire::{Client, IsolationLevel, TopicPartition};
+use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
@@ -38,26 +37,17 @@ pub fn settings(config: &Config) -> Settings {
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
     s.commit_interval = m.commit_interval;
     s.drain_timeout = m.drain_timeout;
-    s.isolation = match m.isolation {
-        config::Isolation::ReadUncommitted => Isolation::ReadUncommitted,
-        _ => Isolation::ReadCommitted,
-    };
-    s.start = match m.start {
-        config::StartPosition::Latest => StartPosition::Latest,
-        _ => StartPosition::Earliest,
-    };
-    s.on_offset_out_of_range = match m.on_offset_out_of_range {
-        config::OffsetOutOfRange::Earliest => OutOfRangePolicy::Earliest,
-        config::OffsetOutOfRange::Latest => OutOfRangePolicy::Latest,
-        _ => OutOfRangePolicy::Fail,
-    };
+    s.isolation = m.isolation;
+    s.start = m.start;
+    s.on_offset_out_of_range = m.on_offset_out_of_range;
+    // Exhaustive: a new configuration word must say which codec it means.
     s.compression = match m.compression {
+        config::Compression::Keep => None,
         config::Compression::None => Some(Codec::None),
         config::Compression::Gzip => Some(Codec::Gzip),
         config::Compression::Snappy => Some(Codec::Snappy),
         config::Compression::Lz4 => Some(Codec::Lz4),
         config::Compression::Zstd => Some(Codec::Zstd),
-        _ => None,
     };
     s
 }
@@ -67,10 +57,7 @@ fn sampler_settings(config: &Config) -> SamplerSettings {
     SamplerSettings {
         interval: config.metrics.lag_interval,
         stall_timeout: config.metrics.stall_timeout,
-        isolation: match config.mirror.isolation {
-            config::Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
-            _ => IsolationLevel::ReadCommitted,
-        },
+        isolation: config.mirror.isolation,
     }
 }
 
@@ -335,13 +322,7 @@ async fn member_loop(
 
 /// The group's assignors, most preferred first, from `mirror.partition_assignment_strategy`.
 fn assignors(m: &config::Mirror) -> Vec<Assignor> {
-    m.partition_assignment_strategy
-        .iter()
-        .map(|a| match a {
-            config::Assignor::Range => Assignor::Range,
-            _ => Assignor::RoundRobin,
-        })
-        .collect()
+    m.partition_assignment_strategy.clone()
 }
 
 /// Logs a failed refresh (rate-limited) and returns the delay before the next attempt.

@@ -32,12 +32,12 @@ use std::sync::{Arc, Mutex};
 
 use strait_wire::fetch::{FetchRoute, SessionFetch, SessionFetchResponse};
 use strait_wire::{
-    FetchPartition, FetchedPartition, IsolationLevel, ResponseError, TopicPartition,
+    FetchPartition, FetchedPartition, ResponseError, TopicPartition,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::pipeline::io::{ErrorClass, FetchSpec, IoError, Isolation};
+use crate::pipeline::io::{ErrorClass, FetchSpec, IoError};
 pub(crate) use wire::WireCluster;
 
 /// The source cluster as the fetch schedulers need it; `strait-wire` in production
@@ -115,10 +115,7 @@ impl<C: SourceCluster> Fetcher<C> {
                 leader_epoch: (route.leader_epoch >= 0).then_some(route.leader_epoch),
                 topic_id: route.topic_id,
             },
-            isolation: match spec.isolation {
-                Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
-                Isolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
-            },
+            isolation: spec.isolation,
             max_wait: spec.max_wait,
         };
         let (reply, answer) = oneshot::channel();

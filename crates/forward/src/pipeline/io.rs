@@ -10,16 +10,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_wire::TopicPartition;
 
-/// Which records a fetch may return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Isolation {
-    /// Only committed transactional data, up to the last stable offset (the default: a mirror
-    /// must never copy an aborted transaction).
-    #[default]
-    ReadCommitted,
-    /// Everything up to the high watermark, aborted transactions included.
-    ReadUncommitted,
-}
+/// Which records a fetch may return: the wire client's `isolation.level`, under the name the
+/// pipeline has always used. The pipeline's default is `ReadCommitted` (see
+/// [`Settings`](super::Settings)): a mirror must never copy an aborted transaction.
+pub use strait_wire::IsolationLevel as Isolation;
+/// The target's answer for one partition of a Produce request, and the mirror's idempotent
+/// producer identity on the target (`InitProducerId`): the wire client's types.
+pub use strait_wire::{ProduceAck, ProducerIdentity};
+
+use crate::txn::AbortedTransaction;
 
 /// One fetch of one source partition.
 #[derive(Debug, Clone)]
@@ -47,8 +46,8 @@ pub struct Fetched {
     pub last_stable_offset: i64,
     /// The log start offset, or -1 if unknown.
     pub log_start_offset: i64,
-    /// Aborted transactions in the returned range: (producer id, first offset).
-    pub aborted: Vec<(i64, i64)>,
+    /// Aborted transactions in the returned range.
+    pub aborted: Vec<AbortedTransaction>,
 }
 
 /// Where to start a partition that has no committed position.
@@ -61,22 +60,6 @@ pub enum StartPosition {
     Latest,
     /// An explicit offset.
     Offset(i64),
-}
-
-/// The mirror's idempotent producer identity on the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProducerIdentity {
-    /// Producer id from InitProducerId.
-    pub producer_id: i64,
-    /// Producer epoch from InitProducerId.
-    pub producer_epoch: i16,
-}
-
-/// The target's answer for one partition of a Produce request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProduceAck {
-    /// Offset assigned to the batch's first record.
-    pub base_offset: i64,
 }
 
 /// Limits of a target topic that decide whether a batch can pass through.

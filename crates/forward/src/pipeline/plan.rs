@@ -13,7 +13,7 @@ use crate::compression::Compression;
 use crate::observe::{Path, SkipReason};
 use crate::reencode::{ReencodedBatch, reencode};
 use crate::rewrite::{ProducerStamp, ReencodeReason, TargetPolicy, needs_reencode};
-use crate::txn::{AbortedTransaction, AbortedTransactionFilter, TxnDecision};
+use crate::txn::{AbortedTransactionFilter, TxnDecision};
 
 use super::io::{Fetched, Isolation};
 
@@ -77,12 +77,7 @@ pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Pl
     };
     let mut aborted = match rules.isolation {
         Isolation::ReadCommitted => {
-            Some(AbortedTransactionFilter::new(fetched.aborted.iter().map(
-                |&(producer_id, first_offset)| AbortedTransaction {
-                    producer_id,
-                    first_offset,
-                },
-            )))
+            Some(AbortedTransactionFilter::new(fetched.aborted.iter().copied()))
         }
         Isolation::ReadUncommitted => None,
     };

@@ -44,7 +44,7 @@ impl ProducerSeq {
     pub(crate) fn stamp(&mut self, records: u32) -> ProducerStamp {
         let stamp = ProducerStamp::idempotent(
             self.identity.producer_id,
-            self.identity.producer_epoch,
+            self.identity.epoch,
             self.next_sequence,
         );
         self.next_sequence = stamp
@@ -109,7 +109,7 @@ mod tests {
     fn id(pid: i64) -> ProducerIdentity {
         ProducerIdentity {
             producer_id: pid,
-            producer_epoch: 0,
+            epoch: 0,
         }
     }
 

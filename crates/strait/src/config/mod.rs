@@ -40,25 +40,13 @@ pub use value::{ByteSize, format_duration};
 
 use crate::error::{Error, Result};
 
-/// Where new partitions (no committed position) start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StartPosition {
-    /// The log start offset: mirror everything still retained.
-    Earliest,
-    /// The end of the log: only records produced from now on.
-    Latest,
-}
-
-/// Which source records are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Isolation {
-    /// Up to the last stable offset; aborted transactions are skipped.
-    ReadCommitted,
-    /// Up to the high watermark, including open and aborted transactions.
-    ReadUncommitted,
-}
+// The mirror's settings parse straight into the types of the crates that act on them, so no
+// conversion can drop a variant: where new partitions start (`mirror.start`), which source
+// records are read (`mirror.isolation`), what happens when the committed position is gone
+// (`mirror.on_offset_out_of_range`) and the group's assignors.
+pub use strait_forward::{OutOfRangePolicy as OffsetOutOfRange, pipeline::StartPosition};
+pub use strait_wire::IsolationLevel as Isolation;
+pub use strait_wire::group::Assignor;
 
 /// Compression of batches written to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,30 +64,6 @@ pub enum Compression {
     Lz4,
     /// zstd.
     Zstd,
-}
-
-/// What to do when the committed source position is no longer in the log (retention removed it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OffsetOutOfRange {
-    /// Stop the partition and report it: records were lost before they were mirrored.
-    Fail,
-    /// Continue from the log start offset (counts the gap as lost).
-    Earliest,
-    /// Continue from the end of the log.
-    Latest,
-}
-
-/// A partition assignor the mirror's consumer group can use (Kafka's client-side assignors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Assignor {
-    /// `roundrobin`: every partition of every topic dealt out in turn, so members differ by at
-    /// most one partition even with many small topics.
-    RoundRobin,
-    /// `range`: each topic split into contiguous ranges; with many 1-3-partition topics the first
-    /// members get partition 0 of every topic (lopsided).
-    Range,
 }
 
 /// Log output format.
@@ -175,11 +139,16 @@ fn name_of<T: PartialEq + Copy>(table: &[(&'static str, T)], v: T) -> &'static s
         .unwrap_or("?")
 }
 
+/// The configuration word of a setting's value (`"read_committed"`, `"earliest"`...).
+pub trait ConfigWord: Copy {
+    /// The configuration word for this value.
+    fn as_str(self) -> &'static str;
+}
+
 macro_rules! as_str_impl {
     ($t:ty, $table:ident) => {
-        impl $t {
-            /// The configuration word for this value.
-            pub fn as_str(self) -> &'static str {
+        impl ConfigWord for $t {
+            fn as_str(self) -> &'static str {
                 name_of($table, self)
             }
         }
@@ -192,17 +161,15 @@ as_str_impl!(OffsetOutOfRange, OUT_OF_RANGE);
 as_str_impl!(LogFormat, LOG_FORMAT);
 as_str_impl!(Assignor, ASSIGNOR);
 
-impl Assignor {
-    /// The assignor a `mirror.partition_assignment_strategy` entry names: `roundrobin`,
-    /// `range`, or the Java class name (case-insensitive).
-    pub fn from_name(name: &str) -> Option<Assignor> {
-        let name = name.trim();
-        ASSIGNOR
-            .iter()
-            .chain(ASSIGNOR_CLASSES)
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, a)| *a)
-    }
+/// The assignor a `mirror.partition_assignment_strategy` entry names: `roundrobin`, `range`,
+/// or the Java class name (case-insensitive).
+pub fn assignor_named(name: &str) -> Option<Assignor> {
+    let name = name.trim();
+    ASSIGNOR
+        .iter()
+        .chain(ASSIGNOR_CLASSES)
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, a)| *a)
 }
 as_str_impl!(TracingMode, TRACING_MODE);
 
@@ -863,7 +830,7 @@ fn assignors(f: &Field<'_>) -> Result<Vec<Assignor>> {
     };
     let mut out = Vec::new();
     for name in names.iter().filter(|n| !n.trim().is_empty()) {
-        let a = Assignor::from_name(name).ok_or_else(|| f.invalid(EXPECTED))?;
+        let a = assignor_named(name).ok_or_else(|| f.invalid(EXPECTED))?;
         if !out.contains(&a) {
             out.push(a);
         }

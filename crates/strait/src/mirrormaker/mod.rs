@@ -20,7 +20,7 @@ pub mod properties;
 pub use mm1::Mm1Options;
 pub use mm2::Mm2Options;
 
-use crate::config::Assignor;
+use crate::config::assignor_named;
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::error::{Error, Result};
 
@@ -96,11 +96,11 @@ pub(crate) fn map_client_setting(
                 .split(',')
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
-                .partition(|n| Assignor::from_name(n).is_some());
+                .partition(|n| assignor_named(n).is_some());
             if !unknown.is_empty() {
                 let default: Vec<&str> = crate::config::defaults::PARTITION_ASSIGNMENT_STRATEGY
                     .iter()
-                    .map(|a| a.as_str())
+                    .map(|a| a.name())
                     .collect();
                 report.notes.push(format!(
                     "{shown}: {} {} not implemented by strait and {}; {}",
