@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use strait_forward::observe::Observer;
 use strait_forward::{
-    Compression as Codec, Forwarder, GroupPositions, Route, Settings,
-    WireForwarder, WireSource, WireTarget,
+    Compression as Codec, Forwarder, GroupPositions, Route, Settings, WireForwarder, WireSource,
+    WireTarget,
 };
 use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};

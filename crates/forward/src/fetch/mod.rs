@@ -31,9 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use strait_wire::fetch::{FetchRoute, SessionFetch, SessionFetchResponse};
-use strait_wire::{
-    FetchPartition, FetchedPartition, ResponseError, TopicPartition,
-};
+use strait_wire::{FetchPartition, FetchedPartition, ResponseError, TopicPartition};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 

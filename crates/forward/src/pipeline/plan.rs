@@ -76,9 +76,9 @@ pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Pl
         ..Plan::default()
     };
     let mut aborted = match rules.isolation {
-        Isolation::ReadCommitted => {
-            Some(AbortedTransactionFilter::new(fetched.aborted.iter().copied()))
-        }
+        Isolation::ReadCommitted => Some(AbortedTransactionFilter::new(
+            fetched.aborted.iter().copied(),
+        )),
         Isolation::ReadUncommitted => None,
     };
     let mut walker = FetchedRecords::new(fetched.records.clone());
