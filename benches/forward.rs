@@ -1,6 +1,7 @@
 //! Forwarder hot paths: the pass-through rewrite (parse + CRC-32C verify, header rewrite + CRC
 //! recompute, one copy of the records) against a plain `memcpy` of the same size, and the
-//! re-encode path (decompress, walk, re-encode, compress) per codec.
+//! re-encode path (decompress, walk, re-encode, compress) per codec, and re-batching (16 small
+//! batches merged into one: deltas rewritten when uncompressed, recompressed once otherwise).
 //!
 //! Batches hold realistic records (JSON-like text with random fields, 100 B or 1 KiB each) filling
 //! 16 KiB or 1 MiB uncompressed; throughput is counted in bytes of the batch as it travels on the
@@ -14,6 +15,7 @@ use std::hint::black_box;
 use bytes::{Bytes, BytesMut};
 use divan::Bencher;
 use divan::counter::{BytesCount, ItemsCount};
+use strait_forward::merge::merge;
 use strait_forward::{
     Compression, ProducerStamp, RecordBatch, TargetPolicy, reencode, rewrite_for_produce_into,
 };
@@ -76,6 +78,9 @@ const CASES: [Case; 20] = concat([
     cases_for!(1 << 20, 100),
     cases_for!(1 << 20, 1024),
 ]);
+
+/// Small batches (about 1 KiB of 100 B records), the shape re-batching is for.
+const MERGE_CASES: [Case; 5] = cases_for!(1 << 10, 100);
 
 /// xorshift64*: deterministic filler without another dependency.
 struct Rng(u64);
@@ -205,5 +210,20 @@ fn reencode_same_codec(bencher: Bencher, case: Case) {
             black_box(
                 reencode(black_box(&batch), 1000, ProducerStamp::NONE, &policy).expect("reencode"),
             );
+        });
+}
+
+/// Re-batching: 16 small batches of one partition merged into one batch.
+#[divan::bench(args = MERGE_CASES, sample_count = 20)]
+fn merge_small_batches(bencher: Bencher, case: Case) {
+    let one = source_batch(case);
+    let records = 16 * one.record_count() as usize;
+    let batches = vec![one.into_bytes(); 16];
+    let bytes = batches.iter().map(Bytes::len).sum::<usize>();
+    bencher
+        .counter(BytesCount::new(bytes))
+        .counter(ItemsCount::new(records))
+        .bench_local(|| {
+            black_box(merge(black_box(&batches), 64 << 20).expect("merge"));
         });
 }
