@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
+use crate::delay_proxy::{DelayProxy, Link};
 use crate::error::Error;
 use crate::node::{Launch, Node, Probe};
 use crate::pki::{ADMIN_CN, Pki};
@@ -31,6 +32,8 @@ const DROP_GRACE_DUMPING: Duration = Duration::from_secs(20);
 const STOP_GRACE: Duration = Duration::from_secs(60);
 /// Readiness probe period.
 const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// The name of the listener reached through the delay proxies (see [`ClusterBuilder::wan`]).
+const WAN_LISTENER: &str = "WAN";
 
 /// Default broker JVM options: a small heap (several clusters share a 2-core box), G1 as in Kafka's scripts, and
 /// the C1 JIT only: it starts a broker ~0.8 s faster and spares the C2 compile threads' CPU during short tests
@@ -248,6 +251,7 @@ pub struct ClusterBuilder {
     broker_config: Vec<(String, String)>,
     jvm_opts: Vec<String>,
     start_timeout: Option<Duration>,
+    wan: Option<Link>,
 }
 
 impl ClusterBuilder {
@@ -303,6 +307,16 @@ impl ClusterBuilder {
     /// Full tiered JIT (C1 then C2) for the brokers instead of the default C1 only: for throughput benchmarks.
     pub fn full_jit(self) -> Self {
         self.jvm_opt("-XX:TieredStopAtLevel=4")
+    }
+
+    /// A long-distance path to the cluster: every node gets one more listener, `WAN` (same security as the
+    /// default listener), that it advertises at the address of its own [`DelayProxy`] over `link`. A client
+    /// bootstrapped from [`Cluster::wan_bootstrap`] is told the proxies' addresses in Metadata, so all its traffic
+    /// crosses the simulated link; replication between nodes, the controller and the Java tools keep using the
+    /// direct listeners. The proxies live as long as the cluster (a restarted node keeps its proxy).
+    pub fn wan(mut self, link: Link) -> Self {
+        self.wan = Some(link);
+        self
     }
 
     /// How long the cluster (and later a restarted node) may take to become ready (default 120 s, or
@@ -406,9 +420,11 @@ impl ClusterBuilder {
         };
 
         let listeners = self.listeners();
-        let per_node = listeners.len() + 1;
+        // Client listeners, the controller, and with a WAN path the WAN listener and its proxy.
+        let wan_ports = if self.wan.is_some() { 2 } else { 0 };
+        let per_node = listeners.len() + 1 + wan_ports;
         let ports = free_ports(self.nodes * per_node)?;
-        let nodes: Vec<Node> = (0..self.nodes)
+        let mut nodes: Vec<Node> = (0..self.nodes)
             .map(|i| {
                 let id = i as i32 + 1;
                 let mine = &ports[i * per_node..(i + 1) * per_node];
@@ -417,14 +433,39 @@ impl ClusterBuilder {
                     .copied()
                     .zip(mine.iter().copied())
                     .collect();
-                Node::new(
+                let mut node = Node::new(
                     id,
                     dir.join(format!("node-{id}")),
                     client,
-                    mine[per_node - 1],
-                )
+                    mine[listeners.len()],
+                );
+                if wan_ports > 0 {
+                    node.wan_port = Some(mine[listeners.len() + 1]);
+                }
+                node
             })
             .collect();
+        // The proxies bind their ports now (the brokers advertise them) and connect upstream per connection.
+        let mut wan = Vec::new();
+        if let Some(link) = self.wan {
+            for (i, node) in nodes.iter_mut().enumerate() {
+                let Some(broker_port) = node.wan_port else {
+                    continue;
+                };
+                let listen =
+                    std::net::SocketAddr::from(([127, 0, 0, 1], ports[(i + 1) * per_node - 1]));
+                let proxy = DelayProxy::start_on(listen, &format!("127.0.0.1:{broker_port}"), link)
+                    .map_err(|e| match &e {
+                        Error::Io { source, .. }
+                            if source.kind() == std::io::ErrorKind::AddrInUse =>
+                        {
+                            StartFailure::PortInUse(e)
+                        }
+                        _ => StartFailure::Other(e),
+                    })?;
+                wan.push(proxy);
+            }
+        }
 
         let mut jvm_opts: Vec<String> = BROKER_JVM_OPTS.iter().map(|s| s.to_string()).collect();
         jvm_opts.extend(self.jvm_opts.iter().cloned());
@@ -463,6 +504,7 @@ impl ClusterBuilder {
             start_timeout,
             seq: AtomicUsize::new(0),
             watchdog: Some(watchdog),
+            wan,
         };
         for i in 0..cluster.nodes.len() {
             let props = cluster.server_properties(i, &self.broker_config);
@@ -528,6 +570,8 @@ pub struct Cluster {
     start_timeout: Duration,
     pub(crate) seq: AtomicUsize,
     watchdog: Option<Watchdog>,
+    /// One delay proxy per node (in node order) when built with [`ClusterBuilder::wan`]. Dropped after the JVMs.
+    wan: Vec<DelayProxy>,
 }
 
 impl Cluster {
@@ -543,6 +587,7 @@ impl Cluster {
             broker_config: Vec::new(),
             jvm_opts: Vec::new(),
             start_timeout: None,
+            wan: None,
         }
     }
 
@@ -592,6 +637,41 @@ impl Cluster {
         node.port(l)
             .map(|p| format!("127.0.0.1:{p}"))
             .ok_or_else(|| Error::Invalid(format!("listener {l:?} is not enabled")))
+    }
+
+    /// The bootstrap through the delay proxies (`127.0.0.1:proxy1,...`), or None without
+    /// [`ClusterBuilder::wan`]. Clients bootstrapped here stay on the WAN path: Metadata answers with the proxies.
+    pub fn wan_bootstrap(&self) -> Option<String> {
+        if self.wan.is_empty() {
+            return None;
+        }
+        let addrs: Vec<String> = self.wan.iter().map(|p| p.addr().to_string()).collect();
+        Some(addrs.join(","))
+    }
+
+    /// The delay proxy in front of node `node_id`'s WAN listener (its address, link and traffic so far), or None
+    /// without [`ClusterBuilder::wan`].
+    pub fn wan_proxy(&self, node_id: i32) -> Option<&DelayProxy> {
+        let index = self.nodes.iter().position(|n| n.id == node_id)?;
+        self.wan.get(index)
+    }
+
+    /// [`client_properties`](Self::client_properties) of the default listener with the bootstrap through the
+    /// delay proxies. Panics without [`ClusterBuilder::wan`] (a test bug).
+    pub fn wan_client_properties(&self, user: Option<&str>) -> Vec<(String, String)> {
+        let bootstrap = self.wan_bootstrap().unwrap_or_else(|| {
+            panic!(
+                "cluster {} has no WAN listener: build it with ClusterBuilder::wan",
+                self.name
+            )
+        });
+        let mut props = self.client_properties(self.default_listener(), user);
+        for (k, v) in &mut props {
+            if k == "bootstrap.servers" {
+                *v = bootstrap.clone();
+            }
+        }
+        props
     }
 
     /// Client properties, named as a librdkafka/Strait user writes them, for `user` on listener `l`
@@ -934,12 +1014,22 @@ impl Cluster {
             .collect();
         let mut listeners = client.clone();
         listeners.push(format!("CONTROLLER://127.0.0.1:{}", node.controller_port));
+        let mut advertised = client.clone();
         let mut protocol_map: Vec<String> = self
             .listeners
             .iter()
             .map(|l| format!("{0}:{0}", l.security_protocol()))
             .collect();
         protocol_map.push(format!("CONTROLLER:{controller_protocol}"));
+        // The WAN listener binds its own port and advertises the node's proxy, with the default listener's security.
+        if let (Some(bind), Some(proxy)) = (node.wan_port, self.wan.get(index)) {
+            listeners.push(format!("{WAN_LISTENER}://127.0.0.1:{bind}"));
+            advertised.push(format!("{WAN_LISTENER}://{}", proxy.addr()));
+            protocol_map.push(format!(
+                "{WAN_LISTENER}:{}",
+                self.default_listener().security_protocol()
+            ));
+        }
 
         let mut p: Vec<(String, String)> = Vec::new();
         let mut set = |k: &str, v: String| p.push((k.to_string(), v));
@@ -948,7 +1038,7 @@ impl Cluster {
         // Static quorum: format without --standalone/--initial-controllers.
         set("controller.quorum.voters", voters.join(","));
         set("listeners", listeners.join(","));
-        set("advertised.listeners", client.join(","));
+        set("advertised.listeners", advertised.join(","));
         set("listener.security.protocol.map", protocol_map.join(","));
         set("controller.listener.names", "CONTROLLER".into());
         // Inter-broker traffic uses the default client listener: with mTLS that is SSL with the broker

@@ -28,6 +28,7 @@
 
 mod cds;
 mod cluster;
+mod delay_proxy;
 mod error;
 mod node;
 mod pki;
@@ -40,6 +41,7 @@ mod version;
 mod watchdog;
 
 pub use cluster::{ADMIN_PASSWORD, AdminOp, Cluster, ClusterBuilder, Listener, Resource};
+pub use delay_proxy::{DelayProxy, Link, ProxyStats};
 pub use error::Error;
 pub use pki::{ForeignCa, Pki, UserCert, Validity};
 pub use process::JavaProcess;

@@ -54,6 +54,8 @@ pub(crate) struct Node {
     pub config: PathBuf,
     pub client_ports: Vec<(Listener, u16)>,
     pub controller_port: u16,
+    /// The port the broker binds for the `WAN` listener (clients reach it through a delay proxy).
+    pub wan_port: Option<u16>,
     child: Option<Child>,
     /// Length of stdout.log when the current JVM was spawned: output before it belongs to an earlier run.
     out_offset: u64,
@@ -80,6 +82,7 @@ impl Node {
             config,
             client_ports,
             controller_port,
+            wan_port: None,
             child: None,
             out_offset: 0,
             scan_pos: 0,
@@ -214,8 +217,13 @@ impl Node {
                 return Probe::Starting;
             }
         }
-        let all_accept = self.client_ports.iter().all(|(_, port)| {
-            let addr = SocketAddr::from(([127, 0, 0, 1], *port));
+        let mut ports = self
+            .client_ports
+            .iter()
+            .map(|(_, p)| *p)
+            .chain(self.wan_port);
+        let all_accept = ports.all(|port| {
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
             TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
         });
         if all_accept {
