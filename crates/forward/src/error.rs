@@ -323,5 +323,10 @@ impl Error {
     }
 }
 
+/// The batch codec's errors. Being split from the pipeline's [`Error`]: name codec failures
+/// (`CodecError::RecordTooLarge`, results of `reencode`, `RecordBatch::parse`...) with this, so
+/// the split changes nothing for the caller.
+pub type CodecError = Error;
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -101,7 +101,7 @@ pub mod wire_io;
 
 pub use batch::{Attributes, FetchedBatch, FetchedRecords, RecordBatch, TimestampType};
 pub use compression::Compression;
-pub use error::{Error, Result};
+pub use error::{CodecError, Error, Result};
 pub use legacy::LegacyBatch;
 pub use merge::MergeKind;
 pub use pipeline::{Forwarder, OutOfRangePolicy, Route, Settings};
