@@ -3,7 +3,7 @@
 //! SIGKILLed and restarted, then the same happens to a source broker. Proves that nothing is
 //! lost, that partitions led by the surviving brokers keep flowing during each outage, and
 //! measures the stall of the partitions that lost their leader beside a Java producer's stall
-//! in the same outage (the referee: `tests/java/PartitionProbe.java`, writing to explicit
+//! in the same outage (the referee: `crates/strait/tests/java/PartitionProbe.java`, writing to explicit
 //! partitions of the same clusters at the same rate).
 //!
 //! Run: `cargo test -p strait --test failover -- --nocapture` (prints the stall figures).
@@ -47,7 +47,7 @@ fn now_ms() -> i64 {
 
 /// Starts the Java referee producer; its acknowledgements go to `out`.
 fn probe(cluster: &Cluster, topic: &str, seconds: u64, out: &Path) -> Proc {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/java/PartitionProbe.java");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/PartitionProbe.java");
     let java = std::env::var("JAVA_HOME").map_or_else(
         |_| PathBuf::from("java"),
         |h| Path::new(&h).join("bin/java"),

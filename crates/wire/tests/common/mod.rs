@@ -199,7 +199,7 @@ pub fn read_records(records: &Bytes) -> Vec<ReadRec> {
 /// a producer would send it (the base offset is outside the CRC).
 pub fn fixture(name: &str) -> Bytes {
     let path = format!(
-        "{}/crates/forward/tests/fixtures/{name}.bin",
+        "{}/../forward/tests/fixtures/{name}.bin",
         env!("CARGO_MANIFEST_DIR")
     );
     let mut v = std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));

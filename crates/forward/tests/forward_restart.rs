@@ -7,16 +7,16 @@
 //!
 //! (Killing the `strait` process with SIGKILL is covered by the binary's own crash test.)
 //!
-//! Run: `cargo test -p strait-suite --test forward_restart -- --nocapture`.
+//! Run: `cargo test -p strait-forward --test forward_restart -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod forward_common;
+mod broker;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use forward_common::*;
+use broker::*;
 use strait_forward::{Compression, Forwarder, Route, Settings, WireForwarder};
 use strait_testkit::Cluster;
 use strait_wire::admin::NewTopic;

@@ -4,7 +4,7 @@
 //! carrying 12 partitions' records (decode from `Bytes` is zero-copy: the records stay slices of
 //! the frame). Counted per byte of records.
 //!
-//! Run: `cargo bench -p strait-suite --bench wire`
+//! Run: `cargo bench -p strait-wire --bench wire`
 
 use std::hint::black_box;
 

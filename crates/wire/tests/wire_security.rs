@@ -5,10 +5,10 @@
 //! certificate, a missing client certificate, a certificate from a foreign CA, a wrong password,
 //! SASL against the mTLS listener and missing ACLs.
 //!
-//! Run: `cargo test -p strait-suite --test wire_security -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_security -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
-mod wire_common;
+mod common;
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use strait_wire::{
     Client, Error, FetchOptions, FetchPartition, ProduceBatch, ProduceOptions, ResponseError,
     TlsFailure,
 };
-use wire_common::*;
+use common::*;
 
 const TOPIC: &str = "secure";
 

@@ -5,10 +5,10 @@
 //! leader-epoch fencing), and every acknowledged record is there exactly once (idempotent
 //! batches, acks=all).
 //!
-//! Run: `cargo test -p strait-suite --test wire_failover -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_failover -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
-mod wire_common;
+mod common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +19,7 @@ use strait_wire::{
     Client, FetchOptions, FetchPartition, ProduceBatch, ProduceOptions, ProducerIdentity,
 };
 use tokio::sync::watch;
-use wire_common::*;
+use common::*;
 
 const TOPIC: &str = "ha";
 const BATCHES: usize = 200;

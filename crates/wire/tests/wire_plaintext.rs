@@ -5,10 +5,10 @@
 //! cancellation, the response size cap, request timeouts, reconnects, unknown topics, leader
 //! epoch fencing, InitProducerId.
 //!
-//! Run: `cargo test -p strait-suite --test wire_plaintext -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_plaintext -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
-mod wire_common;
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use strait_wire::{
     ResponseError,
 };
 use tokio::task::JoinSet;
-use wire_common::*;
+use common::*;
 
 const CODECS: [&str; 5] = ["v2_none", "v2_gzip", "v2_snappy", "v2_lz4", "v2_zstd"];
 

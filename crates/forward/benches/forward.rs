@@ -7,7 +7,7 @@
 //! 16 KiB or 1 MiB uncompressed; throughput is counted in bytes of the batch as it travels on the
 //! wire (compressed size for compressed codecs).
 //!
-//! Run: `cargo bench -p strait-suite --bench forward`
+//! Run: `cargo bench -p strait-forward --bench forward`
 
 use std::fmt;
 use std::hint::black_box;

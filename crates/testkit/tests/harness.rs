@@ -1,7 +1,7 @@
 //! Smoke tests of strait-testkit against real Apache Kafka: each test starts one cluster and checks that it
 //! behaves as the testkit promises (listeners, mTLS, ACLs, SASL, failover, the 3.9 line).
 //!
-//! Run: `cargo test -p strait-suite --test harness -- --nocapture` (prints start-up times).
+//! Run: `cargo test -p strait-testkit --test harness -- --nocapture` (prints start-up times).
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};

@@ -2,10 +2,10 @@
 //! and SASL listeners: version negotiation picks 3.9's maxima (Produce v11, no v12/13), topic ids,
 //! byte-exact round trips for all five codecs, ListOffsets, SCRAM, and the Java console consumer.
 //!
-//! Run: `cargo test -p strait-suite --test wire_kafka39 -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_kafka39 -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
-mod wire_common;
+mod common;
 
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use strait_testkit::{AdminOp, Cluster, KafkaVersion, Listener};
 use strait_wire::{
     FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch, ProduceOptions,
 };
-use wire_common::*;
+use common::*;
 
 const CODECS: [&str; 5] = ["v2_none", "v2_gzip", "v2_snappy", "v2_lz4", "v2_zstd"];
 

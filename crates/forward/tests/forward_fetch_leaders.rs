@@ -23,17 +23,17 @@
 //! to the longest time the source refused writes to them (what any client sees); and the same
 //! for the partitions that did not move.
 //!
-//! Run: `cargo test -p strait-suite --test forward_fetch_leaders -- --nocapture`
+//! Run: `cargo test -p strait-forward --test forward_fetch_leaders -- --nocapture`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod forward_common;
+mod broker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use forward_common::*;
+use broker::*;
 use strait_forward::{Compression, Forwarder, Route, Settings, WireForwarder};
 use strait_testkit::{AdminOp, Cluster};
 use strait_wire::admin::NewTopic;

@@ -5,7 +5,7 @@
 //!
 //! Runs against Kafka 4.x and 3.9 (two clusters).
 //!
-//! Run: `cargo test -p strait-suite --test wire_group -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_group -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;

@@ -2,7 +2,7 @@
 //! (one cluster for the whole file): CreateTopics with configs, DescribeConfigs, CreatePartitions,
 //! TOPIC_ALREADY_EXISTS, DescribeAcls, DescribeCluster, and what a user without ACLs is told.
 //!
-//! Run: `cargo test -p strait-suite --test wire_admin -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_admin -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

@@ -16,16 +16,16 @@
 //!   mirror.on_offset_out_of_range, the others go on;
 //! * a missing target topic: retried (not a failure) until it exists.
 //!
-//! Run: `cargo test -p strait-suite --test forward_edge -- --nocapture`.
+//! Run: `cargo test -p strait-forward --test forward_edge -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod forward_common;
+mod broker;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forward_common::*;
+use broker::*;
 use strait_forward::pipeline::Target;
 use strait_forward::pipeline::io::ErrorClass;
 use strait_forward::{Compression, Forwarder, RecordBatch, Route, Settings, WireTarget};

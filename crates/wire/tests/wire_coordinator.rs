@@ -6,7 +6,7 @@
 //! requests shared the data connection, a Fetch sent to the coordinator's broker while a
 //! JoinGroup was held waited behind it, and timed out after `request.timeout.ms`.
 //!
-//! Run: `cargo test -p strait-suite --test wire_coordinator -- --nocapture`
+//! Run: `cargo test -p strait-wire --test wire_coordinator -- --nocapture`
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

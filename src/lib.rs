@@ -1,1 +1,0 @@
-//! Strait test and benchmark suite: no library code lives here; see `tests/` and `benches/`.
