@@ -40,7 +40,7 @@ use crate::batch::{
 };
 use crate::checksum::batch_crc;
 use crate::compression::Compression;
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Result};
 use crate::records::RecordParts;
 
 /// How a merged batch was built (a metrics label, see [`crate::observe::Path::Merged`]).
@@ -126,11 +126,11 @@ pub fn compatible(a: &[u8], b: &[u8]) -> bool {
 /// Merges `batches` (pairwise [`compatible`], in log order) into one batch, see the module docs.
 ///
 /// `max_decompressed_bytes` caps the decompressed records of all compressed inputs together
-/// ([`Error::DecompressedTooLarge`] beyond it); uncompressed inputs are not decompressed and do
-/// not count. Fails with [`Error::NotMergeable`] when the inputs are empty or not compatible,
-/// and with the usual batch and record errors when an input is malformed. A single batch is
-/// accepted and re-framed like a merge of one.
-pub fn merge(batches: &[Bytes], max_decompressed_bytes: usize) -> Result<Merged> {
+/// (`DecompressedTooLarge` beyond it); uncompressed inputs are not decompressed and do not count.
+/// Fails with `NotMergeable` when the inputs are empty or not compatible, and with the usual batch
+/// and record errors when an input is malformed. A single batch is accepted and re-framed like a
+/// merge of one. On any error, forward the inputs one by one instead.
+pub fn merge(batches: &[Bytes], max_decompressed_bytes: usize) -> Result<Merged, CodecError> {
     merge_with_level(batches, max_decompressed_bytes, None)
 }
 
@@ -140,9 +140,9 @@ pub fn merge_with_level(
     batches: &[Bytes],
     max_decompressed_bytes: usize,
     level: Option<i32>,
-) -> Result<Merged> {
+) -> Result<Merged, CodecError> {
     let Some(first) = batches.first() else {
-        return Err(Error::NotMergeable {
+        return Err(CodecError::NotMergeable {
             base_offset: -1,
             reason: "no batch was given",
         });
@@ -162,14 +162,14 @@ pub fn merge_with_level(
             Some(_) => None,
         };
         if let Some(reason) = reason {
-            return Err(Error::NotMergeable {
+            return Err(CodecError::NotMergeable {
                 base_offset: batch.base_offset(),
                 reason,
             });
         }
         total = total
             .checked_add(batch.record_count())
-            .ok_or(Error::NotMergeable {
+            .ok_or(CodecError::NotMergeable {
                 base_offset: batch.base_offset(),
                 reason: "the merged batch would hold more than 2^31 records",
             })?;
@@ -233,7 +233,7 @@ pub fn merge_with_level(
     }
     let base_offset = parsed[0].base_offset();
     let batch_length =
-        i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| Error::NotMergeable {
+        i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| CodecError::NotMergeable {
             base_offset,
             reason: "the merged batch would be larger than 2 GiB",
         })?;
@@ -269,19 +269,19 @@ pub fn merge_with_level(
 
 /// Reports a decompression cap error with the whole cap, not the budget left for the batch that
 /// crossed it: the cap is the setting an operator can raise.
-fn whole_cap(e: Error, limit: usize) -> Error {
+fn whole_cap(e: CodecError, limit: usize) -> CodecError {
     match e {
-        Error::InBatch {
+        CodecError::InBatch {
             base_offset,
             source,
         } => {
             let source = match *source {
-                Error::DecompressedTooLarge { codec, .. } => {
-                    Error::DecompressedTooLarge { codec, limit }
+                CodecError::DecompressedTooLarge { codec, .. } => {
+                    CodecError::DecompressedTooLarge { codec, limit }
                 }
                 other => other,
             };
-            Error::InBatch {
+            CodecError::InBatch {
                 base_offset,
                 source: Box::new(source),
             }
@@ -692,7 +692,8 @@ mod tests {
         ] {
             let err = merge(&[plain.clone(), bad.clone()], 1 << 20).unwrap_err();
             assert!(
-                matches!(&err, Error::NotMergeable { base_offset: 2, reason } if reason.contains(want)),
+                matches!(&err, CodecError::NotMergeable { base_offset: 2, reason }
+                    if reason.contains(want)),
                 "{want}: {err}"
             );
         }
@@ -701,7 +702,7 @@ mod tests {
         }
         assert!(matches!(
             merge(&[], 1 << 20),
-            Err(Error::NotMergeable {
+            Err(CodecError::NotMergeable {
                 base_offset: -1,
                 ..
             })
@@ -734,8 +735,8 @@ mod tests {
             assert!(merge(&inputs[..1], 1_500).is_ok(), "{codec}");
             let err = merge(&inputs, 1_500).unwrap_err();
             assert!(
-                matches!(&err, Error::InBatch { base_offset: 1, source }
-                    if matches!(**source, Error::DecompressedTooLarge { limit: 1_500, .. })),
+                matches!(&err, CodecError::InBatch { base_offset: 1, source }
+                    if matches!(**source, CodecError::DecompressedTooLarge { limit: 1_500, .. })),
                 "{codec}: {err}"
             );
         }
@@ -757,7 +758,7 @@ mod tests {
         reseal(&mut bad);
         let err = merge(&[good.clone(), Bytes::from(bad)], 1 << 20).unwrap_err();
         assert!(
-            matches!(&err, Error::InBatch { base_offset: 2, .. }),
+            matches!(&err, CodecError::InBatch { base_offset: 2, .. }),
             "{err}"
         );
         // The header declares one more record than the section holds.

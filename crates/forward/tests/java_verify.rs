@@ -1,7 +1,7 @@
-//! Batches produced by this crate, checked by the real Kafka broker code: every rewritten and
-//! re-encoded batch is written to a directory and run through Kafka 4.3.1's `LogValidator`
-//! (client origin, CreateTime topic, codec = the batch's) by tests/fixtures/gen/Fixtures.java,
-//! which also dumps what the Java consumer code reads from it.
+//! Batches produced by this crate, checked by the real Kafka broker code: every rewritten,
+//! re-encoded and merged batch is written to a directory and run through Kafka 4.3.1's
+//! `LogValidator` (client origin, CreateTime topic, codec = the batch's) by
+//! tests/fixtures/gen/Fixtures.java, which also dumps what the Java consumer code reads from it.
 //!
 //! Needs `java` (17+) and the Kafka jars, so it is ignored by default:
 //!
@@ -20,6 +20,7 @@ use std::process::Command;
 
 use bytes::Bytes;
 use common::*;
+use strait_forward::merge::merge;
 use strait_forward::{
     Compression, FetchedBatch, FetchedRecords, LogAppendTimePolicy, ProducerStamp, RecordBatch,
     TargetPolicy, reencode, rewrite_for_produce,
@@ -140,6 +141,25 @@ fn kafka_log_validator_accepts_everything_we_produce() {
                 );
             }
         }
+    }
+    // Re-batching: Java-written batches merged (the same batch twice; compacted ones close their
+    // gaps), then stamped as the pipeline stamps every produced batch.
+    for c in [
+        "none",
+        "gzip",
+        "snappy",
+        "lz4",
+        "zstd",
+        "compacted_none",
+        "compacted_zstd",
+    ] {
+        let src = first_v2(&format!("v2_{c}")).into_bytes();
+        let merged = merge(&[src.clone(), src], 64 << 20).unwrap();
+        let merged = RecordBatch::parse(merged.batch).unwrap();
+        produced.insert(
+            format!("merged_{c}"),
+            (rewrite_for_produce(&merged, stamp), "ok inplace=true"),
+        );
     }
     // Negative control: a transaction marker must be rejected.
     let marker = FetchedRecords::new(fixture("v2_txn_markers"))

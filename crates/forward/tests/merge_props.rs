@@ -213,13 +213,20 @@ proptest! {
         prop_assert_eq!(batch.attributes().raw(), i16::from(run.codec.id()));
         let want = run.expected();
         check_merged(&batch, &want, run.codec);
+        if run.codec == Compression::None {
+            // The documented size bound the produce window can rely on before merging.
+            let sections: usize = inputs.iter().map(|b| b.len() - 61).sum();
+            prop_assert!(m.batch.len() <= 61 + sections + 14 * want.len());
+        }
         prop_assert_eq!(m.records as usize, want.len());
         prop_assert_eq!(m.max_timestamp_ms, batch.max_timestamp());
         prop_assert_eq!(m.compression, run.codec);
-        prop_assert_eq!(
-            m.kind,
-            if run.codec == Compression::None { MergeKind::Records } else { MergeKind::Recompressed }
-        );
+        let kind = if run.codec == Compression::None {
+            MergeKind::Records
+        } else {
+            MergeKind::Recompressed
+        };
+        prop_assert_eq!(m.kind, kind);
     }
 
     /// A merged batch is itself mergeable: merging in two steps gives the same records as
@@ -268,7 +275,11 @@ proptest! {
 
     /// Mixed codecs are refused by `compatible` and by `merge`.
     #[test]
-    fn mixed_codecs_are_refused(run in run(), other in codec(), which in any::<prop::sample::Index>()) {
+    fn mixed_codecs_are_refused(
+        run in run(),
+        other in codec(),
+        which in any::<prop::sample::Index>(),
+    ) {
         prop_assume!(other != run.codec);
         let mut run = run;
         let i = which.index(run.batches.len());
