@@ -841,10 +841,16 @@ impl FakeTarget {
             );
         }
         let p = st.partitions.get_mut(tp).unwrap();
-        if matches!(fault, Some(Fault::ForgetProducers)) && p.outstanding == 0 {
-            // As when the state of an idle producer expires. (Losing it between two pipelined
-            // batches, the first of them refused, would let Kafka append the second as a "first"
-            // sequence: a reordering no client can prevent.)
+        // As when the state of an idle producer expires: nothing in flight, and this batch
+        // continues the sequence (nothing before it was refused). Losing it between two
+        // pipelined batches, the first of them refused, would let Kafka append the second as a
+        // "first" sequence: a reordering no client can prevent, and that Kafka's expiry (an
+        // idle producer, after producer.id.expiration.ms) never causes.
+        let continues = p
+            .producers
+            .get(&pid)
+            .is_none_or(|st| seq == seq_after(st.last_seq, 1));
+        if matches!(fault, Some(Fault::ForgetProducers)) && p.outstanding == 0 && continues {
             p.producers.clear();
         }
         if matches!(fault, Some(Fault::AcceptAnySequence)) {
@@ -895,11 +901,7 @@ impl FakeTarget {
                     .find(|(f, l, _)| *f == seq && *l == last)
                 {
                     // A duplicate: success with the original offset, nothing appended.
-                    return (
-                        Ok(ack(p.batches[index].base)),
-                        Some(index),
-                        false,
-                    );
+                    return (Ok(ack(p.batches[index].base)), Some(index), false);
                 }
                 if seq != seq_after(state.last_seq, 1) {
                     return err(
@@ -1324,6 +1326,9 @@ fn settings() -> Settings {
     s.fetch_max_wait = Duration::from_millis(200);
     s.retry_backoff = Duration::from_millis(50);
     s.retry_backoff_max = Duration::from_secs(1);
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(s.batch_size);
     s
 }
 

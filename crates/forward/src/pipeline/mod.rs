@@ -15,6 +15,7 @@ mod partition;
 pub(crate) mod plan;
 mod producer;
 mod sender;
+mod window;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -91,6 +92,11 @@ pub struct Settings {
     pub max_request_bytes: usize,
     /// Produce requests in flight per target broker.
     pub max_requests_per_broker: usize,
+    /// Largest batch made by merging small source batches that wait together for the same
+    /// target partition (0: never merge). Over a long link a partition's rate is bounded by
+    /// `max_in_flight` batches per round trip, so a batch must carry more than one small source
+    /// batch; batches that are already large pass through untouched.
+    pub batch_size: usize,
     /// How long a revoke or shutdown waits for in-flight batches to be acknowledged (and the
     /// final positions committed). What is not acknowledged by then is not committed: the next
     /// owner fetches it again (at-least-once holds). Keep it well under the group's rebalance
@@ -117,6 +123,7 @@ impl Default for Settings {
             retry_backoff_max: Duration::from_secs(10),
             max_request_bytes: 16 << 20,
             max_requests_per_broker: 5,
+            batch_size: 256 << 10,
             drain_timeout: Duration::from_secs(10),
         }
     }

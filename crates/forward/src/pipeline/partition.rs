@@ -1,29 +1,25 @@
 //! One source partition mirrored into one target partition: a fetch task feeding a produce task.
 //!
-//! The fetch task plans each response and hands the parts over a bounded channel (the in-flight
-//! window plus the memory budget are the back-pressure). The produce task owns the target
-//! partition's producer sequence and its window of unacknowledged batches: it stamps, sends at
-//! most `max_in_flight` of them (Kafka's duplicate detection covers only the last five batches),
-//! retries identical bytes, renumbers under a fresh producer id when the target's producer state
-//! no longer matches, splits a batch the target refuses as too large, and moves the committable
-//! position only past acknowledged batches.
+//! The fetch task plans each response and hands the parts over a bounded channel (the window's
+//! appetite plus the memory budget are the back-pressure). The produce task drives the target
+//! partition's [`Window`] (`window.rs`): the state machine that stamps, merges, sends at most
+//! `max_in_flight` batches, resends, renumbers, splits and moves the committable position only
+//! past acknowledged batches. This file holds the async parts: fetching, and carrying the
+//! window's batches and actions to the target.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use strait_wire::TopicPartition;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::batch::RecordBatch;
 use crate::observe::Path;
 use crate::observe::{BatchForwarded, Observer};
-use crate::reencode::reencode;
-use crate::rewrite::{ProducerStamp, TargetPolicy, stamp_in_place};
+use crate::rewrite::TargetPolicy;
 
 use super::Settings;
 use super::backoff::Backoff;
@@ -34,6 +30,7 @@ use super::io::{
 use super::plan::{self, Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
 use super::sender::{ProduceItem, Senders, SlotResult};
+use super::window::{Action, Done, MergePolicy, Transmit, Window, WindowConfig};
 
 /// A source partition and where it goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -489,45 +486,9 @@ async fn out_of_range<S: Source, T: Target>(
     Ok(next)
 }
 
-/// A batch in the produce window.
-#[derive(Debug)]
-struct Slot {
-    id: u64,
-    part: Part,
-    /// The producer id, epoch and sequence the batch is stamped with (`part.batch` carries it).
-    stamp: ProducerStamp,
-    /// Position once this slot and all before it are acknowledged (None: a non-final part).
-    next: Option<i64>,
-    state: SlotState,
-    fetched_at: SystemTime,
-    reservation: Option<Reservation>,
-}
-
-#[derive(Debug)]
-enum SlotState {
-    /// Stamped, not sent yet (behind a full window, or waiting to be resent).
-    Queued,
-    InFlight,
-    Acked(i64),
-    Failed(IoError),
-}
-
-struct Window<'a, S, T> {
-    shared: &'a Shared<S, T>,
-    route: &'a Route,
-    position: &'a PositionCell,
-    policy: TargetPolicy,
-    max_message_bytes: &'a AtomicUsize,
-    slots: VecDeque<Slot>,
-    seq: ProducerSeq,
-    next_id: u64,
-    acks_tx: mpsc::UnboundedSender<SlotResult>,
-    backoff: Backoff,
-    /// A position reached by skipped batches while the window was empty.
-    pending_advance: Option<i64>,
-    denial: Denial,
-}
-
+/// Drives the partition's [`Window`]: carries its batches to the target, the target's answers
+/// back, and does the I/O its actions ask for (producer ids, topic limits). The window decides
+/// everything else.
 async fn produce_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
@@ -537,439 +498,257 @@ async fn produce_loop<S: Source, T: Target>(
     policy: TargetPolicy,
     max_message_bytes: &AtomicUsize,
 ) -> (Result<(), Error>, ProducerSeq) {
-    let (acks_tx, mut acks_rx) = mpsc::unbounded_channel();
-    let mut w = Window {
-        shared,
-        route,
-        position,
-        policy,
-        max_message_bytes,
-        slots: VecDeque::new(),
+    let settings = &shared.settings;
+    let (acks_tx, mut acks_rx) = mpsc::unbounded_channel::<SlotResult>();
+    let mut w: Window<Reservation> = Window::new(
+        WindowConfig {
+            max_in_flight: settings.max_in_flight,
+            merge: MergePolicy {
+                batch_size: settings.batch_size,
+            },
+            max_message_bytes: max_message_bytes.load(Ordering::Acquire),
+            retry_backoff: (settings.retry_backoff, settings.retry_backoff_max),
+            denied_backoff: DENIED_BACKOFF,
+            max_decompressed_bytes: settings.max_decompressed_bytes,
+        },
         seq,
-        next_id: 0,
-        acks_tx,
-        backoff: Backoff::new(
-            shared.settings.retry_backoff,
-            shared.settings.retry_backoff_max,
-        ),
-        pending_advance: None,
-        denial: Denial::new(),
-    };
+    );
     let result = async {
         let mut input_open = true;
         loop {
-            if !input_open && w.slots.is_empty() {
+            while let Some(done) = w.poll_done() {
+                forwarded(shared, route, position, done);
+            }
+            if let Some(next) = w.take_pending_advance() {
+                position.acknowledge(next);
+            }
+            while let Some(t) = w.poll_transmit() {
+                transmit(shared, route, t, &acks_tx).await;
+            }
+            if let Some(action) = w.poll_action() {
+                handle_action(shared, route, &mut w, action, &policy, max_message_bytes).await?;
+                // It may have unblocked the window: look again before waiting.
+                continue;
+            }
+            if !input_open && w.is_empty() {
                 return Ok(());
             }
-            let window_open = w.slots.len() < shared.settings.max_in_flight && !w.has_failed();
+            let timeout = w.poll_timeout();
             tokio::select! {
                 biased;
-                Some(ack) = acks_rx.recv() => w.on_result(ack),
-                work = rx.recv(), if input_open && window_open => match work {
+                Some(ack) = acks_rx.recv() => on_answer(shared, route, &mut w, ack),
+                work = rx.recv(), if input_open && w.accepts_input() => match work {
                     None => input_open = false,
-                    Some(Work::Advance { next }) => w.advance(next),
-                    Some(Work::Forward { parts, next, fetched_at, reservation }) => {
-                        w.push(parts, next, fetched_at, reservation)?;
+                    Some(work) => {
+                        take(&mut w, work);
+                        // Everything already waiting joins the window now, so small batches
+                        // queued behind a full window can be merged.
+                        while w.accepts_input() {
+                            match rx.try_recv() {
+                                Ok(work) => take(&mut w, work),
+                                Err(mpsc::error::TryRecvError::Empty) => break,
+                                Err(mpsc::error::TryRecvError::Disconnected) => {
+                                    input_open = false;
+                                    break;
+                                }
+                            }
+                        }
                     }
                 },
-            }
-            w.pop_acked();
-            if w.has_failed() {
-                if !w.any_in_flight() {
-                    w.recover().await?;
+                () = sleep_until(timeout), if timeout.is_some() => {
+                    w.handle_timeout(now());
                 }
-            } else {
-                w.send_queued(false).await;
             }
         }
     }
     .await;
-    (result, w.seq)
+    (result, w.seq())
 }
 
-impl<S: Source, T: Target> Window<'_, S, T> {
-    fn has_failed(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| matches!(s.state, SlotState::Failed(_)))
-    }
+/// The window's clock: tokio's, so paused-time tests drive it.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
-    fn any_in_flight(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| matches!(s.state, SlotState::InFlight))
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at.into()).await;
     }
+}
 
-    fn advance(&mut self, next: i64) {
-        match self.slots.back_mut() {
-            Some(last) => last.next = Some(last.next.map_or(next, |n| n.max(next))),
-            None => {
-                self.pending_advance = Some(next);
-                self.position.acknowledge(next);
-            }
-        }
+fn take(w: &mut Window<Reservation>, work: Work) {
+    match work {
+        Work::Advance { next } => w.advance(next),
+        Work::Forward {
+            parts,
+            next,
+            fetched_at,
+            reservation,
+        } => w.push(parts, next, fetched_at, reservation),
     }
+}
 
-    /// Stamps the parts of one source batch and queues them; [`send_queued`](Self::send_queued)
-    /// sends them as the window allows.
-    fn push(
-        &mut self,
-        parts: Vec<Part>,
-        next: i64,
-        fetched_at: SystemTime,
-        reservation: Reservation,
-    ) -> Result<(), Error> {
-        let count = parts.len();
-        let mut reservation = Some(reservation);
-        for (i, mut part) in parts.into_iter().enumerate() {
-            let last = i + 1 == count;
-            let stamp = self.seq.stamp(part.records);
-            part.batch = stamp_part(std::mem::take(&mut part.batch), stamp)?;
-            self.slots.push_back(Slot {
-                id: self.next_id,
-                part,
-                stamp,
-                next: last.then_some(next),
-                state: SlotState::Queued,
-                fetched_at,
-                // The whole reservation rides on the last part: it is released when the
-                // source batch is fully acknowledged.
-                reservation: if last { reservation.take() } else { None },
+fn on_answer<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    w: &mut Window<Reservation>,
+    answer: SlotResult,
+) {
+    if let Err(e) = &answer.result
+        && e.class != ErrorClass::Duplicate
+    {
+        shared.observer.produce_error(&route.target, &e.code);
+    }
+    w.on_result(answer.slot, answer.result, now());
+}
+
+async fn transmit<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    t: Transmit,
+    acks_tx: &mpsc::UnboundedSender<SlotResult>,
+) {
+    let target = &route.target;
+    let node = match shared.target.leader(target, t.refresh).await {
+        Ok(node) => node,
+        Err(e) => {
+            let _ = acks_tx.send(SlotResult {
+                slot: t.slot,
+                result: Err(e),
             });
-            self.next_id += 1;
+            return;
         }
-        Ok(())
-    }
+    };
+    shared.senders.submit(
+        node,
+        ProduceItem {
+            partition: target.clone(),
+            batch: t.batch,
+            slot: t.slot,
+            reply: acks_tx.clone(),
+            queued_at: std::time::Instant::now(),
+        },
+    );
+}
 
-    /// Sends the queued slots among the first `max_in_flight` of the window, in order. A batch
-    /// further back waits: if it were appended while an earlier one's answer was lost, the
-    /// earlier one's resend could fall out of Kafka's five-batch duplicate window and be
-    /// appended twice (or refused as out of order). Until the target confirmed the producer id
-    /// (see [`ProducerSeq::confirmed`]) the window is one batch.
-    async fn send_queued(&mut self, refresh: bool) {
-        let mut refresh = refresh;
-        let limit = if self.seq.confirmed {
-            self.shared.settings.max_in_flight
-        } else {
-            1
-        };
-        let window = limit.min(self.slots.len());
-        for i in 0..window {
-            if matches!(self.slots[i].state, SlotState::Queued) {
-                self.slots[i].state = SlotState::InFlight;
-                self.send(i, refresh).await;
-                refresh = false;
-            }
+fn forwarded<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    position: &PositionCell,
+    done: Done<Reservation>,
+) {
+    shared.observer.batch_forwarded(&BatchForwarded {
+        source: &route.source,
+        target: &route.target,
+        source_base_offset: done.part.first_offset,
+        source_last_offset: done.part.last_offset,
+        records: done.part.records,
+        bytes: done.part.batch.len() as u64,
+        path: done.part.path,
+        compression: done.part.compression.as_str(),
+        max_timestamp_ms: done.part.max_timestamp_ms,
+        fetched_at: done.fetched_at,
+        acked_at: SystemTime::now(),
+        target_base_offset: done.target_base_offset,
+        batch: &done.part.batch,
+    });
+    if let Some(next) = done.next {
+        position.acknowledge(next);
+    }
+    // The memory the batch held is free once the target has it.
+    drop(done.holds);
+}
+
+async fn handle_action<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    w: &mut Window<Reservation>,
+    action: Action,
+    policy: &TargetPolicy,
+    max_message_bytes: &AtomicUsize,
+) -> Result<(), Error> {
+    let fail = |e: IoError| Error::Target {
+        partition: route.target.to_string(),
+        detail: e,
+    };
+    match action {
+        Action::Retrying(e) => {
+            tracing::warn!(partition = %route.target, error = %e, "produce failed, resending");
         }
-    }
-
-    async fn send(&self, index: usize, refresh: bool) {
-        let slot = &self.slots[index];
-        let target = &self.route.target;
-        let node = match self.shared.target.leader(target, refresh).await {
-            Ok(node) => node,
-            Err(e) => {
-                let _ = self.acks_tx.send(SlotResult {
-                    slot: slot.id,
-                    result: Err(e),
-                });
-                return;
-            }
-        };
-        self.shared.senders.submit(
-            node,
-            ProduceItem {
-                partition: target.clone(),
-                batch: slot.part.batch.clone(),
-                slot: slot.id,
-                reply: self.acks_tx.clone(),
-                queued_at: std::time::Instant::now(),
-            },
-        );
-    }
-
-    fn on_result(&mut self, result: SlotResult) {
-        let Some(slot) = self.slots.iter_mut().find(|s| s.id == result.slot) else {
-            return; // a late answer for a slot already settled
-        };
-        if !matches!(slot.state, SlotState::InFlight) {
-            return; // not sent under this id any more
-        }
-        slot.state = match result.result {
-            Ok(ack) => {
-                self.backoff.reset();
-                self.denial
-                    .clear(self.shared.observer.as_ref(), &self.route.source);
-                self.seq.confirmed = true;
-                SlotState::Acked(ack.base_offset)
-            }
-            Err(e) if e.class == ErrorClass::Duplicate => {
-                self.backoff.reset();
-                self.seq.confirmed = true;
-                SlotState::Acked(-1)
-            }
-            Err(e) => {
-                self.shared
+        Action::Denied { error, attempts } => {
+            if attempts == 1 {
+                shared
                     .observer
-                    .produce_error(&self.route.target, &e.code);
-                SlotState::Failed(e)
-            }
-        };
-    }
-
-    fn pop_acked(&mut self) {
-        while let Some(SlotState::Acked(base)) = self.slots.front().map(|s| &s.state) {
-            let base = *base;
-            let Some(slot) = self.slots.pop_front() else {
-                break;
-            };
-            let now = SystemTime::now();
-            self.shared.observer.batch_forwarded(&BatchForwarded {
-                source: &self.route.source,
-                target: &self.route.target,
-                source_base_offset: slot.part.first_offset,
-                source_last_offset: slot.part.last_offset,
-                records: slot.part.records,
-                bytes: slot.part.batch.len() as u64,
-                path: slot.part.path,
-                compression: slot.part.compression.as_str(),
-                max_timestamp_ms: slot.part.max_timestamp_ms,
-                fetched_at: slot.fetched_at,
-                acked_at: now,
-                target_base_offset: base,
-                batch: &slot.part.batch,
-            });
-            if let Some(next) = slot.next {
-                self.position.acknowledge(next);
+                    .partition_blocked(&route.source, Some(&error.code));
+                tracing::error!(partition = %route.source, error = %error, code = %error.code,
+                    "access denied; retrying until the grant exists (mirroring resumes by itself)");
+            } else if attempts.is_power_of_two() {
+                tracing::warn!(partition = %route.source, code = %error.code, attempts,
+                    "still denied; retrying");
             }
         }
-        if self.slots.is_empty()
-            && let Some(next) = self.pending_advance.take()
-        {
-            self.position.acknowledge(next);
+        Action::Granted { attempts } => {
+            tracing::info!(partition = %route.source, attempts, "access granted again; resuming");
+            shared.observer.partition_blocked(&route.source, None);
         }
-    }
-
-    /// Every sent slot has settled and at least one failed: decide, then resend all
-    /// unacknowledged slots in order (identical bytes, renumbered under a new producer id, or
-    /// with the refused batch split).
-    async fn recover(&mut self) -> Result<(), Error> {
-        // Failures behind an earlier unacknowledged slot are consequences of it (the broker
-        // refuses sequence gaps), so the head's error decides.
-        let head_err = self.slots.iter().find_map(|s| match &s.state {
-            SlotState::Failed(e) => Some(e.clone()),
-            _ => None,
-        });
-        let Some(head_err) = head_err else {
-            return Ok(());
-        };
-        let never = CancellationToken::new();
-        match head_err.class {
-            ErrorClass::Retriable => {
-                tracing::warn!(partition = %self.route.target, error = %head_err, "produce failed, resending");
-                self.backoff.wait(&never).await;
-                self.requeue();
-                self.send_queued(true).await;
-                Ok(())
-            }
-            ErrorClass::Denied => {
-                let observer = self.shared.observer.clone();
-                self.denial
-                    .wait(
-                        Some((observer.as_ref(), &self.route.source)),
-                        &head_err,
-                        &never,
-                    )
-                    .await;
-                self.requeue();
-                self.send_queued(true).await;
-                Ok(())
-            }
-            ErrorClass::ProducerState => {
-                tracing::warn!(partition = %self.route.target, error = %head_err,
-                    "target producer state lost; renumbering under a new producer id");
-                let identity = self.new_identity().await?;
-                self.seq = ProducerSeq::fresh(identity);
-                self.restamp()?;
-                self.requeue();
-                self.send_queued(false).await;
-                Ok(())
-            }
-            ErrorClass::TooLarge => {
-                self.split_head(head_err).await?;
-                // The pieces and every unacknowledged batch after them are renumbered under a
-                // fresh producer id. Continuing the old sequence from the refused batch could
-                // give a later batch the exact sequence range of one the target acknowledged
-                // meanwhile (a broker with no state for the producer accepts a gap), and the
-                // target would answer it as a duplicate without writing it: silent loss.
-                let identity = self.new_identity().await?;
-                self.seq = ProducerSeq::fresh(identity);
-                self.restamp()?;
-                self.requeue();
-                self.send_queued(false).await;
-                Ok(())
-            }
-            _ => Err(self.stop(head_err)),
+        Action::NeedProducerId => {
+            tracing::warn!(partition = %route.target,
+                "renumbering unacknowledged batches under a new producer id");
+            let identity = new_identity(shared, route).await?;
+            w.on_producer_id(identity);
         }
-    }
-
-    async fn new_identity(&mut self) -> Result<ProducerIdentity, Error> {
-        let never = CancellationToken::new();
-        loop {
-            match self.shared.target.init_producer_id().await {
-                Ok(id) => return Ok(id),
-                Err(e) if e.class == ErrorClass::Retriable => {
-                    tracing::warn!(partition = %self.route.target, error = %e, "getting a new producer id failed, retrying");
-                    self.backoff.wait(&never).await;
-                }
-                Err(e) if e.class == ErrorClass::Denied => {
-                    let observer = self.shared.observer.clone();
-                    self.denial
-                        .wait(Some((observer.as_ref(), &self.route.source)), &e, &never)
-                        .await;
-                }
-                Err(e) => return Err(self.stop(e)),
-            }
-        }
-    }
-
-    /// Stamps every unacknowledged slot again, in order, from `self.seq`.
-    fn restamp(&mut self) -> Result<(), Error> {
-        for slot in self.slots.iter_mut() {
-            if !matches!(slot.state, SlotState::Acked(_)) {
-                slot.stamp = self.seq.stamp(slot.part.records);
-                slot.part.batch = stamp_part(std::mem::take(&mut slot.part.batch), slot.stamp)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Every failed slot is sent again (under a new id, so a late answer to the old send is
-    /// ignored).
-    fn requeue(&mut self) {
-        for slot in self.slots.iter_mut() {
-            if matches!(slot.state, SlotState::Failed(_)) {
-                slot.state = SlotState::Queued;
-                slot.id = self.next_id;
-                self.next_id += 1;
-            }
-        }
-    }
-
-    /// Replaces the head slot, refused as too large, by a re-encoding in smaller batches.
-    async fn split_head(&mut self, err: IoError) -> Result<(), Error> {
-        let never = CancellationToken::new();
-        let target = self.route.target.clone();
-        let limits = retry(self.shared, &never, || {
-            self.shared.target.topic_limits(target.topic())
-        })
-        .await?;
-        self.max_message_bytes
-            .fetch_min(limits.max_message_bytes, Ordering::AcqRel);
-        let Some(head) = self.slots.pop_front() else {
-            return Ok(());
-        };
-        // The configured limit; or, if the batch is within it as far as the mirror can tell (it
-        // may not read the configuration, or the broker grew the batch by recompressing it),
-        // half the refused size, halving again until the target takes the pieces.
-        let refused = head.part.batch.len();
-        let max = if limits.max_message_bytes < refused {
-            limits.max_message_bytes
-        } else {
-            refused / 2
-        };
-        tracing::warn!(partition = %target, error = %err, size = refused, max,
-            "the target refused a batch as too large; splitting it");
-        let policy = TargetPolicy {
-            max_message_bytes: max,
-            ..self.policy.clone()
-        };
-        let pieces = if head.part.records > 1 {
-            RecordBatch::parse(head.part.batch.clone()).and_then(|batch| {
-                reencode(&batch, batch.base_offset(), ProducerStamp::NONE, &policy)
-                    .map(|p| (batch, p))
+        Action::Split(refused) => {
+            tracing::debug!(partition = %route.target, error = %refused, "reading the target topic's limit to split a refused batch");
+            let never = CancellationToken::new();
+            let limits = retry(shared, &never, || {
+                shared.target.topic_limits(route.target.topic())
             })
-        } else {
-            Err(Error::RecordTooLarge {
-                offset: head.part.first_offset,
-                size: refused,
-                limit: max,
-            })
-        };
-        let (batch, pieces) = match pieces {
-            Ok(p) => p,
-            Err(e) => {
-                let detail = IoError::new(
-                    ErrorClass::Fatal,
-                    err.code.clone(),
-                    format!(
-                        "the target refused a {refused}-byte batch ({}: {}) and it cannot be split \
-                         further: {e}. Raise max.message.bytes of target topic {} (or the broker's \
-                         message.max.bytes) to at least the source's",
-                        err.code,
-                        err.message,
-                        target.topic()
-                    ),
-                );
-                self.slots.push_front(head);
-                return Err(self.stop(detail));
-            }
-        };
-        let count = pieces.len();
-        let mut reservation = head.reservation;
-        for (i, piece) in pieces.into_iter().enumerate().rev() {
-            let last = i + 1 == count;
-            // Source offsets relative to the part's first offset (the stamped batch's base offset
-            // is 0, so this is exact for a pass-through part and approximate for an already
-            // re-encoded one).
-            let shift = head.part.first_offset - batch.base_offset();
-            let first_offset = piece
-                .first_source_offset()
-                .map_or(head.part.first_offset, |o| o + shift);
-            let last_offset = piece
-                .last_source_offset()
-                .map_or(head.part.last_offset, |o| o + shift);
-            let records = u32::try_from(piece.source_offsets().len()).unwrap_or(0);
-            let out = piece.into_batch();
-            let part = Part {
-                first_offset,
-                last_offset,
-                records,
-                path: head.part.path,
-                compression: out.compression(),
-                max_timestamp_ms: out.max_timestamp(),
-                batch: out.into_bytes(),
-            };
-            self.slots.push_front(Slot {
-                id: self.next_id,
-                part,
-                stamp: head.stamp,
-                next: if last { head.next } else { None },
-                state: SlotState::Failed(err.clone()),
-                fetched_at: head.fetched_at,
-                reservation: if last { reservation.take() } else { None },
-            });
-            self.next_id += 1;
+            .await?;
+            // The fetch side re-encodes later batches under the lower limit too.
+            max_message_bytes.fetch_min(limits.max_message_bytes, Ordering::AcqRel);
+            w.split_head(limits.max_message_bytes, policy)
+                .map_err(fail)?;
         }
-        Ok(())
+        Action::Fail(e) => return Err(fail(e)),
     }
-
-    fn stop(&self, e: IoError) -> Error {
-        Error::Target {
-            partition: self.route.target.to_string(),
-            detail: e,
-        }
-    }
+    Ok(())
 }
 
-/// Stamps a part's batch with `stamp`, in place when nothing else holds the buffer (the usual
-/// case: [`own`] gave it its own), else on a copy.
-fn stamp_part(batch: Bytes, stamp: ProducerStamp) -> Result<Bytes, Error> {
-    let mut buf = batch
-        .try_into_mut()
-        .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-    stamp_in_place(&mut buf, stamp)?;
-    Ok(buf.freeze())
+/// A new producer id for the partition, retried until the target gives one (denials wait
+/// longer) or fails for good.
+async fn new_identity<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+) -> Result<ProducerIdentity, Error> {
+    let never = CancellationToken::new();
+    let mut backoff = Backoff::new(
+        shared.settings.retry_backoff,
+        shared.settings.retry_backoff_max,
+    );
+    let mut denial = Denial::new();
+    loop {
+        match shared.target.init_producer_id().await {
+            Ok(id) => {
+                denial.clear(shared.observer.as_ref(), &route.source);
+                return Ok(id);
+            }
+            Err(e) if e.class == ErrorClass::Retriable => {
+                tracing::warn!(partition = %route.target, error = %e, "getting a new producer id failed, retrying");
+                backoff.wait(&never).await;
+            }
+            Err(e) if e.class == ErrorClass::Denied => {
+                denial
+                    .wait(Some((shared.observer.as_ref(), &route.source)), &e, &never)
+                    .await;
+            }
+            Err(e) => {
+                return Err(Error::Target {
+                    partition: route.target.to_string(),
+                    detail: e,
+                });
+            }
+        }
+    }
 }
 
 /// Gives a pass-through part a buffer of its own instead of a slice of the fetch response.
