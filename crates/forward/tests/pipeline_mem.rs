@@ -1326,9 +1326,6 @@ fn settings() -> Settings {
     s.fetch_max_wait = Duration::from_millis(200);
     s.retry_backoff = Duration::from_millis(50);
     s.retry_backoff_max = Duration::from_secs(1);
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(s.batch_size);
     s
 }
 
@@ -2606,4 +2603,71 @@ async fn the_first_progress_is_committed_without_waiting_for_the_interval() {
     .await;
     fwd.shutdown().await.unwrap();
     assert_eq!(world.pos.committed(&tp("src", 0)), Some(end));
+}
+
+/// Small source batches of one codec (a producer with linger.ms=0) waiting behind a slow target
+/// are merged into fewer, larger target batches, without loss, duplicates or reordering, while
+/// answers are lost, leaders move and the target loses producer state. Uncompressed (records
+/// re-framed) and lz4 (recompressed) partitions.
+#[tokio::test(start_paused = true)]
+async fn small_batches_are_merged_exactly_under_faults() {
+    let world = World::new(2);
+    for p in 0..2 {
+        let codec = if p == 0 {
+            Compression::None
+        } else {
+            Compression::Lz4
+        };
+        world.log(p, |l| {
+            for b in 0..400 {
+                let recs = (0..1 + b % 3)
+                    .map(|i| {
+                        gen_rec(
+                            &format!("p{p}b{b}"),
+                            i,
+                            1_650_000_000_000 + (b * 10 + i) as i64,
+                        )
+                    })
+                    .collect();
+                l.data(codec, recs);
+            }
+        });
+    }
+    let mut rng = Rng(0xba7c);
+    world.faults(move |_, attempt| {
+        if attempt < 3 {
+            return None;
+        }
+        match rng.next() % 100 {
+            0..=7 => Some(Fault::LoseResponse),
+            8..=11 => Some(Fault::AppendedButFailed),
+            12..=14 => Some(Fault::NotLeader),
+            15..=17 => Some(Fault::OutOfOrder),
+            18..=20 => Some(Fault::ForgetProducers),
+            _ => None,
+        }
+    });
+    let mut delays = Rng(3);
+    world.ack_delay(move || Duration::from_millis(20 + delays.next() % 60));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..2 {
+        world.assert_mirrored(p, 0);
+        assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]));
+        let batches = world.dst.batches(&tp("dst", p)).len();
+        assert!(
+            batches < 100,
+            "partition {p}: 400 small source batches became {batches} target batches"
+        );
+    }
+    assert!(world.dst.max_outstanding() <= 5);
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
 }

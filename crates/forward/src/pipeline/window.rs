@@ -300,11 +300,16 @@ impl<H> Window<H> {
         } else {
             1
         };
-        let index = self
+        // Acknowledged slots at the head are history (waiting for poll_done), not window.
+        let start = self
             .slots
             .iter()
-            .take(limit)
-            .position(|s| matches!(s.state, SlotState::Unsent { .. } | SlotState::Resend))?;
+            .position(|s| !matches!(s.state, SlotState::Acked(_)))?;
+        let index =
+            start
+                + self.slots.iter().skip(start).take(limit).position(|s| {
+                    matches!(s.state, SlotState::Unsent { .. } | SlotState::Resend)
+                })?;
         if matches!(self.slots[index].state, SlotState::Unsent { .. }) {
             self.merge_at(index);
             let slot = &mut self.slots[index];
@@ -698,4 +703,349 @@ pub(crate) fn stamp_part(batch: Bytes, stamp: ProducerStamp) -> Result<Bytes, cr
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     stamp_in_place(&mut buf, stamp)?;
     Ok(buf.freeze())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::records::RecordParts;
+    use crate::reencode::{PendingRecord, build_batches};
+
+    const NO_HEADERS: &[u8] = &[0];
+
+    /// A batch of `n` records from source offset `first`, as the planner hands it over.
+    fn part(first: i64, n: usize, value_len: usize, codec: Compression) -> Part {
+        let value = vec![b'v'; value_len];
+        let recs: Vec<PendingRecord<'_>> = (0..n)
+            .map(|i| PendingRecord {
+                source_offset: first + i as i64,
+                timestamp: 1_700_000_000_000 + first + i as i64,
+                parts: RecordParts {
+                    attributes: 0,
+                    timestamp_delta: 0,
+                    offset_delta: 0,
+                    key: None,
+                    value: Some(&value),
+                    headers_section: NO_HEADERS,
+                },
+            })
+            .collect();
+        let policy = TargetPolicy {
+            max_message_bytes: 64 << 20,
+            ..TargetPolicy::default()
+        };
+        let mut out = build_batches(&recs, codec, ProducerStamp::NONE, &policy).unwrap();
+        assert_eq!(out.len(), 1);
+        let batch = out.remove(0).into_batch();
+        Part {
+            first_offset: first,
+            last_offset: first + n as i64 - 1,
+            records: n as u32,
+            path: Path::PassThrough,
+            compression: codec,
+            max_timestamp_ms: batch.max_timestamp(),
+            batch: batch.into_bytes(),
+        }
+    }
+
+    fn config(batch_size: usize) -> WindowConfig {
+        WindowConfig {
+            max_in_flight: 5,
+            merge: MergePolicy { batch_size },
+            max_message_bytes: 1 << 20,
+            retry_backoff: (Duration::from_millis(100), Duration::from_secs(1)),
+            denied_backoff: (Duration::from_secs(1), Duration::from_secs(30)),
+            max_decompressed_bytes: 64 << 20,
+        }
+    }
+
+    fn window(batch_size: usize) -> Window<u32> {
+        let id = ProducerIdentity {
+            producer_id: 7,
+            epoch: 0,
+        };
+        Window::new(config(batch_size), ProducerSeq::fresh(id))
+    }
+
+    fn ok(base: i64) -> Result<ProduceAck, IoError> {
+        Ok(ProduceAck {
+            base_offset: base,
+            log_append_time_ms: None,
+            log_start_offset: None,
+        })
+    }
+
+    fn failed(class: ErrorClass) -> Result<ProduceAck, IoError> {
+        Err(IoError::new(class, "CODE", "injected"))
+    }
+
+    fn sent(w: &mut Window<u32>) -> Vec<Transmit> {
+        std::iter::from_fn(|| w.poll_transmit()).collect()
+    }
+
+    /// (producer id, base sequence, records) of a sent batch.
+    fn stamp_of(t: &Transmit) -> (i64, i32, i32) {
+        let b = RecordBatch::parse(t.batch.clone()).unwrap();
+        (b.producer_id(), b.base_sequence(), b.record_count())
+    }
+
+    /// Pushes `count` one-part source batches of `n` records each, 10 offsets apart.
+    fn push_parts(w: &mut Window<u32>, from: i64, count: i64, n: usize, len: usize) {
+        for i in 0..count {
+            let first = from + i * 10;
+            let p = part(first, n, len, Compression::None);
+            w.push(vec![p], first + 10, SystemTime::UNIX_EPOCH, first as u32);
+        }
+    }
+
+    fn positions(w: &mut Window<u32>) -> Vec<Option<i64>> {
+        std::iter::from_fn(|| w.poll_done())
+            .map(|d| d.next)
+            .collect()
+    }
+
+    #[test]
+    fn one_batch_until_the_producer_id_is_confirmed_then_five() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        push_parts(&mut w, 0, 8, 2, 2000);
+        let first = sent(&mut w);
+        assert_eq!(first.len(), 1, "an unconfirmed producer id sends one batch");
+        w.on_result(first[0].slot, ok(0), t0);
+        let more = sent(&mut w);
+        assert_eq!(more.len(), 5, "five in flight once confirmed");
+        assert_eq!(positions(&mut w), vec![Some(10)]);
+        // Sequences follow the log order.
+        let seqs: Vec<i32> = more.iter().map(|t| stamp_of(t).1).collect();
+        assert_eq!(seqs, vec![2, 4, 6, 8, 10]);
+        // An answer out of order releases nothing until the earlier one is acknowledged.
+        w.on_result(more[1].slot, ok(4), t0);
+        assert!(w.poll_done().is_none());
+        assert!(sent(&mut w).is_empty(), "slot 6 is beyond the first five");
+        w.on_result(more[0].slot, ok(2), t0);
+        assert_eq!(positions(&mut w), vec![Some(20), Some(30)]);
+        assert_eq!(sent(&mut w).len(), 2);
+    }
+
+    #[test]
+    fn small_batches_waiting_behind_the_window_are_merged() {
+        let t0 = Instant::now();
+        let mut w = window(256 << 10);
+        push_parts(&mut w, 0, 1, 1, 100);
+        let first = sent(&mut w);
+        assert_eq!(first.len(), 1);
+        push_parts(&mut w, 10, 9, 1, 100);
+        assert!(sent(&mut w).is_empty(), "unconfirmed: one in flight");
+        w.on_result(first[0].slot, ok(0), t0);
+        let merged = sent(&mut w);
+        assert_eq!(merged.len(), 1, "nine waiting small batches go as one");
+        assert_eq!(stamp_of(&merged[0]), (7, 1, 9));
+        w.on_result(merged[0].slot, ok(1), t0);
+        let done: Vec<Done<u32>> = std::iter::from_fn(|| w.poll_done()).collect();
+        assert_eq!(done.len(), 2);
+        let m = &done[1];
+        assert_eq!(m.part.path, Path::Merged(merge::MergeKind::Records));
+        assert_eq!((m.part.first_offset, m.part.last_offset), (10, 90));
+        assert_eq!(
+            m.next,
+            Some(100),
+            "the position after the last merged batch"
+        );
+        assert_eq!(m.holds, (1..10).map(|i| i * 10).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn large_or_mixed_batches_pass_through_unmerged() {
+        let t0 = Instant::now();
+        let mut w = window(256 << 10);
+        // 20 KiB uncompressed batches are not small (a sixteenth of 256 KiB is 16 KiB).
+        push_parts(&mut w, 0, 1, 1, 100);
+        let first = sent(&mut w);
+        push_parts(&mut w, 10, 3, 2, 10_000);
+        // Small, but a different codec from its neighbours: not merged with them.
+        w.push(
+            vec![part(40, 1, 100, Compression::Lz4)],
+            50,
+            SystemTime::UNIX_EPOCH,
+            0,
+        );
+        w.on_result(first[0].slot, ok(0), t0);
+        let out = sent(&mut w);
+        assert_eq!(out.len(), 4);
+        assert!(out.iter().all(|t| stamp_of(t).2 <= 2));
+    }
+
+    #[test]
+    fn unmergeable_backlog_is_bounded_and_mergeable_backlog_up_to_one_batch() {
+        let mut w = window(64 << 10);
+        push_parts(&mut w, 0, 5, 1, 20_000);
+        assert!(!w.accepts_input(), "five large unsent batches are enough");
+        let mut w = window(64 << 10);
+        push_parts(&mut w, 0, 5, 1, 100);
+        assert!(w.accepts_input(), "small mergeable batches keep coming");
+        push_parts(&mut w, 50, 700, 1, 100);
+        assert!(!w.accepts_input(), "until one merged batch's worth waits");
+    }
+
+    #[test]
+    fn a_retriable_failure_resends_identical_bytes_after_the_backoff() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        push_parts(&mut w, 0, 1, 1, 100);
+        let a = sent(&mut w);
+        w.on_result(a[0].slot, ok(0), t0);
+        assert_eq!(positions(&mut w), vec![Some(10)]);
+        push_parts(&mut w, 10, 3, 1, 20_000);
+        let out = sent(&mut w);
+        assert_eq!(out.len(), 3);
+        w.on_result(out[0].slot, failed(ErrorClass::Retriable), t0);
+        // Nothing more goes out while answers are pending.
+        push_parts(&mut w, 40, 1, 1, 20_000);
+        assert!(sent(&mut w).is_empty());
+        w.on_result(out[1].slot, ok(2), t0);
+        w.on_result(out[2].slot, failed(ErrorClass::Retriable), t0);
+        assert!(matches!(w.poll_action(), Some(Action::Retrying(_))));
+        assert!(sent(&mut w).is_empty(), "waits for the backoff");
+        let at = w.poll_timeout().unwrap();
+        assert!(at > t0 && at <= t0 + Duration::from_millis(100));
+        w.handle_timeout(at);
+        let again = sent(&mut w);
+        assert_eq!(again.len(), 3, "the two failed ones, then the next");
+        assert!(again[0].refresh, "the leader is looked up again");
+        assert_eq!(again[0].batch, out[0].batch, "identical bytes");
+        assert_eq!(again[1].batch, out[2].batch);
+        // A late answer to the first send is ignored.
+        w.on_result(out[0].slot, ok(99), t0);
+        assert_eq!(positions(&mut w), Vec::<Option<i64>>::new());
+        for t in &again {
+            w.on_result(t.slot, ok(5), t0);
+        }
+        assert_eq!(positions(&mut w).len(), 4);
+        assert!(w.is_empty());
+        assert!(w.poll_action().is_none());
+    }
+
+    #[test]
+    fn lost_producer_state_renumbers_every_unacknowledged_batch() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        push_parts(&mut w, 0, 1, 3, 100);
+        let a = sent(&mut w);
+        w.on_result(a[0].slot, ok(0), t0);
+        push_parts(&mut w, 10, 3, 2, 20_000);
+        let out = sent(&mut w);
+        w.on_result(out[1].slot, ok(5), t0);
+        w.on_result(out[0].slot, failed(ErrorClass::ProducerState), t0);
+        w.on_result(out[2].slot, failed(ErrorClass::ProducerState), t0);
+        assert!(matches!(w.poll_action(), Some(Action::NeedProducerId)));
+        assert!(sent(&mut w).is_empty());
+        w.on_producer_id(ProducerIdentity {
+            producer_id: 8,
+            epoch: 0,
+        });
+        // From sequence 0, one at a time until confirmed.
+        let r1 = sent(&mut w);
+        assert_eq!(r1.len(), 1);
+        assert_eq!(stamp_of(&r1[0]), (8, 0, 2));
+        w.on_result(r1[0].slot, ok(3), t0);
+        let r2 = sent(&mut w);
+        assert_eq!(r2.len(), 1, "the acknowledged middle batch is not resent");
+        assert_eq!(stamp_of(&r2[0]), (8, 2, 2));
+        w.on_result(r2[0].slot, ok(7), t0);
+        assert_eq!(
+            positions(&mut w),
+            vec![Some(10), Some(20), Some(30), Some(40)]
+        );
+    }
+
+    #[test]
+    fn a_refused_large_batch_is_split_and_renumbered() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        push_parts(&mut w, 0, 1, 10, 1000);
+        let a = sent(&mut w);
+        w.on_result(a[0].slot, failed(ErrorClass::TooLarge), t0);
+        let Some(Action::Split(_)) = w.poll_action() else {
+            panic!("expected a split")
+        };
+        w.split_head(3000, &TargetPolicy::default()).unwrap();
+        assert!(matches!(w.poll_action(), Some(Action::NeedProducerId)));
+        w.on_producer_id(ProducerIdentity {
+            producer_id: 9,
+            epoch: 0,
+        });
+        let mut records = 0;
+        let mut nexts = Vec::new();
+        while let Some(t) = w.poll_transmit() {
+            assert!(t.batch.len() <= 3000);
+            let (pid, seq, n) = stamp_of(&t);
+            assert_eq!((pid, seq), (9, records));
+            records += n;
+            w.on_result(t.slot, ok(i64::from(seq)), t0);
+            nexts.extend(positions(&mut w));
+        }
+        assert_eq!(records, 10);
+        assert!(nexts.len() > 1);
+        assert_eq!(nexts.last(), Some(&Some(10)));
+        assert!(nexts[..nexts.len() - 1].iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_single_record_too_large_fails_the_partition() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        push_parts(&mut w, 0, 1, 1, 5000);
+        let a = sent(&mut w);
+        w.on_result(a[0].slot, failed(ErrorClass::TooLarge), t0);
+        assert!(matches!(w.poll_action(), Some(Action::Split(_))));
+        let e = w.split_head(1000, &TargetPolicy::default()).unwrap_err();
+        assert!(e.message.contains("max.message.bytes"), "{e}");
+        assert!(sent(&mut w).is_empty());
+    }
+
+    #[test]
+    fn denials_back_off_slowly_and_report_the_grant() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        push_parts(&mut w, 0, 1, 1, 100);
+        let mut now = t0;
+        for attempt in 1..=3 {
+            let t = sent(&mut w);
+            w.on_result(t[0].slot, failed(ErrorClass::Denied), now);
+            let Some(Action::Denied { attempts, .. }) = w.poll_action() else {
+                panic!("expected a denial")
+            };
+            assert_eq!(attempts, attempt);
+            let at = w.poll_timeout().unwrap();
+            assert!(at - now >= Duration::from_millis(500));
+            now = at;
+            w.handle_timeout(now);
+        }
+        let t = sent(&mut w);
+        w.on_result(t[0].slot, ok(0), now);
+        assert!(matches!(
+            w.poll_action(),
+            Some(Action::Granted { attempts: 3 })
+        ));
+    }
+
+    #[test]
+    fn a_fatal_error_fails_and_skipped_batches_move_the_position() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        w.advance(5);
+        assert_eq!(w.take_pending_advance(), Some(5));
+        push_parts(&mut w, 5, 1, 1, 100);
+        w.advance(30);
+        let t = sent(&mut w);
+        w.on_result(t[0].slot, ok(0), t0);
+        assert_eq!(positions(&mut w), vec![Some(30)]);
+        push_parts(&mut w, 30, 1, 1, 100);
+        let t = sent(&mut w);
+        w.on_result(t[0].slot, failed(ErrorClass::Fatal), t0);
+        assert!(matches!(w.poll_action(), Some(Action::Fail(_))));
+        assert!(sent(&mut w).is_empty());
+        assert!(!w.accepts_input());
+    }
 }
