@@ -19,6 +19,7 @@ use strait_forward::merge::merge;
 use strait_forward::{
     Compression, ProducerStamp, RecordBatch, TargetPolicy, reencode, rewrite_for_produce_into,
 };
+use strait_testkit::batch::{Batch, Record, put_record};
 
 fn main() {
     divan::main();
@@ -94,20 +95,13 @@ impl Rng {
     }
 }
 
-fn varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
-/// An uncompressed batch of JSON-like records filling about `case.batch_bytes`.
+/// An uncompressed batch of JSON-like records filling about `case.batch_bytes`, framed by the
+/// test kit's independent encoder (not the code under measurement).
 fn uncompressed_batch(case: Case) -> Bytes {
+    const BASE_TIMESTAMP: i64 = 1_700_000_000_000;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ case.batch_bytes as u64 ^ case.record_bytes as u64);
     let mut section = Vec::with_capacity(case.batch_bytes + 4096);
-    let mut count = 0i32;
+    let mut records = Vec::new();
     while section.len() < case.batch_bytes {
         let mut value = format!(
             "{{\"id\":{},\"user\":\"user-{}\",\"event\":\"{}\",\"amount\":{}.{:02},\"note\":\"",
@@ -124,36 +118,27 @@ fn uncompressed_batch(case: Case) -> Bytes {
         }
         value.extend_from_slice(b"\"}");
         let key = format!("user-{}", rng.next() % 10_000).into_bytes();
-        let mut body = vec![0u8];
-        varint(&mut body, i64::from(count)); // timestampDelta
-        varint(&mut body, i64::from(count)); // offsetDelta
-        varint(&mut body, key.len() as i64);
-        body.extend_from_slice(&key);
-        varint(&mut body, value.len() as i64);
-        body.extend_from_slice(&value);
-        body.push(0); // no headers
-        varint(&mut section, body.len() as i64);
-        section.extend_from_slice(&body);
-        count += 1;
+        let n = records.len() as i32;
+        let record = Record {
+            offset_delta: n,
+            timestamp: BASE_TIMESTAMP + i64::from(n),
+            key: Some(key),
+            value: Some(value),
+            headers: Vec::new(),
+        };
+        // Measures the batch as it grows (the section is what fills `batch_bytes`).
+        put_record(&mut section, &record, BASE_TIMESTAMP);
+        records.push(record);
     }
-    let mut b = Vec::with_capacity(61 + section.len());
-    b.extend_from_slice(&1000i64.to_be_bytes());
-    b.extend_from_slice(&((49 + section.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&[0; 4]);
-    b.extend_from_slice(&0i16.to_be_bytes());
-    b.extend_from_slice(&(count - 1).to_be_bytes());
-    b.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
-    b.extend_from_slice(&(1_700_000_000_000i64 + i64::from(count) - 1).to_be_bytes());
-    b.extend_from_slice(&(-1i64).to_be_bytes());
-    b.extend_from_slice(&(-1i16).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.extend_from_slice(&count.to_be_bytes());
-    b.extend_from_slice(&section);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(b)
+    let batch = Batch {
+        base_offset: 1000,
+        partition_leader_epoch: 0,
+        base_timestamp: BASE_TIMESTAMP,
+        max_timestamp: BASE_TIMESTAMP + records.len() as i64 - 1,
+        records,
+        ..Batch::default()
+    };
+    Bytes::from(batch.encode())
 }
 
 /// The case's batch in its codec, as fetched (base offset 1000).

@@ -26,6 +26,7 @@
 //! changes the readiness timeout (120 s), `STRAIT_JAVA` picks the `java` binary, `STRAIT_CDS=0` turns off the
 //! AppCDS archives that speed up JVM starts (kept next to the jars, in `<cache>/kafka-<version>/strait-cds`).
 
+pub mod batch;
 mod cds;
 mod cluster;
 mod delay_proxy;

@@ -116,63 +116,31 @@ impl Rec {
     }
 }
 
-fn varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
-fn bytes_field(out: &mut Vec<u8>, b: &Option<Vec<u8>>) {
-    match b {
-        None => varint(out, -1),
-        Some(b) => {
-            varint(out, b.len() as i64);
-            out.extend_from_slice(b);
-        }
-    }
-}
-
-/// A v2 batch as a (non-idempotent) producer sends it: base offset 0, CreateTime, `codec`.
+/// A v2 batch as a (non-idempotent) producer sends it: base offset 0, CreateTime, `codec`;
+/// framed by the test kit's independent encoder, compressed with this crate's codec.
 pub fn build_batch(records: &[Rec], codec: Compression) -> Bytes {
-    let base_ts = records[0].ts;
-    let mut section = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        let mut body = vec![0u8];
-        varint(&mut body, r.ts - base_ts);
-        varint(&mut body, i as i64);
-        bytes_field(&mut body, &r.key);
-        bytes_field(&mut body, &r.value);
-        varint(&mut body, r.headers.len() as i64);
-        for (k, v) in &r.headers {
-            bytes_field(&mut body, &Some(k.clone()));
-            bytes_field(&mut body, v);
-        }
-        varint(&mut section, body.len() as i64);
-        section.extend_from_slice(&body);
-    }
-    let mut payload = Vec::new();
-    codec.compress(&section, None, &mut payload).unwrap();
-    let mut b = Vec::with_capacity(61 + payload.len());
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&((49 + payload.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&[0; 4]);
-    b.extend_from_slice(&i16::from(codec.id()).to_be_bytes());
-    b.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes());
-    b.extend_from_slice(&base_ts.to_be_bytes());
-    b.extend_from_slice(&records.iter().map(|r| r.ts).max().unwrap().to_be_bytes());
-    b.extend_from_slice(&(-1i64).to_be_bytes());
-    b.extend_from_slice(&(-1i16).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.extend_from_slice(&(records.len() as i32).to_be_bytes());
-    b.extend_from_slice(&payload);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(b)
+    let batch = strait_testkit::batch::Batch {
+        attributes: i16::from(codec.id()),
+        base_timestamp: records[0].ts,
+        max_timestamp: records.iter().map(|r| r.ts).max().unwrap(),
+        records: records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| strait_testkit::batch::Record {
+                offset_delta: i as i32,
+                timestamp: r.ts,
+                key: r.key.clone(),
+                value: r.value.clone(),
+                headers: r.headers.clone(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    Bytes::from(batch.encode_compressed(|section| {
+        let mut payload = Vec::new();
+        codec.compress(section, None, &mut payload).unwrap();
+        payload
+    }))
 }
 
 /// Produces one batch per call (so each is one batch on the broker).

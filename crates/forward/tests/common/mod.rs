@@ -176,17 +176,11 @@ pub fn dump_fetched(name: &str, records: Bytes) -> String {
 
 // ------------------------------------------------------------------ independent encoder
 
-/// A record for [`encode_batch`]: offset delta and absolute timestamp.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpecRecord {
-    pub offset_delta: i32,
-    pub timestamp: i64,
-    pub key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-}
+/// A record for [`encode_batch`]: the test kit's independent encoder's record (offset delta and
+/// absolute timestamp).
+pub use strait_testkit::batch::Record as SpecRecord;
 
-/// Everything that goes into a v2 batch header.
+/// Everything that goes into a v2 batch header, with the codec as this crate names it.
 #[derive(Clone, Debug)]
 pub struct BatchSpec {
     pub base_offset: i64,
@@ -222,75 +216,35 @@ impl Default for BatchSpec {
     }
 }
 
-fn varint(out: &mut Vec<u8>, v: i64) {
-    // zigzag over 64 bits gives the same bytes as the 32-bit form for i32 values.
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        let b = (z & 0x7f) as u8;
-        z >>= 7;
-        if z == 0 {
-            out.push(b);
-            break;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-fn bytes_field(out: &mut Vec<u8>, b: &Option<Vec<u8>>) {
-    match b {
-        None => varint(out, -1),
-        Some(b) => {
-            varint(out, b.len() as i64);
-            out.extend_from_slice(b);
+impl BatchSpec {
+    fn to_batch(&self) -> strait_testkit::batch::Batch {
+        strait_testkit::batch::Batch {
+            base_offset: self.base_offset,
+            partition_leader_epoch: self.partition_leader_epoch,
+            attributes: self.flags | i16::from(self.codec.id()),
+            last_offset_delta: self.last_offset_delta,
+            base_timestamp: self.base_timestamp,
+            max_timestamp: self.max_timestamp,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+            records: self.records.clone(),
         }
     }
 }
 
+/// The records section, uncompressed.
 pub fn encode_records(spec: &BatchSpec) -> Vec<u8> {
-    let mut section = Vec::new();
-    for r in &spec.records {
-        let mut body = vec![0u8];
-        varint(&mut body, r.timestamp.wrapping_sub(spec.base_timestamp));
-        varint(&mut body, i64::from(r.offset_delta));
-        bytes_field(&mut body, &r.key);
-        bytes_field(&mut body, &r.value);
-        varint(&mut body, r.headers.len() as i64);
-        for (k, v) in &r.headers {
-            bytes_field(&mut body, &Some(k.clone()));
-            bytes_field(&mut body, v);
-        }
-        varint(&mut section, body.len() as i64);
-        section.extend_from_slice(&body);
-    }
-    section
+    spec.to_batch().records_section()
 }
 
+/// The batch, framed by the test kit's encoder; only the compression is this crate's.
 pub fn encode_batch(spec: &BatchSpec) -> Vec<u8> {
-    let mut payload = Vec::new();
-    spec.codec
-        .compress(&encode_records(spec), None, &mut payload)
-        .unwrap();
-    let mut b = Vec::new();
-    b.extend_from_slice(&spec.base_offset.to_be_bytes());
-    b.extend_from_slice(&((49 + payload.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&spec.partition_leader_epoch.to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&[0; 4]);
-    b.extend_from_slice(&(spec.flags | i16::from(spec.codec.id())).to_be_bytes());
-    let lod = spec
-        .last_offset_delta
-        .unwrap_or_else(|| spec.records.last().map_or(0, |r| r.offset_delta));
-    b.extend_from_slice(&lod.to_be_bytes());
-    b.extend_from_slice(&spec.base_timestamp.to_be_bytes());
-    b.extend_from_slice(&spec.max_timestamp.to_be_bytes());
-    b.extend_from_slice(&spec.producer_id.to_be_bytes());
-    b.extend_from_slice(&spec.producer_epoch.to_be_bytes());
-    b.extend_from_slice(&spec.base_sequence.to_be_bytes());
-    b.extend_from_slice(&(spec.records.len() as i32).to_be_bytes());
-    b.extend_from_slice(&payload);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
+    spec.to_batch().encode_compressed(|section| {
+        let mut payload = Vec::new();
+        spec.codec.compress(section, None, &mut payload).unwrap();
+        payload
+    })
 }
 
 /// A simple batch of `n` records with consecutive offsets from `base_offset`.
