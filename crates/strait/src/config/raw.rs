@@ -112,6 +112,7 @@ impl Section {
                 "compression",
                 "on_offset_out_of_range",
                 "max_in_flight",
+                "batch_size",
                 "partition_assignment_strategy",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout"],

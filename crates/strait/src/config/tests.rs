@@ -37,6 +37,7 @@ isolation = "read_uncommitted"
 compression = "zstd"
 on_offset_out_of_range = "earliest"
 max_in_flight = 2
+batch_size = "64KiB"
 
 [metrics]
 listen = "0.0.0.0:9464"
@@ -117,6 +118,7 @@ fn every_key_is_read() {
     assert_eq!(m.compression, Compression::Zstd);
     assert_eq!(m.on_offset_out_of_range, OffsetOutOfRange::Earliest);
     assert_eq!(m.max_in_flight, 2);
+    assert_eq!(m.batch_size, ByteSize(64 << 10));
     assert_eq!(c.metrics.listen, Some("0.0.0.0:9464".parse().unwrap()));
     assert_eq!(
         c.tracing.otlp_endpoint.as_deref(),
@@ -155,6 +157,7 @@ fn defaults() {
     assert_eq!(m.compression, Compression::Keep);
     assert_eq!(m.on_offset_out_of_range, OffsetOutOfRange::Fail);
     assert_eq!(m.max_in_flight, 5);
+    assert_eq!(m.batch_size, ByteSize(256 << 10));
     assert_eq!(c.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));
     assert_eq!(c.tracing.otlp_endpoint, None);
     assert!(!c.tracing.exporting());
@@ -181,6 +184,10 @@ fn bad_values_name_the_key_and_the_expected_form() {
         (
             "[mirror]\ncompression = \"brotli\"",
             "mirror.compression: expected one of \"keep\", \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\", got \"brotli\"",
+        ),
+        (
+            "[mirror]\nbatch_size = \"1GiB\"",
+            "mirror.batch_size: expected a size from 0 (never merge) to 64MiB",
         ),
         (
             "[mirror]\nmax_in_flight = 6",

@@ -5,7 +5,7 @@
 //! | `--consumer.config` client properties | `[source]` |
 //! | `group.id` / `auto.offset.reset` / `isolation.level` | `mirror.group_id` / `mirror.start` / `mirror.isolation` |
 //! | `--producer.config` client properties | `[target]` |
-//! | `compression.type` / `max.in.flight.requests.per.connection` | `mirror.compression` / `mirror.max_in_flight` (at most 5) |
+//! | `compression.type` / `max.in.flight.requests.per.connection` / `batch.size` | `mirror.compression` / `mirror.max_in_flight` (at most 5) / `mirror.batch_size` |
 //! | `--include` (or deprecated `--whitelist`) | `mirror.topics` (commas mean "or", as in MM1) |
 //! | topic names | kept (`rename = "identity"`) |
 //! | no `auto.offset.reset` | `mirror.start = "latest"` (the Java consumer's default, which MM1 kept) |
@@ -328,9 +328,10 @@ batch.size=1048576
         let w = loaded.warnings.join("\n");
         assert!(w.contains("ignoring 3 settings strait does not use: enable.auto.commit, key.deserializer, max.poll.records"), "{w}");
         assert!(
-            w.contains("ignoring 2 settings strait does not use: linger.ms, batch.size"),
+            w.contains("ignoring 1 setting strait does not use: linger.ms"),
             "{w}"
         );
+        assert_eq!(c.mirror.batch_size.bytes(), 1 << 20);
         assert!(w.contains("has no auto.offset.reset"), "{w}");
         // The secret is in the config but never in the printed form.
         assert!(!c.to_toml(true).contains("s3cret"));

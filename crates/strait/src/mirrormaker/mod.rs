@@ -127,6 +127,9 @@ pub(crate) fn map_client_setting(
             }
         }
         (Role::Target, "compression.type") => mirror(raw, "compression"),
+        // The producer's batch size is the size merged batches grow to (strait never lingers:
+        // it merges only batches that already wait).
+        (Role::Target, "batch.size") => mirror(raw, "batch_size"),
         (Role::Target, "acks") => {
             let v = value.trim();
             if !(v.eq_ignore_ascii_case("all") || v == "-1") {
