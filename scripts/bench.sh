@@ -2,6 +2,9 @@
 # Side-by-side mirror benchmark (Strait vs MirrorMaker 2 vs MirrorMaker 1), on a fresh machine, in one command:
 #   scripts/bench.sh            # full: 6 datasets x 2 repetitions + latency + broker limits (long on 2 cores)
 #   scripts/bench.sh --quick    # 1 dataset, 200k records, 1 repetition, 15 s latency window (a few minutes)
+#   scripts/bench.sh --wan      # instead: the WAN shapes (50/100 ms RTT through a delay proxy, mirror near the source
+#                               # and near the target, small batches at 3,000 and 30,000 records/s, backlog catch-up)
+#   scripts/bench.sh --wan --quick   # WAN shapes, near-source only, 15 s per rate (~10-15 minutes)
 # Every other option goes to benches/mirror/run.py (--help lists them). This script only prepares:
 #   Java + Maven (scripts/install-prereqs.sh), the Kafka 4.x and 3.9 jars (scripts/kafka-jars.sh), a Python venv with
 #   matplotlib under ${STRAIT_CACHE:-~/.cache/strait}/bench-venv, and `cargo build --release -p strait`
@@ -13,10 +16,12 @@ cd "$root"
 cache=${STRAIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strait}
 
 build=1
+wan=0
 args=()
 for a in "$@"; do
   case "$a" in
     --no-build) build=0 ;;
+    --wan) wan=1; args+=("$a") ;;
     *) args+=("$a") ;;
   esac
 done
@@ -44,6 +49,14 @@ if [ "$build" = 1 ]; then
     export STRAIT_BENCH_BUILD_ERROR="cargo build --release -p strait failed: $(grep -m1 '^error' "$buildlog" || tail -n1 "$buildlog")"
     echo "$STRAIT_BENCH_BUILD_ERROR (continuing without Strait)" >&2
   fi
+  if [ "$wan" = 1 ]; then
+    # The WAN shapes need the test kit's delay proxy as a process.
+    echo "cargo build --release -p strait-testkit --bin strait-delay-proxy" >&2
+    cargo build --release -p strait-testkit --bin strait-delay-proxy
+  fi
+fi
+if [ "$wan" = 1 ]; then
+  export STRAIT_BENCH_DELAY_PROXY_BIN=${STRAIT_BENCH_DELAY_PROXY_BIN:-$target_dir/release/strait-delay-proxy}
 fi
 
 export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the source tree

@@ -84,10 +84,20 @@ class Cluster:
     controller_port: int
     dir: Path
     proc: object = field(repr=False)
+    # WAN shapes: the port of the broker's WAN listener, and the port it advertises there (a delay proxy's)
+    wan_port: int | None = None
+    wan_proxy_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def wan_bootstrap(self) -> str:
+        """The bootstrap through the delay proxy: clients that start here get the proxy's address in Metadata."""
+        if self.wan_proxy_port is None:
+            raise RuntimeError(f"cluster {self.name} has no WAN listener")
+        return f"127.0.0.1:{self.wan_proxy_port}"
 
     @property
     def pid(self) -> int:
@@ -99,11 +109,11 @@ SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{cport}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}{wan_listener}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}{wan_advertised}
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT{wan_map}
 log.dirs={data}
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -121,17 +131,41 @@ num.recovery.threads.per.data.dir=1
 """
 
 
-def start(reg: Registry, kafka: Kafka, name: str, base: Path, heap: str, timeout: float = 180.0) -> Cluster:
-    """Formats and starts a fresh cluster under `base/name`; returns once it serves."""
+def start(
+    reg: Registry,
+    kafka: Kafka,
+    name: str,
+    base: Path,
+    heap: str,
+    timeout: float = 180.0,
+    wan_proxy_port: int | None = None,
+) -> Cluster:
+    """Formats and starts a fresh cluster under `base/name`; returns once it serves.
+
+    With `wan_proxy_port`, the broker gets one more listener, WAN, which it advertises at 127.0.0.1:wan_proxy_port:
+    a delay proxy listening there (started by the caller) forwarding to `Cluster.wan_port` puts every client that
+    bootstraps from `Cluster.wan_bootstrap` behind the simulated link, while the bench's tools use the direct
+    PLAINTEXT listener."""
     d = base / name
     if d.exists():
         shutil.rmtree(d)
     (d / "logs").mkdir(parents=True)
-    port, cport = free_port(), free_port()
-    while cport == port:
-        cport = free_port()
+    ports: set[int] = set()
+    while len(ports) < (3 if wan_proxy_port else 2):
+        p = free_port()
+        if p != wan_proxy_port:
+            ports.add(p)
+    port, cport, *rest = sorted(ports)
+    wan_port = rest[0] if rest else None
     props = d / "server.properties"
-    props.write_text(SERVER_PROPERTIES.format(port=port, cport=cport, data=d / "data"))
+    wan = {"wan_listener": "", "wan_advertised": "", "wan_map": ""}
+    if wan_port is not None:
+        wan = {
+            "wan_listener": f",WAN://127.0.0.1:{wan_port}",
+            "wan_advertised": f",WAN://127.0.0.1:{wan_proxy_port}",
+            "wan_map": ",WAN:PLAINTEXT",
+        }
+    props.write_text(SERVER_PROPERTIES.format(port=port, cport=cport, data=d / "data", **wan))
     cluster_id = "-"
     while cluster_id[0] in "-_":  # a leading '-' would read as an option to StorageTool (Kafka's Uuid avoids it too)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -167,8 +201,8 @@ def start(reg: Registry, kafka: Kafka, name: str, base: Path, heap: str, timeout
             raise RuntimeError(f"broker {name} exited with {proc.returncode}: {_tail(log)}")
         if not started:
             started = "Kafka Server started" in log.read_text(errors="replace")
-        if started and tcp_open(port):
-            return Cluster(name, port, cport, d, proc)
+        if started and tcp_open(port) and (wan_port is None or tcp_open(wan_port)):
+            return Cluster(name, port, cport, d, proc, wan_port, wan_proxy_port)
         time.sleep(0.1)
     reg.stop(proc, timeout=5)
     raise RuntimeError(f"broker {name} not ready after {timeout:.0f} s: {_tail(log)}")

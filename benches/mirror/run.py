@@ -111,6 +111,40 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "as warm as the source's (0 = off)",
     )
     p.add_argument("--no-limits", action="store_true", help="skip the broker-limit phase")
+    w = p.add_argument_group("WAN shapes (--wan: only these run; see benches/mirror/wan.py)")
+    w.add_argument(
+        "--wan",
+        action="store_true",
+        default=env("WAN", "") not in ("", "0"),
+        help="run the WAN shapes instead of the loopback bench: each mirror over a delay proxy",
+    )
+    w.add_argument("--wan-rtts", default=env("WAN_RTTS", "50,100"), help="round-trip times in ms")
+    w.add_argument(
+        "--wan-placements",
+        default=env("WAN_PLACEMENTS", ""),
+        help="near-source (proxy between mirror and target), near-target (proxy between source and mirror); "
+        "default both (--quick: near-source)",
+    )
+    w.add_argument("--wan-rates", default=env("WAN_RATES", "3000,30000"), help="steady source rates, records/s")
+    w.add_argument("--wan-seconds", type=float, default=env("WAN_SECONDS", 0.0), help="per steady rate (60; quick 15)")
+    w.add_argument(
+        "--wan-backlog", type=int, default=env("WAN_BACKLOG", 0), help="records preloaded (300,000; quick 60,000)"
+    )
+    w.add_argument("--wan-backlog-rate", type=int, default=env("WAN_BACKLOG_RATE", 30_000))
+    w.add_argument(
+        "--wan-catchup-cap", type=float, default=env("WAN_CATCHUP_CAP", 0.0), help="s of catch-up (180; quick 40)"
+    )
+    w.add_argument(
+        "--wan-drain-cap", type=float, default=env("WAN_DRAIN_CAP", 0.0), help="s to drain a phase (60; quick 15)"
+    )
+    w.add_argument("--wan-record-size", type=int, default=env("WAN_RECORD_SIZE", 100), choices=(100, 1024))
+    w.add_argument("--wan-compression", default=env("WAN_COMPRESSION", "none"))
+    w.add_argument("--wan-no-referee", action="store_true", help="skip the Java-producer-over-the-link referee")
+    w.add_argument(
+        "--delay-proxy-bin",
+        default=env("DELAY_PROXY_BIN", ""),
+        help="default: $CARGO_TARGET_DIR or <repo>/target, /release/strait-delay-proxy",
+    )
     p.add_argument(
         "--skip-after-failure",
         action="store_true",
@@ -155,6 +189,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.reps = a.reps or 1
         a.latency_seconds = a.latency_seconds or 15.0
         a.latency_warmup = a.latency_warmup or 3.0
+    if a.wan:
+        a.wan_placements = a.wan_placements or ("near-source" if a.quick else "near-source,near-target")
+        a.wan_seconds = a.wan_seconds or (15.0 if a.quick else 60.0)
+        a.wan_backlog = a.wan_backlog or (60_000 if a.quick else 300_000)
+        a.wan_catchup_cap = a.wan_catchup_cap or (40.0 if a.quick else 180.0)
+        a.wan_drain_cap = a.wan_drain_cap or (15.0 if a.quick else 60.0)
+        a.delay_proxy_bin = a.delay_proxy_bin or str(
+            Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait-delay-proxy"
+        )
     a.datasets = a.datasets or ",".join(dsets.ALL)
     a.records_1k = a.records_1k or 1_000_000
     a.records_100 = a.records_100 or 5_000_000
@@ -844,12 +887,68 @@ class Bench:
                 self.log("benches/README.md has no bench markers: not updated")
         return text
 
+    def run_wan(self) -> str:
+        """The WAN shapes only (--wan): every mirror over a delay proxy; see wan.py."""
+        import wan
+
+        w = wan.WanBench(self)
+        text = ""
+        try:
+            self.phase("setup (javac helpers, source cluster with a WAN listener)", w.setup)
+            self.phase("WAN shapes", w.run)
+        except Exception as e:  # report what we have, then fail
+            self.notes.append(f"bench aborted: {e}")
+            self.log(f"ABORTED: {e}\n{traceback.format_exc()}")
+            raise
+        finally:
+            if w.rows or w.referees:
+                text = self.write_wan_report(w)
+                self.log(f"wrote {self.out}/results.md, results.csv")
+        return text
+
+    def write_wan_report(self, w) -> str:  # noqa: ANN001 - wan.WanBench
+        envi = self.environment()
+        (self.out / "environment.json").write_text(
+            json.dumps({"environment": envi, "args": vars(self.args)}, indent=2) + "\n"
+        )
+        mode = "WAN quick" if self.args.quick else "WAN"
+        title = (
+            f"Strait mirror bench {self.started_at:%Y-%m-%d %H:%M} ({mode}; {envi['cores']} cores, "
+            f"Kafka {envi['kafka_brokers']}, Strait {envi['strait_commit']})"
+        )
+        java = envi["java"][0] if envi["java"] else "?"
+        md = [
+            f"# {title}\n",
+            f"Machine: {envi['cpu']}, {envi['cores']} cores, {envi['ram_gib']} GiB RAM, Linux {envi['kernel']}; {java}; "
+            f"load average {self.load_at_start:.1f} at start.\n",
+        ]
+        skipped = [f"- **{c.label}**: {self.disabled[c.name]}" for c in self.contenders if c.name in self.disabled]
+        if skipped:
+            md += ["## Contenders not measured\n", "\n".join(skipped) + "\n"]
+        if self.notes:
+            md += ["## Failed runs and notes\n", "\n".join(f"- {n}" for n in self.notes) + "\n"]
+        md.append(w.markdown())
+        md += [
+            "\n## Settings\n",
+            "\n".join([f"- {c.label}: {c.settings()}" for c in self.contenders] + [f"- Command: `{' '.join(sys.argv)}`"])
+            + "\n",
+            "\n## Timings\n",
+            "\n".join(f"- {n}: {s:.0f} s" for n, s in self.timings)
+            + f"\n- total: {time.monotonic() - self.t_start:.0f} s\n",
+        ]
+        text = "\n".join(md)
+        (self.out / "results.md").write_text(text)
+        w.write_csv(self.out / "results.csv")
+        return text
+
     def run(self) -> str:
         text = ""
         self.log(f"results -> {self.out}; scratch -> {self.work}")
         for c in self.contenders:
             if c.name in self.disabled:
                 self.log(f"{c.label}: {self.disabled[c.name]}")
+        if self.args.wan:
+            return self.run_wan()
         try:
             self.phase("setup (javac helpers, source cluster)", self.setup)
             self.phase("preload source", self.preload)
