@@ -2,17 +2,35 @@
 # The whole Strait test suite, on a fresh machine: installs what is missing, fetches Apache Kafka
 # from Maven Central, then runs formatting, lints, unit + integration tests (real brokers) and a
 # short fuzz run. `.ci/run` calls exactly this script.
+#
+# `scripts/test.sh --fast`: only the tests that need no Kafka broker (every crate's unit tests and
+# the in-memory integration tests listed below), no fmt/clippy/fuzz, nothing installed or fetched.
 set -euo pipefail
+fast=0
+case "${1:-}" in
+  "") ;;
+  --fast) fast=1 ;;
+  *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
+# Integration test binaries that start no broker (in-memory fakes, Java-written fixture files, the
+# binary's command line, local HTTP). A new broker-free test binary belongs here too.
+brokerless_tests=(
+  java_fixtures java_verify merge_props pipeline_mem proptests # strait-forward
+  advice cli metrics_http                                      # strait
+  receive                                                      # strait-otlp-sink
+)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 start=$(date +%s)
 step() { printf '\n=== %s (t=%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 
-step "prerequisites"
-scripts/install-prereqs.sh
+if [ "$fast" = 0 ]; then
+  step "prerequisites"
+  scripts/install-prereqs.sh
 
-step "Kafka jars (Maven Central -> ${STRAIT_CACHE:-$HOME/.cache/strait})"
-scripts/kafka-jars.sh 4 3.9
+  step "Kafka jars (Maven Central -> ${STRAIT_CACHE:-$HOME/.cache/strait})"
+  scripts/kafka-jars.sh 4 3.9
+fi
 
 # Process hygiene on a shared machine: stop only this suite's own processes, never by name
 # (another run's brokers match any pattern ours do). Every process the test kit starts (brokers,
@@ -49,6 +67,13 @@ STRAIT_TEST_PIDS=$(mktemp -d "$runs/run-XXXXXX")
 export STRAIT_TEST_PIDS
 echo "$$ $(start_time $$)" > "$STRAIT_TEST_PIDS/owner"
 trap 'stop_recorded "$STRAIT_TEST_PIDS"' EXIT
+
+if [ "$fast" = 1 ]; then
+  step "cargo test, no brokers (unit tests + ${#brokerless_tests[@]} in-memory integration tests)"
+  cargo test --workspace --locked --lib --bins "${brokerless_tests[@]/#/--test=}"
+  step "done in $(( $(date +%s) - start ))s"
+  exit 0
+fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
