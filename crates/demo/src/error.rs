@@ -22,7 +22,7 @@ pub enum Error {
     Kafka(#[from] strait_wire::Error),
     /// A fetched batch could not be read.
     #[error("reading fetched records: {0}")]
-    Records(#[from] strait_forward::Error),
+    Records(#[from] strait_forward::CodecError),
     /// The topic does not exist (or is not visible to this principal).
     #[error(
         "topic {topic} is not available after {waited_secs} s ({reason}); create it or grant Describe on it"

@@ -24,7 +24,7 @@ use bytes::Bytes;
 
 use crate::checksum::batch_crc;
 use crate::compression::Compression;
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Result};
 use crate::legacy::LegacyBatch;
 use crate::records::{RecordView, Records};
 use crate::txn::ControlRecord;
@@ -177,7 +177,7 @@ impl RecordBatch {
         let stored = batch.crc();
         let computed = batch_crc(&batch.bytes);
         if stored != computed {
-            return Err(Error::CrcMismatch {
+            return Err(CodecError::CrcMismatch {
                 base_offset: batch.base_offset(),
                 stored,
                 computed,
@@ -191,24 +191,24 @@ impl RecordBatch {
     pub(crate) fn parse_unverified(bytes: Bytes) -> Result<Self> {
         let b = &bytes[..];
         if b.len() < RECORD_BATCH_OVERHEAD {
-            return Err(Error::BatchTooShort { len: b.len() });
+            return Err(CodecError::BatchTooShort { len: b.len() });
         }
         let declared = i32_at(b, BATCH_LENGTH);
         let actual = b.len() - LOG_OVERHEAD;
         if usize::try_from(declared).ok() != Some(actual) {
-            return Err(Error::BatchLengthMismatch { declared, actual });
+            return Err(CodecError::BatchLengthMismatch { declared, actual });
         }
         let base_offset = i64_at(b, BASE_OFFSET);
         let magic = b[MAGIC] as i8;
         if magic != MAGIC_V2 {
-            return Err(Error::NotV2 {
+            return Err(CodecError::NotV2 {
                 offset: base_offset,
                 magic,
             });
         }
         let attributes =
             Attributes::from_raw(i16_at(b, ATTRIBUTES)).map_err(|e| e.in_batch(base_offset))?;
-        let malformed = |reason| Error::MalformedBatch {
+        let malformed = |reason| CodecError::MalformedBatch {
             base_offset,
             reason,
         };
@@ -400,7 +400,7 @@ impl RecordBatch {
         const MAX_CONTROL_BATCH: usize = 64 * 1024;
         let decoded = self.decode_records(MAX_CONTROL_BATCH)?;
         let Some(first) = decoded.iter().next() else {
-            return Err(Error::MalformedControlRecord {
+            return Err(CodecError::MalformedControlRecord {
                 base_offset: self.base_offset(),
                 reason: "the control batch holds no record",
             });
@@ -408,7 +408,7 @@ impl RecordBatch {
         let first = first.map_err(|e| e.in_batch(self.base_offset()))?;
         ControlRecord::parse(first.key())
             .map(Some)
-            .map_err(|reason| Error::MalformedControlRecord {
+            .map_err(|reason| CodecError::MalformedControlRecord {
                 base_offset: self.base_offset(),
                 reason,
             })
@@ -482,7 +482,7 @@ impl FetchedBatch {
 ///   the rest is a **truncated tail** (the broker cut the last batch at the fetch byte limit).
 ///   Iteration ends without an error; [`truncated_tail_bytes`](Self::truncated_tail_bytes) tells
 ///   how many bytes were left over. Refetch from the last complete batch's next offset.
-/// * entry size < 14 or magic outside 0..=2: [`Error::CorruptFraming`].
+/// * entry size < 14 or magic outside 0..=2: [`CodecError::CorruptFraming`].
 /// * magic 2: parsed and CRC-verified into [`FetchedBatch::V2`]; magic 0/1:
 ///   [`FetchedBatch::Legacy`].
 ///
@@ -532,7 +532,7 @@ impl FetchedRecords {
         }
         let size = i32_at(rest, BATCH_LENGTH);
         if size < MIN_ENTRY_SIZE {
-            return Err(Error::CorruptFraming {
+            return Err(CodecError::CorruptFraming {
                 position: self.pos,
                 reason: format!("entry size {size} is below the minimum of {MIN_ENTRY_SIZE}"),
             });
@@ -542,7 +542,7 @@ impl FetchedRecords {
         }
         let magic = rest[MAGIC] as i8;
         if !(0..=2).contains(&magic) {
-            return Err(Error::CorruptFraming {
+            return Err(CodecError::CorruptFraming {
                 position: self.pos,
                 reason: format!("magic {magic} is not 0, 1 or 2"),
             });
@@ -656,26 +656,26 @@ mod tests {
         let good = batch(0, 2, Compression::None);
         assert!(matches!(
             RecordBatch::parse(Bytes::copy_from_slice(&good[..60])),
-            Err(Error::BatchTooShort { len: 60 })
+            Err(CodecError::BatchTooShort { len: 60 })
         ));
         let mut long = good.clone();
         long.push(0);
         assert!(matches!(
             RecordBatch::parse(Bytes::from(long)),
-            Err(Error::BatchLengthMismatch { .. })
+            Err(CodecError::BatchLengthMismatch { .. })
         ));
         let mut magic = good.clone();
         magic[MAGIC] = 1;
         assert!(matches!(
             RecordBatch::parse(Bytes::from(magic)),
-            Err(Error::NotV2 { magic: 1, .. })
+            Err(CodecError::NotV2 { magic: 1, .. })
         ));
         let mut codec = good.clone();
         codec[ATTRIBUTES + 1] = 5;
         reseal(&mut codec);
         let err = RecordBatch::parse(Bytes::from(codec)).unwrap_err();
         assert!(
-            matches!(&err, Error::InBatch { source, .. } if matches!(**source, Error::UnknownCompression { id: 5 })),
+            matches!(&err, CodecError::InBatch { source, .. } if matches!(**source, CodecError::UnknownCompression { id: 5 })),
             "{err}"
         );
         let mut count = good.clone();
@@ -683,13 +683,13 @@ mod tests {
         reseal(&mut count);
         assert!(matches!(
             RecordBatch::parse(Bytes::from(count)),
-            Err(Error::MalformedBatch { .. })
+            Err(CodecError::MalformedBatch { .. })
         ));
         let mut crc = good.clone();
         crc[70] ^= 0x80;
         assert!(matches!(
             RecordBatch::parse(Bytes::from(crc)),
-            Err(Error::CrcMismatch { .. })
+            Err(CodecError::CrcMismatch { .. })
         ));
     }
 
@@ -749,13 +749,13 @@ mod tests {
         let (items, _) = walk(small);
         assert!(matches!(
             &items[..],
-            [Err(Error::CorruptFraming { position: 0, .. })]
+            [Err(CodecError::CorruptFraming { position: 0, .. })]
         ));
         let mut negative = vec![0u8; 12];
         negative[8..12].copy_from_slice(&(-5i32).to_be_bytes());
         assert!(matches!(
             &walk(negative).0[..],
-            [Err(Error::CorruptFraming { .. })]
+            [Err(CodecError::CorruptFraming { .. })]
         ));
         // bad magic after a good batch; nothing is yielded after the error
         let mut data = batch(0, 1, Compression::None);
@@ -768,7 +768,7 @@ mod tests {
         assert_eq!(items.len(), 2);
         assert!(items[0].is_ok());
         assert!(
-            matches!(&items[1], Err(Error::CorruptFraming { position, .. }) if *position == good_len)
+            matches!(&items[1], Err(CodecError::CorruptFraming { position, .. }) if *position == good_len)
         );
         assert!(tail > 0);
         // a CRC failure also stops the walk
@@ -777,7 +777,7 @@ mod tests {
         data[n - 1] ^= 1;
         data.extend(batch(1, 1, Compression::None));
         let (items, _) = walk(data);
-        assert!(matches!(&items[..], [Err(Error::CrcMismatch { .. })]));
+        assert!(matches!(&items[..], [Err(CodecError::CrcMismatch { .. })]));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::io::{self, Read, Write};
 
 use bytes::Bytes;
 
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Result};
 
 /// A record-batch compression codec (attribute bits 0-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -56,7 +56,7 @@ impl Compression {
             2 => Ok(Compression::Snappy),
             3 => Ok(Compression::Lz4),
             4 => Ok(Compression::Zstd),
-            id => Err(Error::UnknownCompression { id }),
+            id => Err(CodecError::UnknownCompression { id }),
         }
     }
 
@@ -86,13 +86,13 @@ impl Compression {
     /// Decompresses `input` (a batch's records section), producing at most `max_output` bytes.
     ///
     /// For [`Compression::None`] the input is returned as is (no copy). Fails with
-    /// [`Error::DecompressedTooLarge`] as soon as the output would exceed `max_output`, before
+    /// [`CodecError::DecompressedTooLarge`] as soon as the output would exceed `max_output`, before
     /// allocating beyond it.
     pub fn decompress(self, input: Bytes, max_output: usize) -> Result<Bytes> {
         let out = match self {
             Compression::None => {
                 if input.len() > max_output {
-                    return Err(Error::DecompressedTooLarge {
+                    return Err(CodecError::DecompressedTooLarge {
                         codec: self,
                         limit: max_output,
                     });
@@ -115,7 +115,7 @@ impl Compression {
             Compression::Zstd => {
                 let decoder =
                     zstd::stream::read::Decoder::with_buffer(&input[..]).map_err(|source| {
-                        Error::Decompress {
+                        CodecError::Decompress {
                             codec: self,
                             source,
                         }
@@ -131,7 +131,7 @@ impl Compression {
     /// `level` applies to gzip (0-9, default 6, as Java) and zstd (1-22, default 3, as Java);
     /// snappy and lz4 have no levels here (lz4 always uses the fast compressor).
     pub fn compress(self, input: &[u8], level: Option<i32>, out: &mut Vec<u8>) -> Result<()> {
-        let err = |source| Error::Compress {
+        let err = |source| CodecError::Compress {
             codec: self,
             source,
         };
@@ -189,9 +189,9 @@ fn read_capped(
     reader
         .take(limit)
         .read_to_end(&mut out)
-        .map_err(|source| Error::Decompress { codec, source })?;
+        .map_err(|source| CodecError::Decompress { codec, source })?;
     if out.len() > max_output {
-        return Err(Error::DecompressedTooLarge {
+        return Err(CodecError::DecompressedTooLarge {
             codec,
             limit: max_output,
         });
@@ -229,11 +229,11 @@ mod xerial {
 
     pub(super) fn decompress(input: &[u8], max_output: usize) -> Result<Vec<u8>> {
         let codec = Compression::Snappy;
-        let corrupt = |msg: &str| Error::Decompress {
+        let corrupt = |msg: &str| CodecError::Decompress {
             codec,
             source: io::Error::new(io::ErrorKind::InvalidData, msg.to_string()),
         };
-        let too_large = || Error::DecompressedTooLarge {
+        let too_large = || CodecError::DecompressedTooLarge {
             codec,
             limit: max_output,
         };
@@ -327,7 +327,7 @@ mod tests {
             codec.compress(&data, None, &mut out).unwrap();
             let err = codec.decompress(Bytes::from(out), 1 << 20).unwrap_err();
             assert!(
-                matches!(err, Error::DecompressedTooLarge { limit, .. } if limit == 1 << 20),
+                matches!(err, CodecError::DecompressedTooLarge { limit, .. } if limit == 1 << 20),
                 "{codec}: {err}"
             );
         }
@@ -405,7 +405,10 @@ mod tests {
         let err = Compression::Snappy
             .decompress(Bytes::from(data), 1 << 20)
             .unwrap_err();
-        assert!(matches!(err, Error::DecompressedTooLarge { .. }), "{err}");
+        assert!(
+            matches!(err, CodecError::DecompressedTooLarge { .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -442,7 +445,7 @@ mod tests {
         for id in 5..8 {
             assert!(matches!(
                 Compression::from_id(id),
-                Err(Error::UnknownCompression { id: got }) if got == id
+                Err(CodecError::UnknownCompression { id: got }) if got == id
             ));
         }
     }

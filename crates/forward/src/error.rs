@@ -1,15 +1,23 @@
-//! The crate's single error type.
+//! The crate's errors, one enum per layer.
+//!
+//! [`CodecError`]: the batch codec (framing, CRCs, records, compression, rewrite, re-encode,
+//! merge). It says what is wrong with which bytes; it knows nothing about clusters.
+//!
+//! [`Error`] (feature `pipeline`): the fetch -> produce pipeline. It wraps a codec error with the
+//! partition it happened in, and adds what the clusters answered and why a partition stopped.
+//! It names the concept to change (an [`OutOfRangePolicy`](crate::OutOfRangePolicy), a topic to
+//! create), never a configuration key of a program embedding the forwarder.
 
 use crate::compression::Compression;
 
-/// Everything that can go wrong while reading, rewriting or re-encoding record batches.
+/// Everything that can go wrong while reading, rewriting, re-encoding or merging record batches.
 ///
 /// Every message says what was found and what to do about it. Corruption errors mean the bytes
 /// must not be forwarded; the usual remedy is to refetch from the batch's offset and, if the error
 /// repeats, to stop mirroring that partition and investigate the source.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum CodecError {
     /// A buffer handed to [`RecordBatch::parse`](crate::RecordBatch::parse) is shorter than the
     /// fixed 61-byte v2 header.
     #[error(
@@ -241,6 +249,52 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A lower-level error while processing the batch at `base_offset`.
+    #[error("record batch at offset {base_offset}: {source}")]
+    InBatch {
+        /// The batch's baseOffset (or a legacy entry's offset).
+        base_offset: i64,
+        /// The underlying error.
+        #[source]
+        source: Box<CodecError>,
+    },
+}
+
+impl CodecError {
+    /// Attaches the offset of the batch being processed, unless the error already names it.
+    pub(crate) fn in_batch(self, base_offset: i64) -> CodecError {
+        match self {
+            e @ (CodecError::MalformedRecord { .. }
+            | CodecError::RecordCountMismatch { .. }
+            | CodecError::TrailingRecordBytes { .. }
+            | CodecError::DecompressedTooLarge { .. }
+            | CodecError::Decompress { .. }
+            | CodecError::Compress { .. }
+            | CodecError::UnknownCompression { .. }) => CodecError::InBatch {
+                base_offset,
+                source: Box::new(e),
+            },
+            e => e,
+        }
+    }
+}
+
+/// Shorthand for results of the batch codec.
+pub type Result<T, E = CodecError> = std::result::Result<T, E>;
+
+/// Why the pipeline failed a call or stopped a partition.
+///
+/// A partition that stops on one of these stays stopped (listed by
+/// [`Forwarder::failures`](crate::Forwarder::failures)) until it is revoked or assigned again;
+/// every message says what the operator has to change.
+#[cfg(feature = "pipeline")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A source batch could not be read, rewritten or re-encoded.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+
     /// A call to the source or target cluster failed in a way retrying cannot fix.
     #[error("{0}")]
     Io(crate::pipeline::io::IoError),
@@ -259,7 +313,7 @@ pub enum Error {
     #[error(
         "source offset {offset} of {partition} is no longer available ({detail}); the records \
          from there to the log start were deleted before they were mirrored. To continue and accept \
-         the gap, set mirror.on_offset_out_of_range = \"earliest\" (or \"latest\") and restart"
+         the gap, restart with the out-of-range policy Earliest (or Latest)"
     )]
     OffsetOutOfRange {
         /// The source `topic-partition`.
@@ -292,41 +346,4 @@ pub enum Error {
     /// The partition was stopped (revoked or shut down) before it could start.
     #[error("stopped before the partition started")]
     Stopped,
-
-    /// A lower-level error while processing the batch at `base_offset`.
-    #[error("record batch at offset {base_offset}: {source}")]
-    InBatch {
-        /// The batch's baseOffset (or a legacy entry's offset).
-        base_offset: i64,
-        /// The underlying error.
-        #[source]
-        source: Box<Error>,
-    },
 }
-
-impl Error {
-    /// Attaches the offset of the batch being processed, unless the error already names it.
-    pub(crate) fn in_batch(self, base_offset: i64) -> Error {
-        match self {
-            e @ (Error::MalformedRecord { .. }
-            | Error::RecordCountMismatch { .. }
-            | Error::TrailingRecordBytes { .. }
-            | Error::DecompressedTooLarge { .. }
-            | Error::Decompress { .. }
-            | Error::Compress { .. }
-            | Error::UnknownCompression { .. }) => Error::InBatch {
-                base_offset,
-                source: Box::new(e),
-            },
-            e => e,
-        }
-    }
-}
-
-/// The batch codec's errors. Being split from the pipeline's [`Error`]: name codec failures
-/// (`CodecError::RecordTooLarge`, results of `reencode`, `RecordBatch::parse`...) with this, so
-/// the split changes nothing for the caller.
-pub type CodecError = Error;
-
-/// Shorthand for results of this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;

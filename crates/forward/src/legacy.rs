@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use crate::batch::{LOG_OVERHEAD, TimestampType};
 use crate::compression::Compression;
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Result};
 use crate::records::{NO_HEADERS, RecordParts};
 use crate::reencode::{PendingRecord, ReencodedBatch, build_batches};
 use crate::rewrite::{LogAppendTimePolicy, ProducerStamp, TargetPolicy};
@@ -72,7 +72,7 @@ fn be_i64(b: &[u8], at: usize) -> Option<i64> {
 
 /// Parses one message (crc onwards) occupying all of `body`; checks the CRC-32.
 fn parse_message(body: &[u8], offset: i64) -> Result<Message<'_>> {
-    let malformed = |reason| Error::MalformedLegacy { offset, reason };
+    let malformed = |reason| CodecError::MalformedLegacy { offset, reason };
     let stored = be_i32(body, 0).ok_or(malformed("the message is shorter than its header"))? as u32;
     let magic = *body
         .get(4)
@@ -114,7 +114,7 @@ fn parse_message(body: &[u8], offset: i64) -> Result<Message<'_>> {
     }
     let computed = crc32_ieee(&body[4..]);
     if computed != stored {
-        return Err(Error::LegacyCrcMismatch {
+        return Err(CodecError::LegacyCrcMismatch {
             offset,
             stored,
             computed,
@@ -139,7 +139,7 @@ fn crc32_ieee(data: &[u8]) -> u32 {
 fn legacy_codec(attributes: i8) -> Result<Compression> {
     match (attributes & CODEC_MASK) as u8 {
         id @ 0..=3 => Compression::from_id(id),
-        id => Err(Error::UnknownCompression { id }),
+        id => Err(CodecError::UnknownCompression { id }),
     }
 }
 
@@ -147,12 +147,12 @@ impl LegacyBatch {
     /// Validates one complete legacy entry (log overhead included): sizes, magic 0/1, codec, CRC.
     pub(crate) fn parse(bytes: Bytes) -> Result<Self> {
         let offset = be_i64(&bytes, 0).unwrap_or(-1);
-        let size = be_i32(&bytes, 8).ok_or(Error::MalformedLegacy {
+        let size = be_i32(&bytes, 8).ok_or(CodecError::MalformedLegacy {
             offset,
             reason: "the entry is shorter than its 12-byte log overhead",
         })?;
         if usize::try_from(size).ok() != Some(bytes.len() - LOG_OVERHEAD) {
-            return Err(Error::MalformedLegacy {
+            return Err(CodecError::MalformedLegacy {
                 offset,
                 reason: "the size field does not match the entry",
             });
@@ -265,7 +265,7 @@ impl LegacyBatch {
         let mut inner = Vec::new();
         let mut rest = &inner_set[..];
         while !rest.is_empty() {
-            let malformed = |reason| Error::MalformedLegacy { offset, reason };
+            let malformed = |reason| CodecError::MalformedLegacy { offset, reason };
             let inner_offset =
                 be_i64(rest, 0).ok_or(malformed("an inner message header is cut short"))?;
             let size = be_i32(rest, 8).ok_or(malformed("an inner message header is cut short"))?;
@@ -458,7 +458,7 @@ mod tests {
             .reencode(0, ProducerStamp::NONE, &TargetPolicy::default())
             .unwrap_err();
         assert!(
-            matches!(err, Error::MalformedLegacy { reason, .. } if reason.contains("nested")),
+            matches!(err, CodecError::MalformedLegacy { reason, .. } if reason.contains("nested")),
             "{err}"
         );
         // Inner magic differs from the wrapper's.
@@ -477,7 +477,7 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(
-            matches!(err, Error::LegacyCrcMismatch { offset: 3, .. }),
+            matches!(err, CodecError::LegacyCrcMismatch { offset: 3, .. }),
             "{err}"
         );
         // Key length past the end.
@@ -487,13 +487,13 @@ mod tests {
         long_key[12..16].copy_from_slice(&crc.to_be_bytes());
         assert!(matches!(
             FetchedRecords::new(Bytes::from(long_key)).next().unwrap(),
-            Err(Error::MalformedLegacy { offset: 4, .. })
+            Err(CodecError::MalformedLegacy { offset: 4, .. })
         ));
         // zstd did not exist before magic 2.
         let zstd = message(5, 1, 4, 0, None, Some(b"x"));
         assert!(matches!(
             FetchedRecords::new(Bytes::from(zstd)).next().unwrap(),
-            Err(Error::UnknownCompression { id: 4 })
+            Err(CodecError::UnknownCompression { id: 4 })
         ));
     }
 

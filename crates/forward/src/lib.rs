@@ -37,7 +37,7 @@
 //!     aborted: Vec<strait_forward::txn::AbortedTransaction>,
 //!     mut stamp: ProducerStamp,
 //!     policy: &TargetPolicy,
-//! ) -> Result<(Vec<Bytes>, i64), strait_forward::Error> {
+//! ) -> Result<(Vec<Bytes>, i64), strait_forward::CodecError> {
 //!     let mut to_produce = Vec::new(); // one Produce request (or request slot) each
 //!     let mut next_fetch = fetch_offset;
 //!     let mut txn = AbortedTransactionFilter::new(aborted);
@@ -101,10 +101,12 @@ pub mod wire_io;
 
 pub use batch::{Attributes, FetchedBatch, FetchedRecords, RecordBatch, TimestampType};
 pub use compression::Compression;
-pub use error::{CodecError, Error, Result};
+#[cfg(feature = "pipeline")]
+pub use error::Error;
+pub use error::{CodecError, Result};
 pub use legacy::LegacyBatch;
 pub use merge::MergeKind;
-pub use pipeline::{Forwarder, OutOfRangePolicy, Route, Settings};
+pub use pipeline::{Failure, Forwarder, OutOfRangePolicy, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,

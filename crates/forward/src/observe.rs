@@ -77,7 +77,7 @@ impl SkipReason {
 #[non_exhaustive]
 pub enum LossReason {
     /// The offset the mirror needed was gone from the source (retention, DeleteRecords) and
-    /// `mirror.on_offset_out_of_range` said to continue elsewhere: the records in between were
+    /// the out-of-range policy said to continue elsewhere: the records in between were
     /// never mirrored.
     OffsetOutOfRange,
     /// The target topic was deleted and created again: what had been mirrored into it is gone

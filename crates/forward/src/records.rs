@@ -11,7 +11,7 @@
 //! the section. Headers keep their order and duplicate keys; header keys are raw bytes (Java
 //! writes UTF-8, but nothing here requires it).
 
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Result};
 
 /// Walks the records of an uncompressed records section, validating as it goes.
 ///
@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 /// let records: Vec<_> = Records::new(&section, 1).collect::<Result<_, _>>()?;
 /// assert_eq!(records[0].value(), Some(&b"hi"[..]));
 /// assert_eq!(records[0].key(), None);
-/// # Ok::<(), strait_forward::Error>(())
+/// # Ok::<(), strait_forward::CodecError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct Records<'a> {
@@ -75,14 +75,14 @@ impl<'a> Iterator for Records<'a> {
         let rest = &self.section[self.pos.min(self.section.len())..];
         if usize::try_from(self.declared).is_ok_and(|d| self.index == d) {
             self.done = true;
-            return (!rest.is_empty()).then_some(Err(Error::TrailingRecordBytes {
+            return (!rest.is_empty()).then_some(Err(CodecError::TrailingRecordBytes {
                 count: self.index,
                 extra: rest.len(),
             }));
         }
         if rest.is_empty() || self.declared < 0 {
             self.done = true;
-            return Some(Err(Error::RecordCountMismatch {
+            return Some(Err(CodecError::RecordCountMismatch {
                 declared: self.declared,
                 found: self.index,
             }));
@@ -95,7 +95,7 @@ impl<'a> Iterator for Records<'a> {
             }
             Err(reason) => {
                 self.done = true;
-                Some(Err(Error::MalformedRecord {
+                Some(Err(CodecError::MalformedRecord {
                     index: self.index,
                     reason,
                 }))
@@ -119,7 +119,7 @@ pub struct RecordView<'a> {
 
 impl<'a> RecordView<'a> {
     /// Parses the record at the start of `buf`. The error is a static description for
-    /// [`Error::MalformedRecord`].
+    /// [`CodecError::MalformedRecord`].
     fn parse(buf: &'a [u8]) -> std::result::Result<Self, &'static str> {
         let mut r = Reader { buf, pos: 0 };
         let len = r
@@ -564,7 +564,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                Error::RecordCountMismatch {
+                CodecError::RecordCountMismatch {
                     declared: 2,
                     found: 1
                 }
@@ -575,7 +575,7 @@ mod tests {
         extra.push(0);
         let err = Records::new(&extra, 1).validate().unwrap_err();
         assert!(
-            matches!(err, Error::TrailingRecordBytes { count: 1, extra: 1 }),
+            matches!(err, CodecError::TrailingRecordBytes { count: 1, extra: 1 }),
             "{err}"
         );
         assert_eq!(Records::new(&one, 1).validate().unwrap(), 1);
@@ -600,7 +600,7 @@ mod tests {
         longer.push(0);
         let err = Records::new(&longer, 1).validate().unwrap_err();
         assert!(
-            matches!(err, Error::MalformedRecord { index: 0, reason } if reason.contains("does not match")),
+            matches!(err, CodecError::MalformedRecord { index: 0, reason } if reason.contains("does not match")),
             "{err}"
         );
         // Claim one byte less: the value runs past the record.
@@ -622,7 +622,7 @@ mod tests {
                 headers_section: &hs,
             };
             let e = Records::new(&encode(&r), 1).validate().unwrap_err();
-            assert!(matches!(e, Error::MalformedRecord { .. }), "{e}");
+            assert!(matches!(e, CodecError::MalformedRecord { .. }), "{e}");
         }
     }
 

@@ -26,7 +26,7 @@ use crate::batch::{
 };
 use crate::checksum::batch_crc;
 use crate::compression::Compression;
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Result};
 use crate::records::RecordParts;
 use crate::rewrite::{LogAppendTimePolicy, ProducerStamp, TargetPolicy};
 
@@ -68,7 +68,7 @@ impl ReencodedBatch {
 /// Re-encodes `batch` (see the module docs), keeping only records with offset `>= from_offset`.
 ///
 /// Returns no batches when no record survives; the caller still advances the fetch offset to
-/// `batch.next_offset()`. Control batches are refused ([`Error::ControlBatch`]).
+/// `batch.next_offset()`. Control batches are refused ([`CodecError::ControlBatch`]).
 pub fn reencode(
     batch: &RecordBatch,
     from_offset: i64,
@@ -76,7 +76,7 @@ pub fn reencode(
     policy: &TargetPolicy,
 ) -> Result<Vec<ReencodedBatch>> {
     if batch.is_control() {
-        return Err(Error::ControlBatch {
+        return Err(CodecError::ControlBatch {
             base_offset: batch.base_offset(),
         });
     }
@@ -205,7 +205,7 @@ struct Builder {
 impl Builder {
     /// Encodes `records` as one batch (header stamped with the current producer stamp).
     fn encode(&mut self, records: &[PendingRecord<'_>]) -> Result<Encoded> {
-        let count = i32::try_from(records.len()).map_err(|_| Error::MalformedBatch {
+        let count = i32::try_from(records.len()).map_err(|_| CodecError::MalformedBatch {
             base_offset: records[0].source_offset,
             reason: "more than 2^31 records in one batch",
         })?;
@@ -226,7 +226,7 @@ impl Builder {
         b.resize(RECORD_BATCH_OVERHEAD, 0);
         self.codec.compress(&self.scratch, self.level, &mut b)?;
         let batch_length =
-            i32::try_from(b.len() - LOG_OVERHEAD).map_err(|_| Error::RecordTooLarge {
+            i32::try_from(b.len() - LOG_OVERHEAD).map_err(|_| CodecError::RecordTooLarge {
                 offset: records[0].source_offset,
                 size: b.len(),
                 limit: self.max,
@@ -283,8 +283,8 @@ impl Builder {
         Ok(())
     }
 
-    fn too_large(&self, record: &PendingRecord<'_>, size: usize) -> Error {
-        Error::RecordTooLarge {
+    fn too_large(&self, record: &PendingRecord<'_>, size: usize) -> CodecError {
+        CodecError::RecordTooLarge {
             offset: record.source_offset,
             size,
             limit: self.max,

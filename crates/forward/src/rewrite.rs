@@ -132,7 +132,7 @@ pub fn rewrite_for_produce_into(batch: &RecordBatch, stamp: ProducerStamp, out: 
 /// re-stamp costs the 61 header bytes, not a pass over the batch.
 pub(crate) fn stamp_in_place(buf: &mut [u8], stamp: ProducerStamp) -> crate::Result<()> {
     if buf.len() < RECORD_BATCH_OVERHEAD {
-        return Err(crate::Error::BatchTooShort { len: buf.len() });
+        return Err(crate::CodecError::BatchTooShort { len: buf.len() });
     }
     let mut old = [0u8; RECORD_BATCH_OVERHEAD];
     old.copy_from_slice(&buf[..RECORD_BATCH_OVERHEAD]);

@@ -191,7 +191,7 @@ impl Target for WireTarget {
                     ErrorClass::Retriable,
                     name,
                     format!(
-                        "target topic {} does not exist; create it, or let strait create it (mirror.create_topics = true)",
+                        "target topic {} does not exist; create it on the target cluster",
                         partition.topic()
                     ),
                 ),
@@ -309,8 +309,8 @@ impl Target for WireTarget {
                     ErrorClass::Retriable,
                     strait_wire::error::error_name(ResponseError::UnknownTopicOrPartition),
                     format!(
-                        "target topic {topic} does not exist; create it, or let strait create it \
-                     (mirror.create_topics = true); retrying"
+                        "target topic {topic} does not exist; create it on the target cluster; \
+                         retrying"
                     ),
                 ))
             }

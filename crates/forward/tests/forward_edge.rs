@@ -340,12 +340,15 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
     }
     let failures = fwd.failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
-    assert_eq!(failures[0].0, gone);
+    assert_eq!(failures[0].partition, gone);
+    let message = failures[0].error.to_string();
     assert!(
-        failures[0].1.contains("mirror.on_offset_out_of_range")
-            && failures[0].1.contains("offset 2"),
-        "{}",
-        failures[0].1
+        matches!(
+            *failures[0].error,
+            strait_forward::Error::OffsetOutOfRange { .. }
+        ) && message.contains("out-of-range policy")
+            && message.contains("offset 2"),
+        "{message}"
     );
     assert_eq!(
         offset(
@@ -357,7 +360,7 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
         .await,
         0
     );
-    eprintln!("offset out of range: {}", failures[0].1);
+    eprintln!("offset out of range: {message}");
 
     // The missing target topic: waited for (what the partition keeps logging says so), then
     // mirrored.

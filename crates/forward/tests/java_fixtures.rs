@@ -10,7 +10,7 @@ use bytes::Bytes;
 use common::*;
 use strait_forward::txn::{AbortedTransaction, ControlRecordType};
 use strait_forward::{
-    AbortedTransactionFilter, Compression, Error, FetchedBatch, FetchedRecords,
+    AbortedTransactionFilter, CodecError, Compression, FetchedBatch, FetchedRecords,
     LogAppendTimePolicy, ProducerStamp, RecordBatch, ReencodeReason, TargetPolicy, TxnDecision,
     needs_reencode, reencode, rewrite_for_produce,
 };
@@ -135,7 +135,7 @@ fn splitting_java_batches_to_a_small_max_message_bytes() {
         assert!(
             matches!(
                 err,
-                Error::RecordTooLarge {
+                CodecError::RecordTooLarge {
                     offset: 1003,
                     limit: 75776,
                     ..
@@ -300,7 +300,7 @@ fn java_transaction_markers_drive_the_filter() {
             ProducerStamp::NONE,
             &TargetPolicy::default()
         ),
-        Err(Error::ControlBatch { base_offset: 5 })
+        Err(CodecError::ControlBatch { base_offset: 5 })
     ));
 }
 
@@ -396,7 +396,7 @@ fn corrupt_java_batch_is_caught_by_the_crc() {
         assert!(
             matches!(
                 err,
-                Error::CrcMismatch {
+                CodecError::CrcMismatch {
                     base_offset: 1000,
                     ..
                 }

@@ -1856,12 +1856,15 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
                 })
                 .await;
                 let failures = fwd.failures();
-                for (source, message) in &failures {
-                    assert!(source.partition() == 0 || source.partition() == 2);
+                for f in &failures {
+                    assert!(f.partition.partition() == 0 || f.partition.partition() == 2);
                     assert!(
-                        message.contains("mirror.on_offset_out_of_range"),
-                        "{message}"
+                        matches!(*f.error, strait_forward::Error::OffsetOutOfRange { .. }),
+                        "{}",
+                        f.error
                     );
+                    let message = f.error.to_string();
+                    assert!(message.contains("out-of-range policy"), "{message}");
                     assert!(message.contains("offset 3 of src-"), "{message}");
                 }
                 fwd.shutdown().await.unwrap();
@@ -1937,11 +1940,11 @@ async fn a_fatal_target_error_stops_only_that_partition() {
     .await;
     let failures = fwd.failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
-    assert_eq!(failures[0].0, tp("src", 1));
+    assert_eq!(failures[0].partition, tp("src", 1));
+    let message = failures[0].error.to_string();
     assert!(
-        failures[0].1.contains("dst-1") && failures[0].1.contains("TOPIC_AUTHORIZATION_FAILED"),
-        "{}",
-        failures[0].1
+        message.contains("dst-1") && message.contains("TOPIC_AUTHORIZATION_FAILED"),
+        "{message}"
     );
     // Revoked, it is no longer this forwarder's failure.
     fwd.revoke(&[tp("src", 1)]).await.unwrap();
@@ -2104,11 +2107,11 @@ async fn batches_the_target_refuses_as_too_large_are_split() {
     })
     .await;
     let failures = fwd.failures();
-    assert_eq!(failures[0].0, tp("src", 1));
+    assert_eq!(failures[0].partition, tp("src", 1));
+    let message = failures[0].error.to_string();
     assert!(
-        failures[0].1.contains("MESSAGE_TOO_LARGE") && failures[0].1.contains("max.message.bytes"),
-        "{}",
-        failures[0].1
+        message.contains("MESSAGE_TOO_LARGE") && message.contains("max.message.bytes"),
+        "{message}"
     );
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
@@ -2239,8 +2242,8 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     world.assert_mirrored(0, 0);
     let failures = fwd.failures();
     assert_eq!(failures.len(), 1);
-    assert_eq!(failures[0].0, tp("src", 1));
-    assert!(failures[0].1.contains("may not read src"));
+    assert_eq!(failures[0].partition, tp("src", 1));
+    assert!(failures[0].error.to_string().contains("may not read src"));
 }
 
 /// In a fetch of several partitions Kafka answers a partition whose next batch exceeds its

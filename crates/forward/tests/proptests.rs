@@ -11,7 +11,7 @@ use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use strait_forward::{
-    Attributes, Compression, Error, FetchedBatch, FetchedRecords, LogAppendTimePolicy,
+    Attributes, CodecError, Compression, FetchedBatch, FetchedRecords, LogAppendTimePolicy,
     ProducerStamp, RecordBatch, TargetPolicy, TimestampType, reencode, rewrite_for_produce,
 };
 
@@ -382,7 +382,7 @@ fn reencode_reports_records_that_cannot_fit() {
     assert!(
         matches!(
             err,
-            Error::RecordTooLarge {
+            CodecError::RecordTooLarge {
                 offset: 0,
                 limit: 1_000,
                 ..
@@ -420,7 +420,7 @@ fn reencode_rejects_corrupt_records_with_the_batch_offset() {
     let batch = RecordBatch::parse(Bytes::from(b)).unwrap();
     let err = reencode(&batch, 0, ProducerStamp::NONE, &TargetPolicy::default()).unwrap_err();
     assert!(
-        matches!(&err, Error::InBatch { base_offset: 10, source } if matches!(**source, Error::RecordCountMismatch { declared: 4, found: 3 })),
+        matches!(&err, CodecError::InBatch { base_offset: 10, source } if matches!(**source, CodecError::RecordCountMismatch { declared: 4, found: 3 })),
         "{err}"
     );
 }
@@ -446,7 +446,7 @@ fn reencode_decompression_is_capped() {
     };
     let err = reencode(&batch, 0, ProducerStamp::NONE, &policy).unwrap_err();
     assert!(
-        matches!(&err, Error::InBatch { source, .. } if matches!(**source, Error::DecompressedTooLarge { .. })),
+        matches!(&err, CodecError::InBatch { source, .. } if matches!(**source, CodecError::DecompressedTooLarge { .. })),
         "{err}"
     );
 }

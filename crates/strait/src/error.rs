@@ -105,19 +105,67 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A runtime failure reported by the mirror.
+    /// A runtime failure reported by the mirror (no underlying error to carry).
     #[error("{0}")]
     Runtime(String),
+    /// A cluster could not be reached or refused the mirror at start.
+    #[error("{side} cluster {alias}: {source}")]
+    Connect {
+        /// `source` or `target`.
+        side: &'static str,
+        /// The cluster's alias.
+        alias: String,
+        /// The client's error (what failed and what to do).
+        #[source]
+        source: Box<strait_wire::Error>,
+    },
+    /// An admin operation on a cluster failed (creating a topic, adding partitions...).
+    #[error("{action}: {source}")]
+    Admin {
+        /// What the mirror tried, naming the topic.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: Box<strait_wire::Error>,
+    },
+    /// The forwarder could not start on the target cluster.
+    #[error("target cluster {alias}: {}", forward_message(source))]
+    Start {
+        /// The target cluster's alias.
+        alias: String,
+        /// The forwarder's error.
+        #[source]
+        source: Box<strait_forward::Error>,
+    },
+    /// The forwarder failed (assigning partitions).
+    #[error("{}", forward_message(.0))]
+    Forward(#[source] Box<strait_forward::Error>),
+    /// The final commit of the source positions failed at shutdown.
+    #[error("final commit failed: {}", forward_message(.0))]
+    FinalCommit(#[source] Box<strait_forward::Error>),
     /// A Kafka client error (connection, authentication, authorization, broker error).
     #[error("{0}")]
     Wire(#[from] strait_wire::Error),
+}
+
+impl From<strait_forward::Error> for Error {
+    fn from(e: strait_forward::Error) -> Self {
+        Error::Forward(Box::new(e))
+    }
 }
 
 impl Error {
     /// The process exit code for this error: 2 for configuration errors, 1 for runtime errors.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Bind { .. } | Error::Runtime(_) | Error::Wire(_) => 1,
+            Error::Bind { .. }
+            | Error::Runtime(_)
+            | Error::Connect { .. }
+            | Error::Admin { .. }
+            | Error::Start { .. }
+            | Error::Forward(_)
+            | Error::FinalCommit(_)
+            | Error::Wire(_) => 1,
             _ => 2,
         }
     }
@@ -128,5 +176,105 @@ impl Error {
     }
 }
 
+/// A forwarder error as the operator of the `strait` binary reads it: the forwarder's message
+/// (which names the concept), followed by the configuration key that changes it.
+pub fn forward_message(e: &strait_forward::Error) -> String {
+    match config_advice(e) {
+        Some(advice) => format!("{e}; {advice}"),
+        None => e.to_string(),
+    }
+}
+
+/// The forwarder's stopped partitions, each with its message as the operator reads it.
+pub fn failure_messages(
+    failures: &[strait_forward::Failure],
+) -> Vec<(strait_wire::TopicPartition, String)> {
+    failures
+        .iter()
+        .map(|f| (f.partition.clone(), forward_message(&f.error)))
+        .collect()
+}
+
+/// The configuration key of the binary that answers a forwarder error, if one does.
+fn config_advice(e: &strait_forward::Error) -> Option<&'static str> {
+    use strait_forward::Error as F;
+    match e {
+        F::OffsetOutOfRange { .. } => Some(
+            "in strait's configuration that is mirror.on_offset_out_of_range = \"earliest\" \
+             (or \"latest\")",
+        ),
+        F::Io(io) | F::Target { detail: io, .. } if io.code == UNKNOWN_TOPIC => {
+            Some("strait creates missing target topics with mirror.create_topics = true")
+        }
+        F::Partition { source, .. } => config_advice(source),
+        _ => None,
+    }
+}
+
+/// The Kafka error name of a missing topic, as the forwarder reports it.
+const UNKNOWN_TOPIC: &str = "UNKNOWN_TOPIC_OR_PARTITION";
+
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use strait_forward::Error as F;
+    use strait_forward::pipeline::io::{ErrorClass, IoError};
+
+    use super::*;
+
+    fn out_of_range() -> F {
+        F::OffsetOutOfRange {
+            partition: "orders-3".into(),
+            offset: 42,
+            detail: "OFFSET_OUT_OF_RANGE".into(),
+        }
+    }
+
+    #[test]
+    fn forwarder_errors_gain_the_binary_config_key_that_changes_them() {
+        let m = forward_message(&out_of_range());
+        // The forwarder names the concept; the binary adds its own key.
+        assert!(m.contains("out-of-range policy"), "{m}");
+        assert!(
+            m.ends_with("mirror.on_offset_out_of_range = \"earliest\" (or \"latest\")"),
+            "{m}"
+        );
+        let nested = F::Partition {
+            partition: "orders-3".into(),
+            source: Box::new(out_of_range()),
+        };
+        assert!(forward_message(&nested).contains("mirror.on_offset_out_of_range"));
+
+        let missing = F::Target {
+            partition: "orders-0".into(),
+            detail: IoError::new(
+                ErrorClass::Fatal,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                "target topic orders does not exist; create it on the target cluster",
+            ),
+        };
+        assert!(forward_message(&missing).ends_with("mirror.create_topics = true"));
+
+        // Errors without a config key are passed through unchanged.
+        let settings = F::Settings {
+            field: "max_in_flight",
+            detail: "must be 1 to 5".into(),
+        };
+        assert_eq!(forward_message(&settings), settings.to_string());
+    }
+
+    #[test]
+    fn forwarder_errors_are_wrapped_not_flattened() {
+        let e = Error::from(out_of_range());
+        assert_eq!(e.exit_code(), 1);
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source, Some(out_of_range().to_string()));
+        let stop = Error::FinalCommit(Box::new(out_of_range()));
+        assert!(
+            stop.to_string()
+                .starts_with("final commit failed: source offset 42")
+        );
+    }
+}

@@ -276,7 +276,7 @@ pub struct SamplerSettings {
 /// evaluates the lag of the forwarder's partitions into the gauges and readiness.
 pub struct Sampler {
     source: Client,
-    forwarder: Arc<WireForwarder>,
+    forwarder: WireForwarder,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     settings: SamplerSettings,
@@ -286,7 +286,7 @@ impl Sampler {
     /// A sampler over the mirror's source client and forwarder.
     pub fn new(
         source: Client,
-        forwarder: Arc<WireForwarder>,
+        forwarder: WireForwarder,
         metrics: Arc<Metrics>,
         readiness: Readiness,
         settings: SamplerSettings,
@@ -318,7 +318,7 @@ impl Sampler {
             let lags = self.metrics.update_lag(&acked, Instant::now());
             let problems = health::partition_problems(
                 &lags,
-                &self.forwarder.failures(),
+                &crate::error::failure_messages(&self.forwarder.failures()),
                 &self.metrics.blocked_partitions(),
                 self.settings.stall_timeout,
             );

@@ -37,7 +37,6 @@ pub fn settings(config: &Config) -> Settings {
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
     s.commit_interval = m.commit_interval;
     s.drain_timeout = m.drain_timeout;
-    s.batch_size = usize::try_from(m.batch_size.bytes()).unwrap_or(usize::MAX);
     s.isolation = m.isolation;
     s.start = m.start;
     s.on_offset_out_of_range = m.on_offset_out_of_range;
@@ -69,10 +68,18 @@ pub async fn connect(config: &Config) -> Result<(Client, Client)> {
     let target_cfg = config.target.client_config().map_err(Error::Wire)?;
     let source = Client::connect(source_cfg)
         .await
-        .map_err(|e| Error::Runtime(format!("source cluster {}: {e}", config.source.alias)))?;
+        .map_err(|source| Error::Connect {
+            side: "source",
+            alias: config.source.alias.clone(),
+            source: Box::new(source),
+        })?;
     let target = Client::connect(target_cfg)
         .await
-        .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?;
+        .map_err(|source| Error::Connect {
+            side: "target",
+            alias: config.target.alias.clone(),
+            source: Box::new(source),
+        })?;
     Ok((source, target))
 }
 
@@ -101,10 +108,10 @@ pub async fn run(
         ) => f,
         _ = shutdown.cancelled() => return Ok(()),
     };
-    let forwarder: Arc<WireForwarder> = Arc::new(
-        forwarder
-            .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?,
-    );
+    let forwarder: WireForwarder = forwarder.map_err(|source| Error::Start {
+        alias: config.target.alias.clone(),
+        source: Box::new(source),
+    })?;
     let topics = Topics::new(source.clone(), target, config.clone()).with_metrics(metrics.clone());
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
@@ -132,7 +139,7 @@ pub async fn run(
     let _ = sampler.await;
     let drained = forwarder.shutdown().await;
     result?;
-    drained.map_err(|e| Error::Runtime(format!("final commit failed: {e}")))
+    drained.map_err(|e| Error::FinalCommit(Box::new(e)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -140,7 +147,7 @@ async fn mirror_loop(
     config: &Config,
     source: &Client,
     topics: &Topics,
-    forwarder: &Arc<WireForwarder>,
+    forwarder: &WireForwarder,
     positions: &GroupPositions,
     observer: &Arc<dyn Observer>,
     readiness: &Readiness,
@@ -260,7 +267,7 @@ async fn member_loop(
     member: &mut GroupMember,
     selected: &BTreeMap<String, SelectedTopic>,
     topics: &Topics,
-    forwarder: &Arc<WireForwarder>,
+    forwarder: &WireForwarder,
     positions: &GroupPositions,
     observer: &Arc<dyn Observer>,
     readiness: &Readiness,
@@ -279,7 +286,7 @@ async fn member_loop(
                     let routes = routes(&partitions, selected)?;
                     tracing::info!(partitions = partitions.len(), "assigned");
                     observer.rebalance(&partitions);
-                    forwarder.assign(routes).await.map_err(|e| Error::Runtime(e.to_string()))?;
+                    forwarder.assign(routes).await?;
                     tracing::debug!("partitions started");
                     readiness.set_ready();
                 }
@@ -314,7 +321,10 @@ async fn member_loop(
                         next_refresh = tokio::time::Instant::now() + refresh_failed(retry, &e);
                     }
                 }
-                stopped.report(forwarder.failures(), std::time::Instant::now());
+                stopped.report(
+                    crate::error::failure_messages(&forwarder.failures()),
+                    std::time::Instant::now(),
+                );
             }
             _ = shutdown.cancelled() => return Ok(Next::Stop),
         }

@@ -189,11 +189,12 @@ impl Topics {
                     self.target_admin
                         .create_partitions(&topic.target, topic.partitions)
                         .await
-                        .map_err(|e| {
-                            Error::Runtime(format!(
-                                "cannot add partitions to target topic {}: {e}",
+                        .map_err(|source| Error::Admin {
+                            action: format!(
+                                "cannot add partitions to target topic {}",
                                 topic.target
-                            ))
+                            ),
+                            source: Box::new(source),
                         })?;
                     self.await_leaders(&topic.target, topic.partitions).await;
                 }
@@ -268,10 +269,13 @@ impl Topics {
                 Ok(())
             }
             Ok(_) => Ok(()),
-            Err(e) => Err(Error::Runtime(format!(
-                "cannot create target topic {} for source topic {}: {e}",
-                topic.target, topic.source
-            ))),
+            Err(source) => Err(Error::Admin {
+                action: format!(
+                    "cannot create target topic {} for source topic {}",
+                    topic.target, topic.source
+                ),
+                source: Box::new(source),
+            }),
         }
     }
 }

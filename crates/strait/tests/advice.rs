@@ -5,7 +5,7 @@
 
 #[test]
 fn an_oversized_record_offers_only_a_fix_strait_has() {
-    let m = strait_forward::Error::RecordTooLarge {
+    let m = strait_forward::CodecError::RecordTooLarge {
         offset: 42,
         size: 2_000_012,
         limit: 1_048_588,

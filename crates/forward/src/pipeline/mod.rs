@@ -167,7 +167,17 @@ struct Running {
     route: Route,
     cell: Arc<PositionCell>,
     stop: CancellationToken,
-    handle: Option<JoinHandle<Result<(), Error>>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// A partition that stopped on an error (see [`Forwarder::failures`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Failure {
+    /// The source partition.
+    pub partition: TopicPartition,
+    /// Why it stopped; the message says what to change.
+    pub error: Arc<Error>,
 }
 
 /// Mirrors assigned source partitions into target partitions.
@@ -175,15 +185,87 @@ struct Running {
 /// Build one over `strait-wire` clients with [`crate::Forwarder::builder`], or over any
 /// [`Source`]/[`Target`]/[`Positions`] implementation with [`Forwarder::new`].
 ///
-/// Dropping a forwarder without [`shutdown`](Self::shutdown) stops it abruptly: its partition
-/// tasks are aborted, batches in flight are abandoned and nothing more is committed, so a
-/// restart resumes from the last committed positions (duplicating at most what was forwarded
-/// since).
+/// A `Forwarder` is a cheap handle: clone it to share it between tasks (no `Arc` needed). When
+/// the last handle is dropped without [`shutdown`](Self::shutdown), the forwarder stops
+/// abruptly: its partition tasks are aborted, batches in flight are abandoned and nothing more
+/// is committed, so a restart resumes from the last committed positions (duplicating at most
+/// what was forwarded since).
 pub struct Forwarder<S: Source, T: Target, P: Positions> {
+    inner: Arc<Inner<S, T, P>>,
+}
+
+impl<S: Source, T: Target, P: Positions> Clone for Forwarder<S, T, P> {
+    fn clone(&self) -> Self {
+        Forwarder {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
+    /// A forwarder with no partitions yet. Gets the target producer id first, so a target that
+    /// is down or refuses the mirror's principal fails here, not later.
+    pub async fn new(
+        source: S,
+        target: T,
+        positions: P,
+        settings: Settings,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Self, Error> {
+        let inner = Inner::new(source, target, positions, settings, observer).await?;
+        Ok(Forwarder {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Starts mirroring `routes` (already running ones are left alone), each from its committed
+    /// position, or from `Settings::start` if it has none.
+    pub async fn assign(&self, routes: Vec<Route>) -> Result<(), Error> {
+        self.inner.assign(routes).await
+    }
+
+    /// Commits every position that moved since the last commit.
+    pub async fn commit(&self) -> Result<(), Error> {
+        self.inner.commit().await
+    }
+
+    /// Stops mirroring `sources`: fetching stops, in-flight batches are acknowledged, and the
+    /// final positions are committed before this returns.
+    /// A partition that had stopped on an error leaves [`failures`](Self::failures): it is no
+    /// longer this forwarder's (or starts afresh when assigned again).
+    pub async fn revoke(&self, sources: &[TopicPartition]) -> Result<(), Error> {
+        self.inner.revoke(sources).await
+    }
+
+    /// Revokes everything and stops the background tasks (graceful shutdown).
+    /// [`failures`](Self::failures) still lists the partitions that had stopped on an error.
+    /// Bounded by `Settings::drain_timeout` (plus a short grace for the final commit).
+    pub async fn shutdown(&self) -> Result<(), Error> {
+        self.inner.shutdown().await
+    }
+
+    /// The routes being mirrored now (including stopped-on-error ones until revoked).
+    pub fn assigned(&self) -> Vec<Route> {
+        self.inner.assigned()
+    }
+
+    /// Partitions that stopped on an error, with the error.
+    pub fn failures(&self) -> Vec<Failure> {
+        self.inner.failures()
+    }
+
+    /// The next source offset for each partition that the target has fully acknowledged.
+    pub fn acknowledged_positions(&self) -> Vec<(TopicPartition, i64)> {
+        self.inner.acknowledged_positions()
+    }
+}
+
+/// The forwarder's state, shared by its handles; the committer task holds it weakly.
+struct Inner<S: Source, T: Target, P: Positions> {
     shared: Arc<Shared<S, T>>,
     positions: Arc<P>,
     running: Mutex<HashMap<TopicPartition, Running>>,
-    failures: Arc<Mutex<Vec<(TopicPartition, String)>>>,
+    failures: Arc<Mutex<Vec<Failure>>>,
     cancel: CancellationToken,
     committer: Mutex<Option<JoinHandle<()>>>,
     /// Serializes commits, so a slow periodic commit cannot land after (and undo) the final
@@ -200,10 +282,8 @@ const FIRST_COMMIT_DELAY: Duration = Duration::from_millis(200);
 /// The final commit gets at least this long, even when the drain used up its deadline.
 const FINAL_COMMIT_MIN: Duration = Duration::from_secs(2);
 
-impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
-    /// A forwarder with no partitions yet. Gets the target producer id first, so a target that
-    /// is down or refuses the mirror's principal fails here, not later.
-    pub async fn new(
+impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
+    async fn new(
         source: S,
         target: T,
         positions: P,
@@ -233,7 +313,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             observer,
             producers: Producers::new(identity),
         });
-        Ok(Forwarder {
+        Ok(Inner {
             shared,
             positions: Arc::new(positions),
             running: Mutex::new(HashMap::new()),
@@ -249,9 +329,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts mirroring `routes` (already running ones are left alone), each from its committed
-    /// position, or from `Settings::start` if it has none.
-    pub async fn assign(self: &Arc<Self>, routes: Vec<Route>) -> Result<(), Error> {
+    async fn assign(self: &Arc<Self>, routes: Vec<Route>) -> Result<(), Error> {
         let routes: Vec<Route> = {
             let running = self.running();
             routes
@@ -346,8 +424,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         }));
     }
 
-    /// Commits every position that moved since the last commit.
-    pub async fn commit(&self) -> Result<(), Error> {
+    async fn commit(&self) -> Result<(), Error> {
         // Held from the snapshot to the end of the commit: see `commit_lock`.
         let _serial = self.commit_lock.lock().await;
         let changed: Vec<(TopicPartition, i64, Arc<PositionCell>)> = self
@@ -379,16 +456,12 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         Ok(())
     }
 
-    /// Stops mirroring `sources`: fetching stops, in-flight batches are acknowledged, and the
-    /// final positions are committed before this returns.
-    /// A partition that had stopped on an error leaves [`failures`](Self::failures): it is no
-    /// longer this forwarder's (or starts afresh when assigned again).
-    pub async fn revoke(&self, sources: &[TopicPartition]) -> Result<(), Error> {
+    async fn revoke(&self, sources: &[TopicPartition]) -> Result<(), Error> {
         let result = self.stop_partitions(sources).await;
         self.failures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(tp, _)| !sources.contains(tp));
+            .retain(|f| !sources.contains(&f.partition));
         result
     }
 
@@ -458,10 +531,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         })
     }
 
-    /// Revokes everything and stops the background tasks (graceful shutdown).
-    /// [`failures`](Self::failures) still lists the partitions that had stopped on an error.
-    /// Bounded by `Settings::drain_timeout` (plus a short grace for the final commit).
-    pub async fn shutdown(&self) -> Result<(), Error> {
+    async fn shutdown(&self) -> Result<(), Error> {
         // The periodic committer goes first: a commit of it hanging on an unreachable source
         // would hold the commit lock past the drain deadline. Its positions are older than the
         // final ones, so abandoning it loses nothing.
@@ -479,21 +549,18 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         self.stop_partitions(&all).await
     }
 
-    /// The routes being mirrored now (including stopped-on-error ones until revoked).
-    pub fn assigned(&self) -> Vec<Route> {
+    fn assigned(&self) -> Vec<Route> {
         self.running().values().map(|r| r.route.clone()).collect()
     }
 
-    /// Partitions that stopped on an error, with the error's message.
-    pub fn failures(&self) -> Vec<(TopicPartition, String)> {
+    fn failures(&self) -> Vec<Failure> {
         self.failures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    /// The next source offset for each partition that the target has fully acknowledged.
-    pub fn acknowledged_positions(&self) -> Vec<(TopicPartition, i64)> {
+    fn acknowledged_positions(&self) -> Vec<(TopicPartition, i64)> {
         self.running()
             .values()
             .map(|r| (r.route.source.clone(), r.cell.ackd.load(Ordering::Acquire)))
@@ -501,7 +568,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
     }
 }
 
-impl<S: Source, T: Target, P: Positions> Drop for Forwarder<S, T, P> {
+impl<S: Source, T: Target, P: Positions> Drop for Inner<S, T, P> {
     fn drop(&mut self) {
         self.cancel.cancel();
         let running = self.running.get_mut().unwrap_or_else(|p| p.into_inner());
@@ -540,23 +607,25 @@ async fn init_producer_id<T: Target>(target: &T) -> Result<io::ProducerIdentity,
 
 async fn partition_task<S: Source, T: Target>(
     shared: Arc<Shared<S, T>>,
-    failures: Arc<Mutex<Vec<(TopicPartition, String)>>>,
+    failures: Arc<Mutex<Vec<Failure>>>,
     route: Route,
     start: Option<i64>,
     cell: Arc<PositionCell>,
     account: Arc<budget::Account>,
     stop: CancellationToken,
-) -> Result<(), Error> {
-    let result = partition::run(shared.clone(), route.clone(), start, cell, account, stop).await;
-    if let Err(e) = &result
-        && !matches!(e, Error::Stopped)
-    {
-        tracing::error!(partition = %route.source, error = %e, "partition stopped");
-        shared.observer.partition_stopped(&route.source, e);
-        failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((route.source.clone(), e.to_string()));
+) {
+    match partition::run(shared.clone(), route.clone(), start, cell, account, stop).await {
+        Ok(()) | Err(Error::Stopped) => {}
+        Err(e) => {
+            tracing::error!(partition = %route.source, error = %e, "partition stopped");
+            shared.observer.partition_stopped(&route.source, &e);
+            failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Failure {
+                    partition: route.source,
+                    error: Arc::new(e),
+                });
+        }
     }
-    result
 }

@@ -480,7 +480,7 @@ async fn out_of_range<S: Source, T: Target>(
     );
     tracing::warn!(
         partition = %route.source, from = offset, to = next, lost,
-        "source offset {offset} is no longer available; continuing at {next} as mirror.on_offset_out_of_range says: \
+        "source offset {offset} is no longer available; continuing at {next} as the out-of-range policy says: \
          {lost} records lost (never mirrored)"
     );
     Ok(next)
