@@ -37,6 +37,7 @@ pub fn settings(config: &Config) -> Settings {
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
     s.commit_interval = m.commit_interval;
     s.drain_timeout = m.drain_timeout;
+    s.batch_size = usize::try_from(m.batch_size.bytes()).unwrap_or(usize::MAX);
     s.isolation = m.isolation;
     s.start = m.start;
     s.on_offset_out_of_range = m.on_offset_out_of_range;
