@@ -136,6 +136,10 @@ impl Scrape {
         let records = self.records - earlier.records;
         let batches = self.batches - earlier.batches;
         let requests = self.requests - earlier.requests;
+        if records <= 0.0 {
+            eprintln!("wan: {what}: nothing forwarded");
+            return;
+        }
         let per = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
         eprintln!(
             "wan: {what}: {records:.0} records forwarded in {seconds:.1} s = {:.0} records/s; \
