@@ -21,8 +21,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::group::coordinator::Backoff;
 use crate::group::with_principal;
 use crate::topic::{TopicId, TopicPartition, validate_topic_name};
 use crate::{Client, Connection, IsolationLevel, OffsetSpec};
@@ -578,7 +578,7 @@ impl Admin {
     {
         let config = self.client.config().clone();
         let deadline = Instant::now() + config.request_timeout();
-        let mut backoff = Backoff::new(&config);
+        let mut backoff = Backoff::for_retries(&config);
         loop {
             let result = match self.controller().await {
                 Ok(conn) => attempt(conn).await,
@@ -856,7 +856,7 @@ impl Admin {
     {
         let config = self.client.config().clone();
         let deadline = Instant::now() + config.request_timeout();
-        let mut backoff = Backoff::new(&config);
+        let mut backoff = Backoff::for_retries(&config);
         let mut unknown_topic = 0u32;
         loop {
             let err = match attempt().await {

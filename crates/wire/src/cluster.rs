@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
-use rand::Rng;
 use rand::seq::SliceRandom;
 
+use crate::backoff::Backoff;
 use crate::config::ClientConfig;
 use crate::conn::Connection;
 use crate::error::{Error, Result};
@@ -62,8 +62,10 @@ struct NodeSlot {
 struct SlotState {
     conn: Option<Connection>,
     addr: String,
-    failures: u32,
-    last_failure: Option<Instant>,
+    /// `reconnect.backoff.ms` .. `reconnect.backoff.max.ms`, from the first failure on.
+    backoff: Option<Backoff>,
+    /// When the last attempt failed, and how long to wait after it.
+    last_failure: Option<(Instant, Duration)>,
 }
 
 /// Where a partition's requests go.
@@ -322,15 +324,10 @@ impl Client {
             return Ok(c.clone());
         }
         st.conn = None;
-        if let Some(at) = st.last_failure {
-            let wait = backoff(
-                self.inner.config.reconnect_backoff(),
-                self.inner.config.reconnect_backoff_max(),
-                st.failures.saturating_sub(1),
-            );
-            if let Some(left) = wait.checked_sub(at.elapsed()) {
-                tokio::time::sleep(left).await;
-            }
+        if let Some((at, wait)) = st.last_failure
+            && let Some(left) = wait.checked_sub(at.elapsed())
+        {
+            tokio::time::sleep(left).await;
         }
         match Connection::open(
             &addr,
@@ -343,13 +340,21 @@ impl Client {
             Ok(c) => {
                 st.conn = Some(c.clone());
                 st.addr = addr;
-                st.failures = 0;
+                if let Some(b) = &mut st.backoff {
+                    b.reset();
+                }
                 st.last_failure = None;
                 Ok(c)
             }
             Err(e) => {
-                st.failures = st.failures.saturating_add(1);
-                st.last_failure = Some(Instant::now());
+                let config = &self.inner.config;
+                let wait = st
+                    .backoff
+                    .get_or_insert_with(|| {
+                        Backoff::new(config.reconnect_backoff(), config.reconnect_backoff_max())
+                    })
+                    .next_delay();
+                st.last_failure = Some((Instant::now(), wait));
                 Err(e)
             }
         }
@@ -458,9 +463,7 @@ impl Client {
         Retry {
             start: Instant::now(),
             budget: self.inner.config.request_timeout(),
-            attempt: 0,
-            base: self.inner.config.retry_backoff(),
-            max: self.inner.config.retry_backoff_max(),
+            backoff: Backoff::for_retries(&self.inner.config),
         }
     }
 }
@@ -504,27 +507,11 @@ fn pick_telling(prev: Option<Error>, new: Error) -> Error {
     }
 }
 
-/// `base * 2^attempt`, capped at `max`, with ±20% jitter (as Kafka's clients).
-pub(crate) fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.min(16));
-    let d = exp.min(max);
-    if d.is_zero() {
-        return d;
-    }
-    let jitter = rand::rng().random_range(0.8..1.2);
-    // `mul_f64` panics on overflow; configured backoffs can be huge.
-    Duration::try_from_secs_f64(d.as_secs_f64() * jitter)
-        .unwrap_or(d)
-        .min(max.max(base))
-}
-
 /// Retry bookkeeping for one operation: exponential backoff within a time budget.
 pub(crate) struct Retry {
     start: Instant,
     budget: Duration,
-    attempt: u32,
-    base: Duration,
-    max: Duration,
+    backoff: Backoff,
 }
 
 impl Retry {
@@ -533,14 +520,13 @@ impl Retry {
         if self.start.elapsed() >= self.budget {
             return false;
         }
-        tokio::time::sleep(backoff(self.base, self.max, self.attempt)).await;
-        self.attempt += 1;
+        tokio::time::sleep(self.backoff.next_delay()).await;
         true
     }
 
     /// How many retries have happened.
     pub(crate) fn attempts(&self) -> u32 {
-        self.attempt
+        self.backoff.attempts()
     }
 }
 
@@ -621,32 +607,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_grows_and_caps() {
-        let base = Duration::from_millis(100);
-        let max = Duration::from_millis(1000);
-        for attempt in 0..20 {
-            let d = backoff(base, max, attempt);
-            assert!(d <= max, "attempt {attempt}: {d:?}");
-            assert!(d >= base.mul_f64(0.8), "attempt {attempt}: {d:?}");
-        }
-        let d3 = backoff(base, Duration::from_secs(100), 3);
-        assert!(d3 >= Duration::from_millis(640) && d3 <= Duration::from_millis(960));
-        assert_eq!(backoff(Duration::ZERO, Duration::ZERO, 5), Duration::ZERO);
-        let huge = Duration::from_millis(u64::MAX);
-        assert!(backoff(huge, huge, 3) <= huge, "no overflow panic");
-    }
-
-    #[test]
     fn telling_errors_win_over_connect_errors() {
         let tls = Error::Tls {
             broker: "b:1".into(),
             reason: crate::error::TlsFailure::UntrustedBrokerCertificate,
             detail: "x".into(),
         };
-        let conn = Error::Connect {
-            broker: "b:2".into(),
-            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
-        };
+        let conn = Error::connect(
+            "b:2",
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        );
         assert!(matches!(pick_telling(Some(tls), conn), Error::Tls { .. }));
     }
 

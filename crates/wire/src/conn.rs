@@ -462,16 +462,13 @@ impl Connection {
 async fn resolve(addr: &str) -> Result<Vec<SocketAddr>> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
         .await
-        .map_err(|source| Error::Connect {
-            broker: addr.to_owned(),
-            source,
-        })?
+        .map_err(|source| Error::connect(addr, source))?
         .collect();
     if addrs.is_empty() {
-        return Err(Error::Connect {
-            broker: addr.to_owned(),
-            source: io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address"),
-        });
+        return Err(Error::connect(
+            addr,
+            io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address"),
+        ));
     }
     Ok(addrs)
 }
@@ -515,10 +512,7 @@ async fn tcp_connect(broker: &str, addrs: &[SocketAddr], deadline: Instant) -> R
         1 => failures.remove(0),
         n => format!("all {n} addresses failed ({})", failures.join("; ")),
     };
-    Err(Error::Connect {
-        broker: broker.to_owned(),
-        source: io::Error::new(last_kind, detail),
-    })
+    Err(Error::connect(broker, io::Error::new(last_kind, detail)))
 }
 
 /// Encodes header + body behind a 4-byte size, in one exactly-sized buffer.

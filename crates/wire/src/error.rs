@@ -4,6 +4,7 @@
 //! Kafka names (`NOT_LEADER_OR_FOLLOWER`), which is what operators search for.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
@@ -12,7 +13,9 @@ use kafka_protocol::ResponseError;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in `strait-wire`.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone`, so that one failure can be reported against every partition it hit.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The client configuration is invalid: an unknown key, a bad value, or settings that conflict.
@@ -32,9 +35,9 @@ pub enum Error {
     Connect {
         /// `host:port` of the broker.
         broker: String,
-        /// The underlying I/O error.
+        /// The underlying I/O error (shared, so that the error can be cloned).
         #[source]
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
 
     /// The TLS handshake with a broker failed, or the broker rejected the client certificate.
@@ -180,13 +183,36 @@ pub enum Error {
 }
 
 impl Error {
+    /// What a caller should do about this error: one table for the whole crate (and for
+    /// `strait-forward`'s pipeline), see [`ErrorClass`].
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Broker { code, .. } => ErrorClass::of(*code),
+            // The code is always one of the *_AUTHORIZATION_FAILED codes.
+            Error::Authorization { .. } => ErrorClass::Denied,
+            // The broker looked at the batch and refused it: resending the same bytes cannot
+            // help, whatever the code's own retriability.
+            Error::RecordsRejected { code, .. } => match ErrorClass::of(*code) {
+                c if c.is_retriable() => ErrorClass::Fatal,
+                c => c,
+            },
+            // Nothing was sent.
+            Error::Connect { .. } => ErrorClass::Retriable,
+            // The request may have reached the broker.
+            Error::Timeout { .. } | Error::Disconnected { .. } => ErrorClass::Ambiguous,
+            Error::Config { .. }
+            | Error::Tls { .. }
+            | Error::Authentication { .. }
+            | Error::FrameTooLarge { .. }
+            | Error::Protocol { .. }
+            | Error::UnsupportedVersion { .. }
+            | Error::InvalidArgument(_) => ErrorClass::Fatal,
+        }
+    }
+
     /// Whether retrying the same operation later (after refreshing metadata) can succeed.
     pub fn is_retriable(&self) -> bool {
-        match self {
-            Error::Broker { code, .. } => is_retriable_code(*code),
-            Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. } => true,
-            _ => false,
-        }
+        self.class().is_retriable()
     }
 
     /// The Kafka error code, for errors that came from a broker's response.
@@ -199,91 +225,10 @@ impl Error {
         }
     }
 
-    /// An equivalent error, for reporting one failure against several partitions (`Error` is not
-    /// `Clone` because I/O errors are not).
-    pub(crate) fn duplicate(&self) -> Error {
-        match self {
-            Error::Config { key, message } => Error::config(key.clone(), message.clone()),
-            Error::Connect { broker, source } => Error::Connect {
-                broker: broker.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            Error::Tls {
-                broker,
-                reason,
-                detail,
-            } => Error::Tls {
-                broker: broker.clone(),
-                reason: *reason,
-                detail: detail.clone(),
-            },
-            Error::Authentication {
-                broker,
-                mechanism,
-                message,
-            } => Error::Authentication {
-                broker: broker.clone(),
-                mechanism: mechanism.clone(),
-                message: message.clone(),
-            },
-            Error::Authorization {
-                code,
-                principal,
-                operation,
-                resource,
-            } => Error::Authorization {
-                code: *code,
-                principal: principal.clone(),
-                operation: operation.clone(),
-                resource: resource.clone(),
-            },
-            Error::Broker { code, context } => Error::broker(*code, context.clone()),
-            Error::RecordsRejected {
-                partition,
-                code,
-                message,
-                record_errors,
-            } => Error::RecordsRejected {
-                partition: partition.clone(),
-                code: *code,
-                message: message.clone(),
-                record_errors: record_errors.clone(),
-            },
-            Error::Timeout {
-                broker,
-                api,
-                after,
-                setting,
-            } => Error::Timeout {
-                broker: broker.clone(),
-                api: api.clone(),
-                after: *after,
-                setting,
-            },
-            Error::Disconnected { broker, reason } => Error::Disconnected {
-                broker: broker.clone(),
-                reason: reason.clone(),
-            },
-            Error::FrameTooLarge { broker, size, max } => Error::FrameTooLarge {
-                broker: broker.clone(),
-                size: *size,
-                max: *max,
-            },
-            Error::Protocol { broker, message } => Error::protocol(broker, message.clone()),
-            Error::UnsupportedVersion {
-                broker,
-                api,
-                broker_versions,
-                client_versions,
-                wanted,
-            } => Error::UnsupportedVersion {
-                broker: broker.clone(),
-                api: api.clone(),
-                broker_versions: broker_versions.clone(),
-                client_versions: client_versions.clone(),
-                wanted: wanted.clone(),
-            },
-            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+    pub(crate) fn connect(broker: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Connect {
+            broker: broker.into(),
+            source: Arc::new(source),
         }
     }
 
@@ -309,10 +254,95 @@ impl Error {
     }
 }
 
-/// Kafka's own retriable classification, plus the few codes the protocol marks non-retriable but a
-/// client recovers from by refreshing metadata.
-pub(crate) fn is_retriable_code(code: ResponseError) -> bool {
-    code.is_retriable() || matches!(code, ResponseError::BrokerNotAvailable)
+/// What to do about a failed request: the crate's one error classification.
+///
+/// Kafka's own retriable flag ([`ResponseError::is_retriable`]) says whether to try again; the
+/// retriable classes here also say what to do first (refresh metadata, look the coordinator up
+/// again, resend a write only if it is idempotent). The other classes name the failures a
+/// caller handles in its own way (a mirror restarts from the log start on
+/// [`OffsetOutOfRange`](ErrorClass::OffsetOutOfRange), renumbers under a new producer id on
+/// [`ProducerState`](ErrorClass::ProducerState), ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// The client's metadata is stale (leader moved, topic still settling, broker gone):
+    /// refresh metadata, then retry.
+    Refresh,
+    /// The group or transaction coordinator moved or is not available: look it up again, then
+    /// retry.
+    Coordinator,
+    /// The request may or may not have taken effect (timed out, connection lost after sending,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND): retry reads, and writes only if they are idempotent.
+    Ambiguous,
+    /// Transient: retry after a backoff (connection refused, not enough replicas, coordinator
+    /// loading, throttled, ...).
+    Retriable,
+    /// The fetch offset is outside the partition's log (retention deleted it, or truncation).
+    OffsetOutOfRange,
+    /// The broker already has this idempotent batch (DUPLICATE_SEQUENCE_NUMBER): it counts as
+    /// written.
+    Duplicate,
+    /// The broker's producer state does not match the batch's producer id, epoch or sequence:
+    /// get a new producer id and renumber.
+    ProducerState,
+    /// The batch is larger than the topic or broker accepts.
+    TooLarge,
+    /// An ACL denies the operation (topic, cluster, group or transactional id authorization).
+    Denied,
+    /// Retrying cannot help: needs a fix by an operator or the caller (invalid record, bad
+    /// configuration, unsupported version, ...).
+    Fatal,
+}
+
+impl ErrorClass {
+    /// The class of a broker error code.
+    pub fn of(code: ResponseError) -> ErrorClass {
+        use ResponseError as E;
+        match code {
+            E::OffsetOutOfRange => ErrorClass::OffsetOutOfRange,
+            E::DuplicateSequenceNumber => ErrorClass::Duplicate,
+            E::OutOfOrderSequenceNumber
+            | E::InvalidProducerEpoch
+            | E::UnknownProducerId
+            | E::InvalidProducerIdMapping
+            | E::ProducerFenced => ErrorClass::ProducerState,
+            E::MessageTooLarge | E::RecordListTooLarge => ErrorClass::TooLarge,
+            E::TopicAuthorizationFailed
+            | E::ClusterAuthorizationFailed
+            | E::GroupAuthorizationFailed
+            | E::TransactionalIdAuthorizationFailed => ErrorClass::Denied,
+            // The one list of "metadata is stale" codes. BROKER_NOT_AVAILABLE is not retriable
+            // in the protocol, but a refreshed broker list recovers from it.
+            E::NotLeaderOrFollower
+            | E::LeaderNotAvailable
+            | E::FencedLeaderEpoch
+            | E::UnknownLeaderEpoch
+            | E::UnknownTopicOrPartition
+            | E::UnknownTopicId
+            | E::InconsistentTopicId
+            | E::KafkaStorageError
+            | E::ReplicaNotAvailable
+            | E::OffsetNotAvailable
+            | E::BrokerNotAvailable => ErrorClass::Refresh,
+            E::NotCoordinator | E::CoordinatorNotAvailable => ErrorClass::Coordinator,
+            E::RequestTimedOut | E::NetworkException | E::NotEnoughReplicasAfterAppend => {
+                ErrorClass::Ambiguous
+            }
+            c if c.is_retriable() => ErrorClass::Retriable,
+            _ => ErrorClass::Fatal,
+        }
+    }
+
+    /// Whether trying again (after what the class says to do first) can succeed.
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::Refresh
+                | ErrorClass::Coordinator
+                | ErrorClass::Ambiguous
+                | ErrorClass::Retriable
+        )
+    }
 }
 
 /// What failed in a TLS handshake, phrased so the fix is obvious.
@@ -603,17 +633,155 @@ mod tests {
         );
     }
 
+    /// One row per code the crate treats specially, plus samples of the generic cases.
     #[test]
-    fn retriable_classification() {
-        assert!(Error::broker(ResponseError::NotLeaderOrFollower, "x").is_retriable());
-        assert!(!Error::broker(ResponseError::InvalidRecord, "x").is_retriable());
-        assert!(
-            Error::Disconnected {
-                broker: "b:1".into(),
-                reason: "eof".into()
-            }
-            .is_retriable()
+    fn classes_of_broker_codes() {
+        use ResponseError as E;
+        let table: &[(ResponseError, ErrorClass)] = &[
+            (E::OffsetOutOfRange, ErrorClass::OffsetOutOfRange),
+            (E::DuplicateSequenceNumber, ErrorClass::Duplicate),
+            (E::OutOfOrderSequenceNumber, ErrorClass::ProducerState),
+            (E::InvalidProducerEpoch, ErrorClass::ProducerState),
+            (E::UnknownProducerId, ErrorClass::ProducerState),
+            (E::InvalidProducerIdMapping, ErrorClass::ProducerState),
+            (E::ProducerFenced, ErrorClass::ProducerState),
+            (E::MessageTooLarge, ErrorClass::TooLarge),
+            (E::RecordListTooLarge, ErrorClass::TooLarge),
+            (E::TopicAuthorizationFailed, ErrorClass::Denied),
+            (E::ClusterAuthorizationFailed, ErrorClass::Denied),
+            (E::GroupAuthorizationFailed, ErrorClass::Denied),
+            (E::TransactionalIdAuthorizationFailed, ErrorClass::Denied),
+            (E::NotLeaderOrFollower, ErrorClass::Refresh),
+            (E::LeaderNotAvailable, ErrorClass::Refresh),
+            (E::FencedLeaderEpoch, ErrorClass::Refresh),
+            (E::UnknownLeaderEpoch, ErrorClass::Refresh),
+            (E::UnknownTopicOrPartition, ErrorClass::Refresh),
+            (E::UnknownTopicId, ErrorClass::Refresh),
+            (E::InconsistentTopicId, ErrorClass::Refresh),
+            (E::KafkaStorageError, ErrorClass::Refresh),
+            (E::ReplicaNotAvailable, ErrorClass::Refresh),
+            (E::OffsetNotAvailable, ErrorClass::Refresh),
+            (E::BrokerNotAvailable, ErrorClass::Refresh),
+            (E::NotCoordinator, ErrorClass::Coordinator),
+            (E::CoordinatorNotAvailable, ErrorClass::Coordinator),
+            (E::RequestTimedOut, ErrorClass::Ambiguous),
+            (E::NetworkException, ErrorClass::Ambiguous),
+            (E::NotEnoughReplicasAfterAppend, ErrorClass::Ambiguous),
+            (E::NotEnoughReplicas, ErrorClass::Retriable),
+            (E::CoordinatorLoadInProgress, ErrorClass::Retriable),
+            (E::ThrottlingQuotaExceeded, ErrorClass::Retriable),
+            (E::CorruptMessage, ErrorClass::Retriable),
+            (E::InvalidRecord, ErrorClass::Fatal),
+            (E::InvalidTimestamp, ErrorClass::Fatal),
+            (E::UnknownServerError, ErrorClass::Fatal),
+            (E::Unknown(9999), ErrorClass::Fatal),
+        ];
+        for &(code, class) in table {
+            assert_eq!(ErrorClass::of(code), class, "{}", error_name(code));
+            assert_eq!(
+                Error::broker(code, "x").class(),
+                class,
+                "{}",
+                error_name(code)
+            );
+        }
+    }
+
+    /// Retriable classes are exactly Kafka's retriable codes plus BROKER_NOT_AVAILABLE (what
+    /// the client has always retried), for every code the protocol defines.
+    #[test]
+    fn retriable_classes_match_kafka_plus_broker_not_available() {
+        for n in -1..=200i16 {
+            let Some(code) = ResponseError::try_from_code(n) else {
+                continue;
+            };
+            let expected = code.is_retriable() || code == ResponseError::BrokerNotAvailable;
+            assert_eq!(
+                ErrorClass::of(code).is_retriable(),
+                expected,
+                "{}",
+                error_name(code)
+            );
+            assert_eq!(Error::broker(code, "x").is_retriable(), expected);
+        }
+    }
+
+    /// Errors that did not come with a code are classified by what happened.
+    #[test]
+    fn classes_of_client_side_errors() {
+        let io = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let table: Vec<(Error, ErrorClass)> = vec![
+            (Error::connect("b:1", io()), ErrorClass::Retriable),
+            (
+                Error::Timeout {
+                    broker: "b:1".into(),
+                    api: "Fetch".into(),
+                    after: Duration::from_secs(30),
+                    setting: "request.timeout.ms",
+                },
+                ErrorClass::Ambiguous,
+            ),
+            (
+                Error::Disconnected {
+                    broker: "b:1".into(),
+                    reason: "eof".into(),
+                },
+                ErrorClass::Ambiguous,
+            ),
+            (
+                Error::Authorization {
+                    code: ResponseError::TopicAuthorizationFailed,
+                    principal: None,
+                    operation: "Write".into(),
+                    resource: "Topic:t".into(),
+                },
+                ErrorClass::Denied,
+            ),
+            (
+                Error::RecordsRejected {
+                    partition: "t-0".into(),
+                    code: ResponseError::CorruptMessage,
+                    message: None,
+                    record_errors: Vec::new(),
+                },
+                ErrorClass::Fatal,
+            ),
+            (
+                Error::RecordsRejected {
+                    partition: "t-0".into(),
+                    code: ResponseError::MessageTooLarge,
+                    message: None,
+                    record_errors: Vec::new(),
+                },
+                ErrorClass::TooLarge,
+            ),
+            (Error::config("k", "m"), ErrorClass::Fatal),
+            (Error::protocol("b:1", "garbage"), ErrorClass::Fatal),
+            (Error::InvalidArgument("x".into()), ErrorClass::Fatal),
+            (
+                Error::Authentication {
+                    broker: "b:1".into(),
+                    mechanism: "PLAIN".into(),
+                    message: "no".into(),
+                },
+                ErrorClass::Fatal,
+            ),
+        ];
+        for (e, class) in table {
+            assert_eq!(e.class(), class, "{e}");
+            assert_eq!(e.is_retriable(), class.is_retriable(), "{e}");
+        }
+    }
+
+    #[test]
+    fn errors_clone_with_their_source() {
+        let e = Error::connect(
+            "b:1",
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"),
         );
-        assert!(!Error::config("k", "m").is_retriable());
+        let c = e.clone();
+        assert_eq!(c.to_string(), e.to_string());
+        let source = std::error::Error::source(&c).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("refused"));
     }
 }

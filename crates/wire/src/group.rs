@@ -43,10 +43,11 @@ use tokio::task::JoinHandle;
 pub use assignor::{Assignor, MemberSubscription, PartitionSet};
 pub use coordinator::CoordinatorType;
 
-use self::coordinator::{Backoff, CoordinatorCache, is_coordinator_error};
+use self::coordinator::{CoordinatorCache, is_coordinator_error};
 use self::membership::{
     HeartbeatStep, JoinPlan, JoinReply, JoinStep, Membership, SyncReply, SyncStep,
 };
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::offset_commit::{CommitOffset, CommittedOffset, GroupOffsets};
 use crate::topic::validate_topic_name;
@@ -589,7 +590,7 @@ impl Driver {
         &self,
     ) -> Result<(Generation, PartitionSet, Option<BTreeMap<String, i32>>)> {
         let config = self.shared.client.config().clone();
-        let mut backoff = Backoff::new(&config);
+        let mut backoff = Backoff::for_retries(&config);
         loop {
             let plan = self.shared.membership().join_request()?;
             let conn = match self.shared.coordinator.get().await {
@@ -826,7 +827,7 @@ impl Driver {
             return Ok(());
         }
         let config = self.shared.client.config().clone();
-        let mut backoff = Backoff::new(&config);
+        let mut backoff = Backoff::for_retries(&config);
         let deadline = Instant::now() + config.request_timeout();
         loop {
             let result = match self.shared.coordinator.get().await {

@@ -54,6 +54,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod cluster;
 pub mod config;
 pub mod conn;
@@ -71,10 +72,11 @@ pub(crate) mod tls;
 pub mod topic;
 pub(crate) mod version;
 
+pub use backoff::Backoff;
 pub use cluster::Client;
 pub use config::{ClientConfig, SaslMechanism, SecurityProtocol};
 pub use conn::Connection;
-pub use error::{Error, Result, TlsFailure};
+pub use error::{Error, ErrorClass, Result, TlsFailure};
 pub use fetch::{
     AbortedTransaction, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel,
 };

@@ -21,9 +21,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result, error_name};
 use crate::group::coordinator::{
-    Backoff, CoordinatorCache, CoordinatorType, LOOKUP_TIMEOUT, is_coordinator_error,
+    CoordinatorCache, CoordinatorType, LOOKUP_TIMEOUT, is_coordinator_error,
 };
 use crate::group::{Generation, with_principal};
 use crate::{Client, Connection, TopicPartition};
@@ -136,7 +137,7 @@ impl GroupOffsets {
     {
         let config = self.coordinator.client().config().clone();
         let deadline = Instant::now() + LOOKUP_TIMEOUT;
-        let mut backoff = Backoff::new(&config);
+        let mut backoff = Backoff::for_retries(&config);
         loop {
             let result = match self.coordinator.get().await {
                 Ok(conn) => attempt(conn.clone())

@@ -347,13 +347,13 @@ impl Client {
             match self.metadata_for(&topics, force).await {
                 Err(e) if e.is_retriable() => {
                     for &i in &pending {
-                        last_error.insert(i, e.duplicate());
+                        last_error.insert(i, e.clone());
                     }
                     next = pending.clone();
                 }
                 Err(e) => {
                     for &i in &pending {
-                        outcomes[i] = Some(Err(e.duplicate()));
+                        outcomes[i] = Some(Err(e.clone()));
                     }
                 }
                 Ok(md) => {
@@ -397,16 +397,16 @@ impl Client {
                             Err(e) if e.is_retriable() => {
                                 for i in idxs {
                                     if !sent || batches[i].is_idempotent() {
-                                        last_error.insert(i, e.duplicate());
+                                        last_error.insert(i, e.clone());
                                         next.push(i);
                                     } else {
-                                        outcomes[i] = Some(Err(ambiguous(e.duplicate())));
+                                        outcomes[i] = Some(Err(ambiguous(e.clone())));
                                     }
                                 }
                             }
                             Err(e) => {
                                 for i in idxs {
-                                    outcomes[i] = Some(Err(e.duplicate()));
+                                    outcomes[i] = Some(Err(e.clone()));
                                 }
                             }
                             Ok(parts) => {

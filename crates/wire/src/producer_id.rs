@@ -5,7 +5,7 @@ use kafka_protocol::messages::InitProducerIdRequest;
 
 use crate::cluster::Client;
 use crate::conn::Connection;
-use crate::error::{Error, Result, is_retriable_code};
+use crate::error::{Error, ErrorClass, Result};
 
 /// A producer id and epoch for idempotent batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,7 +68,10 @@ impl Client {
         loop {
             let r = async { self.any_broker().await?.init_producer_id().await }.await;
             match r {
-                Err(e) if e.is_retriable() || e.code().is_some_and(is_retriable_code) => {
+                Err(e)
+                    if e.is_retriable()
+                        || e.code().is_some_and(|c| ErrorClass::of(c).is_retriable()) =>
+                {
                     if !retry.wait().await {
                         return Err(e);
                     }

@@ -1,5 +1,8 @@
 //! Exponential backoff with jitter, so that failing partitions never retry in a tight loop and
 //! many partitions hitting the same broker error do not retry in lockstep.
+//!
+//! The delays come from the wire client's pure [`strait_wire::Backoff`]; this adds the async
+//! wait that stops early when the pipeline stops.
 
 use std::time::Duration;
 
@@ -8,29 +11,18 @@ use tokio_util::sync::CancellationToken;
 /// Retry delays: `base`, doubling on every failure up to `max`, each scaled by a random factor
 /// in [0.5, 1.0].
 #[derive(Debug, Clone)]
-pub(crate) struct Backoff {
-    base: Duration,
-    max: Duration,
-    attempt: u32,
-}
+pub(crate) struct Backoff(strait_wire::Backoff);
 
 impl Backoff {
     pub(crate) fn new(base: Duration, max: Duration) -> Self {
-        Backoff {
-            base: base.max(Duration::from_millis(1)),
-            max: max.max(base),
-            attempt: 0,
-        }
+        let base = base.max(Duration::from_millis(1));
+        Backoff(strait_wire::Backoff::new(base, max.max(base)).with_jitter(0.5, 1.0))
     }
 
-    /// The next delay, advancing the attempt counter.
+    /// The next delay, advancing the attempt counter; does not sleep (for callers that keep
+    /// their own timers).
     pub(crate) fn next_delay(&mut self) -> Duration {
-        let exp = self
-            .base
-            .saturating_mul(1u32 << self.attempt.min(20))
-            .min(self.max);
-        self.attempt = self.attempt.saturating_add(1);
-        exp.mul_f64(0.5 + rand::random::<f64>() * 0.5)
+        self.0.next_delay()
     }
 
     /// Sleeps for the next delay. Returns false if `stop` was cancelled first.
@@ -44,7 +36,7 @@ impl Backoff {
 
     /// Back to the base delay after a success.
     pub(crate) fn reset(&mut self) {
-        self.attempt = 0;
+        self.0.reset();
     }
 }
 
@@ -61,5 +53,24 @@ mod tests {
         assert!(d.iter().all(|x| *x <= Duration::from_secs(1)));
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    /// A zero base still backs off (1 ms), so a failing partition never spins.
+    #[test]
+    fn a_zero_base_still_waits() {
+        let mut b = Backoff::new(Duration::ZERO, Duration::ZERO);
+        let d = b.next_delay();
+        assert!(
+            d >= Duration::from_micros(500) && d <= Duration::from_millis(1),
+            "{d:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_wait_returns_false() {
+        let mut b = Backoff::new(Duration::from_secs(60), Duration::from_secs(60));
+        let stop = CancellationToken::new();
+        stop.cancel();
+        assert!(!b.wait(&stop).await);
     }
 }

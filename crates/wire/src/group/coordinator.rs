@@ -9,9 +9,10 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::backoff::Backoff;
 use crate::cluster::ConnectionKind;
-use crate::error::{Error, Result};
-use crate::{Client, ClientConfig, Connection};
+use crate::error::{Error, ErrorClass, Result};
+use crate::{Client, Connection};
 
 /// How long a coordinator lookup keeps retrying retriable errors (Java's
 /// `default.api.timeout.ms` default). A fresh cluster creates `__consumer_offsets` on the first
@@ -81,7 +82,7 @@ impl Client {
             }
         }
         let deadline = Instant::now() + LOOKUP_TIMEOUT;
-        let mut backoff = Backoff::new(self.config());
+        let mut backoff = Backoff::for_retries(self.config());
         loop {
             let attempt = match lookup_once(self, key_type, key).await {
                 Ok(node_id) => self
@@ -218,40 +219,13 @@ impl CoordinatorCache {
     }
 }
 
-/// Exponential backoff with jitter between `retry.backoff.ms` and `retry.backoff.max.ms`.
-#[derive(Debug, Clone)]
-pub(crate) struct Backoff {
-    base: Duration,
-    max: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    pub fn new(config: &ClientConfig) -> Backoff {
-        Backoff {
-            base: config.retry_backoff(),
-            max: config.retry_backoff_max().max(config.retry_backoff()),
-            attempt: 0,
-        }
-    }
-
-    /// The delay to wait now; the following one is about twice as long, up to the maximum.
-    pub fn next_delay(&mut self) -> Duration {
-        let d = crate::cluster::backoff(self.base, self.max, self.attempt);
-        self.attempt = self.attempt.saturating_add(1);
-        d
-    }
-}
-
 /// Whether an error means "the coordinator moved or its connection broke: look it up again".
 pub(crate) fn is_coordinator_error(e: &Error) -> bool {
     match e.code() {
+        // A request that timed out on the coordinator's side may mean it is gone.
         Some(code) => matches!(
-            code,
-            ResponseError::NotCoordinator
-                | ResponseError::CoordinatorNotAvailable
-                | ResponseError::RequestTimedOut
-                | ResponseError::NetworkException
+            ErrorClass::of(code),
+            ErrorClass::Coordinator | ErrorClass::Ambiguous
         ),
         None => e.is_retriable(),
     }
