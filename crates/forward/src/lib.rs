@@ -97,7 +97,6 @@ pub mod records;
 pub mod reencode;
 pub mod rewrite;
 pub mod txn;
-pub mod wire_io;
 
 pub use batch::{Attributes, FetchedBatch, FetchedRecords, RecordBatch, TimestampType};
 pub use compression::Compression;
@@ -107,10 +106,12 @@ pub use error::{CodecError, Result};
 pub use legacy::LegacyBatch;
 pub use merge::MergeKind;
 pub use pipeline::{Failure, Forwarder, OutOfRangePolicy, Route, Settings};
+pub use pipeline::kafka::{
+    ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget,
+};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,
     needs_reencode, rewrite_for_produce, rewrite_for_produce_into,
 };
 pub use txn::{AbortedTransactionFilter, TxnDecision};
-pub use wire_io::{ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget};

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod failover;
 pub mod health;
 pub mod http;
 pub mod lag;

@@ -1,0 +1,120 @@
+//! Site failover: exact offset translation, MirrorMaker 2 checkpoints and `strait failover`.
+//!
+//! * [`format`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte.
+//! * [`map`]: the per-partition source -> target mapping ([`OffsetMap`]), exact, bounded.
+//! * [`OffsetMaps`]: every mirrored partition's map, fed by [`OffsetObserver`] (the forwarder's
+//!   acknowledgements) and read by the checkpoint task ([`checkpoint`]).
+//! * [`command`]: `strait failover`, from what is on the target alone.
+
+pub mod format;
+pub mod map;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use strait_forward::observe::{BatchForwarded, Observer};
+use strait_wire::TopicPartition;
+
+pub use map::{Miss, OffsetMap, Sync};
+
+/// The offset maps of every partition this instance mirrors (or replayed at start), keyed by
+/// source partition. Shared by the observer (writes, on the forwarder's tasks: short critical
+/// sections only) and the checkpoint task.
+#[derive(Debug, Default)]
+pub struct OffsetMaps {
+    maps: Mutex<HashMap<TopicPartition, OffsetMap>>,
+}
+
+impl OffsetMaps {
+    fn lock(&self) -> MutexGuard<'_, HashMap<TopicPartition, OffsetMap>> {
+        // A panic elsewhere while holding the lock leaves a map that is still consistent
+        // (every method finishes its change before returning).
+        self.maps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One acknowledged target batch of `source` (see [`OffsetMap::observe_batch`]).
+    pub fn observe(&self, source: &TopicPartition, points: &[Sync], end: Sync) {
+        self.lock()
+            .entry(source.clone())
+            .or_default()
+            .observe_batch(points, end);
+    }
+
+    /// The mirror committed `next` for `source`.
+    pub fn advance(&self, source: &TopicPartition, next: i64) {
+        if let Some(m) = self.lock().get_mut(source) {
+            m.advance_to(next);
+        }
+    }
+
+    /// Replays a persisted sync.
+    pub fn replay(&self, source: &TopicPartition, sync: Sync) {
+        self.lock().entry(source.clone()).or_default().replay(sync);
+    }
+
+    /// Translates `source`'s committed offset `c`.
+    pub fn translate(&self, source: &TopicPartition, c: i64) -> Result<i64, Miss> {
+        self.lock().get(source).ok_or(Miss::Empty)?.translate(c)
+    }
+
+    /// The syncs every partition has to persist, in order per partition.
+    pub fn take_outboxes(&self) -> Vec<(TopicPartition, Vec<Sync>)> {
+        let mut out: Vec<(TopicPartition, Vec<Sync>)> = self
+            .lock()
+            .iter_mut()
+            .map(|(tp, m)| (tp.clone(), m.take_outbox()))
+            .filter(|(_, s)| !s.is_empty())
+            .collect();
+        out.sort_by(|a, b| (a.0.topic(), a.0.partition()).cmp(&(b.0.topic(), b.0.partition())));
+        out
+    }
+
+    /// Gives back syncs that could not be written.
+    pub fn restore_outboxes(&self, unsent: Vec<(TopicPartition, Vec<Sync>)>) {
+        let mut maps = self.lock();
+        for (tp, syncs) in unsent {
+            maps.entry(tp).or_default().restore_outbox(syncs);
+        }
+    }
+}
+
+/// Feeds [`OffsetMaps`] from the forwarder's acknowledgements.
+#[derive(Debug, Clone)]
+pub struct OffsetObserver {
+    maps: Arc<OffsetMaps>,
+}
+
+impl OffsetObserver {
+    /// An observer feeding `maps`.
+    pub fn new(maps: Arc<OffsetMaps>) -> OffsetObserver {
+        OffsetObserver { maps }
+    }
+}
+
+/// The (source offset, target offset) points of an acknowledged batch and its end, or `None`
+/// when the target did not say where it wrote it (a duplicate of a batch it already had).
+pub fn batch_points(ev: &BatchForwarded<'_>) -> Option<(Vec<Sync>, Sync)> {
+    if ev.target_base_offset < 0 || ev.records == 0 {
+        return None;
+    }
+    // One run from the batch's first source offset: exact for pass-through batches (the
+    // target numbers a batch's records densely as the source did).
+    let points = vec![Sync::new(ev.source_base_offset, ev.target_base_offset)];
+    let end = Sync::new(
+        ev.source_last_offset + 1,
+        ev.target_base_offset + i64::from(ev.records),
+    );
+    Some((points, end))
+}
+
+impl Observer for OffsetObserver {
+    fn batch_forwarded(&self, ev: &BatchForwarded<'_>) {
+        if let Some((points, end)) = batch_points(ev) {
+            self.maps.observe(ev.source, &points, end);
+        }
+    }
+
+    fn committed(&self, source: &TopicPartition, offset: i64) {
+        self.maps.advance(source, offset);
+    }
+}
