@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use common::*;
 use strait_testkit::{AdminOp, Cluster, Listener};
 use strait_wire::{
     Client, FetchOptions, FetchPartition, ProduceBatch, ProduceOptions, ProducerIdentity,
 };
 use tokio::sync::watch;
-use common::*;
 
 const TOPIC: &str = "ha";
 const BATCHES: usize = 200;

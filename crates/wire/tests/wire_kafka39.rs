@@ -9,12 +9,12 @@ mod common;
 
 use std::sync::Arc;
 
+use common::*;
 use kafka_protocol::messages::{FetchRequest, ProduceRequest};
 use strait_testkit::{AdminOp, Cluster, KafkaVersion, Listener};
 use strait_wire::{
     FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch, ProduceOptions,
 };
-use common::*;
 
 const CODECS: [&str; 5] = ["v2_none", "v2_gzip", "v2_snappy", "v2_lz4", "v2_zstd"];
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::*;
 use kafka_protocol::messages::fetch_request::{FetchPartition as WireFetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -23,7 +24,6 @@ use strait_wire::{
     ResponseError,
 };
 use tokio::task::JoinSet;
-use common::*;
 
 const CODECS: [&str; 5] = ["v2_none", "v2_gzip", "v2_snappy", "v2_lz4", "v2_zstd"];
 

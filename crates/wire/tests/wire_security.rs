@@ -12,12 +12,12 @@ mod common;
 
 use std::sync::Arc;
 
+use common::*;
 use strait_testkit::{AdminOp, Cluster, Listener, Resource, Validity};
 use strait_wire::{
     Client, Error, FetchOptions, FetchPartition, ProduceBatch, ProduceOptions, ResponseError,
     TlsFailure,
 };
-use common::*;
 
 const TOPIC: &str = "secure";
 

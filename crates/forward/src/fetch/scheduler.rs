@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::session::{Reply, Session};
 use crate::pipeline::io::{ErrorClass, IoError};
-use crate::wire_io::classify;
+use crate::pipeline::kafka::classify;
 
 /// How long a round waits for the partitions of the previous round to ask again. They normally
 /// do within microseconds (a partition asks for its next offset as soon as it has handed the

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::{SourceCluster, lock};
 use crate::pipeline::io::IoError;
-use crate::wire_io::classify;
+use crate::pipeline::kafka::classify;
 
 /// The source cluster over a `strait-wire` client.
 pub(crate) struct WireCluster {

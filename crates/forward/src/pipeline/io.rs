@@ -1,7 +1,7 @@
 //! The pipeline's view of the two clusters.
 //!
 //! The pipeline talks to Kafka only through these three traits, so its ordering, retry and
-//! commit logic is deterministic and can be driven in memory by tests. [`crate::wire_io`]
+//! commit logic is deterministic and can be driven in memory by tests. [`super::kafka`]
 //! implements them over `strait-wire`'s cluster clients.
 
 use std::future::Future;

@@ -5,12 +5,13 @@
 //! per target broker ([`sender`]); positions are committed after the target acknowledged
 //! everything before them, every `commit_interval` and on revoke/shutdown.
 //!
-//! The pipeline only sees the clusters through the [`io`] traits; [`crate::wire_io`] provides
+//! The pipeline only sees the clusters through the [`io`] traits; [`kafka`] provides
 //! them over `strait-wire`, and tests drive them in memory.
 
 mod backoff;
 mod budget;
 pub mod io;
+pub mod kafka;
 mod partition;
 pub(crate) mod plan;
 mod producer;
