@@ -27,7 +27,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinSet;
 
-use crate::cluster::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
+use crate::client::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
 use crate::conn::Connection;
 use crate::error::{Error, Result};
 use crate::topic::{TopicId, TopicPartition};

@@ -55,7 +55,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backoff;
-pub mod cluster;
+pub mod client;
 pub mod config;
 pub mod conn;
 pub mod error;
@@ -73,7 +73,7 @@ pub mod topic;
 pub(crate) mod version;
 
 pub use backoff::Backoff;
-pub use cluster::Client;
+pub use client::Client;
 pub use config::{ClientConfig, SaslMechanism, SecurityProtocol};
 pub use conn::Connection;
 pub use error::{Error, ErrorClass, Result, TlsFailure};

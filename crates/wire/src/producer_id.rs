@@ -3,7 +3,7 @@
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::InitProducerIdRequest;
 
-use crate::cluster::Client;
+use crate::client::Client;
 use crate::conn::Connection;
 use crate::error::{Error, ErrorClass, Result};
 

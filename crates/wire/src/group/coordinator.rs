@@ -10,7 +10,7 @@ use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::backoff::Backoff;
-use crate::cluster::ConnectionKind;
+use crate::client::ConnectionKind;
 use crate::error::{Error, ErrorClass, Result};
 use crate::{Client, Connection};
 
