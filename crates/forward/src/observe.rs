@@ -126,6 +126,52 @@ pub struct BatchForwarded<'a> {
     pub target_base_offset: i64,
     /// The produced batch bytes (header + records), for header scans such as `traceparent`.
     pub batch: &'a Bytes,
+    /// Where the batch's records came from, exactly: see [`OffsetPoint`]. Never empty.
+    pub offsets: &'a [OffsetPoint],
+}
+
+/// One point of a forwarded batch's source -> target offset mapping: from the record at
+/// `target_delta` in the target batch on, source offsets count up by one per target record,
+/// until the next point. So the record at target offset `target_base_offset + d` came from
+/// source offset `p.source_offset + (d - p.target_delta)`, `p` being the last point with
+/// `p.target_delta <= d`. A batch passed through has one point; merged batches, batches
+/// re-encoded across compaction gaps, and pieces of split batches have one per discontinuity.
+/// This is what exact offset translation (checkpoints, failover) is built on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetPoint {
+    /// Source offset of the record at `target_delta`.
+    pub source_offset: i64,
+    /// Position of that record in the target batch (0 for the first).
+    pub target_delta: u32,
+}
+
+impl OffsetPoint {
+    /// The points of records whose source offsets are `offsets`, in target order: one point
+    /// per run of consecutive source offsets.
+    pub fn from_source_offsets(offsets: impl IntoIterator<Item = i64>) -> Vec<OffsetPoint> {
+        let mut points: Vec<OffsetPoint> = Vec::new();
+        let mut expected = None;
+        for (d, o) in offsets.into_iter().enumerate() {
+            if expected != Some(o) {
+                points.push(OffsetPoint {
+                    source_offset: o,
+                    target_delta: u32::try_from(d).unwrap_or(u32::MAX),
+                });
+            }
+            expected = o.checked_add(1);
+        }
+        points
+    }
+
+    /// The source offset of the record at `target_delta` under `points` (None if `points` is
+    /// empty or starts after it).
+    pub fn source_of(points: &[OffsetPoint], target_delta: u32) -> Option<i64> {
+        let p = points
+            .iter()
+            .rev()
+            .find(|p| p.target_delta <= target_delta)?;
+        Some(p.source_offset + i64::from(target_delta - p.target_delta))
+    }
 }
 
 /// Receives the pipeline's events. All methods default to doing nothing.
@@ -195,3 +241,37 @@ pub trait Observer: Send + Sync + 'static {
 pub struct NoopObserver;
 
 impl Observer for NoopObserver {}
+
+#[cfg(test)]
+mod tests {
+    use super::OffsetPoint;
+
+    fn p(source_offset: i64, target_delta: u32) -> OffsetPoint {
+        OffsetPoint {
+            source_offset,
+            target_delta,
+        }
+    }
+
+    #[test]
+    fn points_mark_each_discontinuity_and_map_back() {
+        let cases: &[(&[i64], &[OffsetPoint])] = &[
+            (&[], &[]),
+            (&[7], &[p(7, 0)]),
+            (&[7, 8, 9], &[p(7, 0)]),
+            // Compaction gaps and a skipped control marker.
+            (&[10, 12, 13, 20], &[p(10, 0), p(12, 1), p(20, 3)]),
+            // A re-sent range after a restart goes back.
+            (&[5, 6, 3, 4], &[p(5, 0), p(3, 2)]),
+        ];
+        for (offsets, want) in cases {
+            let points = OffsetPoint::from_source_offsets(offsets.iter().copied());
+            assert_eq!(&points, want, "{offsets:?}");
+            let back: Vec<i64> = (0..offsets.len() as u32)
+                .map(|d| OffsetPoint::source_of(&points, d).unwrap_or(-1))
+                .collect();
+            assert_eq!(&back, offsets);
+        }
+        assert_eq!(OffsetPoint::source_of(&[p(4, 1)], 0), None);
+    }
+}

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::{BatchSpec, SpecRecord, encode_batch};
-use strait_forward::observe::{BatchForwarded, LossReason, Observer, Path, SkipReason};
+use strait_forward::observe::{
+    BatchForwarded, LossReason, Observer, OffsetPoint, Path, SkipReason,
+};
 use strait_forward::pipeline::io::{
     ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity,
     Source, StartPosition, Target, TopicLimits,
@@ -1170,6 +1172,9 @@ struct Recorder {
     blocked: Mutex<Vec<(TopicPartition, Option<String>)>>,
     /// `records_lost` calls, in order.
     lost: Mutex<Vec<(TopicPartition, LossReason, u64)>>,
+    /// (source partition, target offset) -> source offset, from the offset points of every
+    /// acknowledged batch.
+    mapped: Mutex<HashMap<(TopicPartition, i64), i64>>,
 }
 
 impl Observer for Recorder {
@@ -1181,6 +1186,17 @@ impl Observer for Recorder {
             ev.compression.to_string(),
             ev.records,
         ));
+        assert!(!ev.offsets.is_empty(), "a batch without offset points");
+        if ev.target_base_offset >= 0 {
+            let mut mapped = self.mapped.lock().unwrap();
+            for d in 0..ev.records {
+                let source = OffsetPoint::source_of(ev.offsets, d).unwrap();
+                mapped.insert(
+                    (ev.source.clone(), ev.target_base_offset + i64::from(d)),
+                    source,
+                );
+            }
+        }
     }
     fn records_lost(&self, source: &TopicPartition, reason: LossReason, records: u64) {
         self.lost
@@ -1273,6 +1289,39 @@ impl World {
         let got = self.dst.records(&tp("dst", p));
         assert_same(&format!("partition {p}"), &want, &got);
         self.assert_clean();
+    }
+
+    /// Every target record of partition `p` that an acknowledgement reported maps, through the
+    /// batches' offset points, to the source offset it was copied from. Call after
+    /// [`assert_mirrored`](Self::assert_mirrored)`(p, from)`: the target then holds exactly the
+    /// expected records from `from` on, in order, so the i-th target record is the i-th of them.
+    fn assert_offsets_exact(&self, p: i32, from: i64) {
+        let expected: Vec<i64> = self.log(p, |l| {
+            l.expected
+                .iter()
+                .map(|(o, _)| *o)
+                .filter(|o| *o >= from)
+                .collect()
+        });
+        let mapped = self.obs.mapped.lock().unwrap();
+        let st = self.dst.st();
+        let targets = st.partitions[&tp("dst", p)]
+            .batches
+            .iter()
+            .flat_map(|stored| {
+                decode(&RecordBatch::parse(stored.bytes.clone()).unwrap())
+                    .into_iter()
+                    .map(|(o, _)| o)
+            });
+        let mut checked = 0;
+        for (target, want) in targets.zip(expected) {
+            // A batch acknowledged as a duplicate carried no offset: nothing to check.
+            if let Some(&source) = mapped.get(&(tp("src", p), target)) {
+                assert_eq!(source, want, "partition {p}: target offset {target}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 0, "partition {p}: no offsets mapped");
     }
 
     fn assert_clean(&self) {
@@ -1514,6 +1563,11 @@ async fn every_kind_of_source_batch_arrives_once_in_order() {
     world.assert_mirrored(0, 0);
     world.assert_mirrored(1, 0);
     world.assert_mirrored(2, mid);
+    // Compaction gaps, aborted transactions, control batches, re-encodes, a start mid-batch:
+    // the offset points still name each target record's source offset exactly.
+    for (p, from) in [(0, 0), (1, 0), (2, mid)] {
+        world.assert_offsets_exact(p, from);
+    }
     for p in 0..3 {
         assert_eq!(
             world.pos.committed(&tp("src", p)),
@@ -2115,6 +2169,8 @@ async fn batches_the_target_refuses_as_too_large_are_split() {
     );
     fwd.shutdown().await.unwrap();
     world.assert_mirrored(0, 0);
+    // The pieces of a split batch still name their records' source offsets exactly.
+    world.assert_offsets_exact(0, 0);
     assert_eq!(
         world.dst.records(&tp("dst", 1)).len(),
         1,
@@ -2664,6 +2720,7 @@ async fn small_batches_are_merged_exactly_under_faults() {
     fwd.shutdown().await.unwrap();
     for p in 0..2 {
         world.assert_mirrored(p, 0);
+        world.assert_offsets_exact(p, 0);
         assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]));
         let batches = world.dst.batches(&tp("dst", p)).len();
         assert!(

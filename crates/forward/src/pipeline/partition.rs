@@ -651,6 +651,7 @@ fn forwarded<S: Source, T: Target>(
         acked_at: SystemTime::now(),
         target_base_offset: done.target_base_offset,
         batch: &done.part.batch,
+        offsets: &done.part.offsets,
     });
     if let Some(next) = done.next {
         position.acknowledge(next);

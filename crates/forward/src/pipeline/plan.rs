@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::Error;
 use crate::batch::{FetchedBatch, FetchedRecords, RecordBatch};
 use crate::compression::Compression;
-use crate::observe::{Path, SkipReason};
+use crate::observe::{OffsetPoint, Path, SkipReason};
 use crate::reencode::{ReencodedBatch, reencode};
 use crate::rewrite::{ProducerStamp, ReencodeReason, TargetPolicy, needs_reencode};
 use crate::txn::{AbortedTransactionFilter, TxnDecision};
@@ -27,6 +27,8 @@ pub(crate) struct Part {
     pub(crate) path: Path,
     pub(crate) compression: Compression,
     pub(crate) max_timestamp_ms: i64,
+    /// Where its records came from (see [`OffsetPoint`]).
+    pub(crate) offsets: Vec<OffsetPoint>,
 }
 
 /// One decision of the planner, in log order.
@@ -150,6 +152,12 @@ fn forward(batch: &RecordBatch, position: i64, policy: &TargetPolicy) -> Result<
                 path: Path::PassThrough,
                 compression: batch.compression(),
                 max_timestamp_ms: batch.max_timestamp(),
+                // Passed through only without offset gaps (a gap forces a re-encode), so the
+                // target's offsets follow the source's one for one.
+                offsets: vec![OffsetPoint {
+                    source_offset: batch.base_offset(),
+                    target_delta: 0,
+                }],
             };
             Ok(Step::Forward {
                 parts: vec![part],
@@ -173,8 +181,10 @@ fn parts_from(batches: Vec<ReencodedBatch>, path: Path) -> Vec<Part> {
             let first_offset = b.first_source_offset()?;
             let last_offset = b.last_source_offset()?;
             let records = u32::try_from(b.source_offsets().len()).unwrap_or(0);
+            let offsets = OffsetPoint::from_source_offsets(b.source_offsets().iter().copied());
             let batch = b.into_batch();
             Some(Part {
+                offsets,
                 first_offset,
                 last_offset,
                 records,

@@ -32,7 +32,7 @@ use bytes::{Bytes, BytesMut};
 use crate::batch::RecordBatch;
 use crate::compression::Compression;
 use crate::merge;
-use crate::observe::Path;
+use crate::observe::{OffsetPoint, Path};
 use crate::reencode::reencode;
 use crate::rewrite::{ProducerStamp, TargetPolicy, stamp_in_place};
 
@@ -395,7 +395,21 @@ impl<H> Window<H> {
         }
         let before: usize =
             head.part.batch.len() + absorbed.iter().map(|s| s.part.batch.len()).sum::<usize>();
+        // The merged batch's records are the parts' records in order, densely numbered.
+        let mut offsets = std::mem::take(&mut head.part.offsets);
+        let mut shift = head.part.records;
+        for slot in &absorbed {
+            offsets.extend(slot.part.offsets.iter().map(|p| OffsetPoint {
+                source_offset: p.source_offset,
+                target_delta: p.target_delta + shift,
+            }));
+            shift += slot.part.records;
+        }
+        let offsets = OffsetPoint::from_source_offsets(
+            (0..shift).filter_map(|d| OffsetPoint::source_of(&offsets, d)),
+        );
         head.part = Part {
+            offsets,
             first_offset: head.part.first_offset,
             last_offset,
             records: merged.records,
@@ -645,21 +659,24 @@ impl<H> Window<H> {
         };
         let count = pieces.len();
         let mut holds = Some(head.holds);
-        // Source offsets relative to the part's first offset (the stamped batch's base offset
-        // is 0, so this is exact for a pass-through part and approximate for a re-encoded or
-        // merged one).
-        let shift = head.part.first_offset - batch.base_offset();
         for (i, piece) in pieces.into_iter().enumerate().rev() {
             let last = i + 1 == count;
-            let first_offset = piece
-                .first_source_offset()
-                .map_or(head.part.first_offset, |o| o + shift);
-            let last_offset = piece
-                .last_source_offset()
-                .map_or(head.part.last_offset, |o| o + shift);
+            // The refused batch was stamped with base offset 0, so a piece's "source offsets"
+            // are positions in it, which the head's offset points map to source offsets.
+            let sources: Vec<i64> = piece
+                .source_offsets()
+                .iter()
+                .filter_map(|&o| {
+                    let d = u32::try_from(o - batch.base_offset()).ok()?;
+                    OffsetPoint::source_of(&head.part.offsets, d)
+                })
+                .collect();
+            let first_offset = sources.first().copied().unwrap_or(head.part.first_offset);
+            let last_offset = sources.last().copied().unwrap_or(head.part.last_offset);
             let records = u32::try_from(piece.source_offsets().len()).unwrap_or(0);
             let out = piece.into_batch();
             let part = Part {
+                offsets: OffsetPoint::from_source_offsets(sources),
                 first_offset,
                 last_offset,
                 records,
@@ -746,6 +763,10 @@ mod tests {
             compression: codec,
             max_timestamp_ms: batch.max_timestamp(),
             batch: batch.into_bytes(),
+            offsets: vec![OffsetPoint {
+                source_offset: first,
+                target_delta: 0,
+            }],
         }
     }
 
