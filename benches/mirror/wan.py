@@ -12,7 +12,7 @@ Replication-free single-node clusters; the bench's tools (producers, the lag wat
 direct listeners. One mirror run per (RTT, placement, contender), on a fresh target, mirrors three topics of its own:
 
 1. **backlog catch-up**: `<run>-backlog` is preloaded with N small-batch records (ProducerPerformance at 30,000
-   records/s, `linger.ms=0`, round-robin partitioner: one or two records per batch) before the mirror starts; throughput = N / (complete - first record on the target),
+   records/s, `linger.ms=0`, round-robin partitioner: a few records per batch) before the mirror starts; throughput = N / (complete - first record on the target),
    capped at `--wan-catchup-cap` s (then: records copied / time);
 2. **steady rates**: for each rate R (3,000 and 30,000 records/s), ProducerPerformance writes `<run>-r<R>` at R with
    `linger.ms=0` (round-robin) for `--wan-seconds`; the lag watcher (one JVM, end offsets of both clusters every 250 ms) gives the
@@ -175,9 +175,9 @@ class WanBench:
             "--command-property",
             "acks=all",
             "linger.ms=0",
-            # consecutive records to consecutive partitions: with linger.ms=0 every batch holds a record or two, as
-            # from many independent producers (the default sticky partitioner would fill one partition's batch
-            # while the previous request is in flight)
+            # consecutive records to consecutive partitions: with linger.ms=0 every batch holds only the few records
+            # that arrived while the previous request was in flight, spread over all partitions (the default sticky
+            # partitioner would fill one partition's batch instead)
             "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
             f"compression.type={a.wan_compression}",
             "client.id=strait-bench-wan",
