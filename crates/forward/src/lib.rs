@@ -105,10 +105,10 @@ pub use error::Error;
 pub use error::{CodecError, Result};
 pub use legacy::LegacyBatch;
 pub use merge::MergeKind;
-pub use pipeline::{Failure, Forwarder, OutOfRangePolicy, Route, Settings};
 pub use pipeline::kafka::{
     ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget,
 };
+pub use pipeline::{Failure, Forwarder, OutOfRangePolicy, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,
