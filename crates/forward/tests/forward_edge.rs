@@ -229,6 +229,10 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
     settings.fetch_max_wait = Duration::from_millis(200);
     settings.retry_backoff = Duration::from_millis(100);
     settings.retry_backoff_max = Duration::from_secs(1);
+    // This test checks pass-through byte for byte: the Java producer's small batches, preloaded,
+    // would otherwise wait together and be merged (pipeline_mem, merge_props, java_verify and the
+    // WAN test cover merging).
+    settings.batch_size = 0;
     let fwd = Arc::new(
         Forwarder::builder()
             .source(config(source))
