@@ -56,6 +56,27 @@ pub enum Command {
     /// Run from an mm2.properties file (drop-in for connect-mirror-maker.sh); one flow per process.
     #[command(after_help = "Example:\n  strait mm2 mm2.properties --clusters us")]
     Mm2(Mm2Args),
+    /// Site failover: print the translated offsets of the checkpointed groups from the target
+    /// alone (the source may be gone); with --apply, commit them to the same groups on the
+    /// target (never to a group active there, never backwards).
+    #[command(
+        after_help = "Example:\n  strait failover --config strait.toml --group orders-app --apply"
+    )]
+    Failover(FailoverArgs),
+}
+
+/// `failover` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct FailoverArgs {
+    /// The configuration (only [source] alias and [target] are used).
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// A group to fail over (repeat for several); default: every checkpointed group.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+    /// Commit the translated offsets on the target.
+    #[arg(long)]
+    pub apply: bool,
 }
 
 /// `run` / `check` arguments.
@@ -108,6 +129,15 @@ pub enum Action {
     Check(Loaded),
     /// Print the effective configuration, connect to both clusters and print the plan.
     CheckConnected(Loaded),
+    /// `strait failover`.
+    Failover {
+        /// The configuration.
+        loaded: Loaded,
+        /// The groups asked for (empty: all).
+        groups: Vec<String>,
+        /// Commit, not only print.
+        apply: bool,
+    },
 }
 
 impl Command {
@@ -129,6 +159,11 @@ impl Command {
                     Action::Run(loaded)
                 }
             }
+            Command::Failover(args) => Action::Failover {
+                loaded: from_file(&args.config)?,
+                groups: args.groups.clone(),
+                apply: args.apply,
+            },
             Command::Mm2(args) => {
                 let loaded = mirrormaker::mm2::load(&args.options, env)?;
                 if args.check {

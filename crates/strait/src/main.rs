@@ -50,6 +50,37 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
+        Action::Failover {
+            loaded,
+            groups,
+            apply,
+        } => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
+            };
+            match runtime.block_on(strait::failover::command::failover(
+                &loaded.config,
+                &groups,
+                apply,
+            )) {
+                Ok(report) => {
+                    print!("{}", report.text);
+                    for (group, why) in &report.refused {
+                        eprintln!("error: {group}: {why}");
+                    }
+                    if report.refused.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => fail(&e),
+            }
+        }
         Action::Run(loaded) => {
             if let Err(e) = logging::init(&loaded.config.log) {
                 return fail(&e);
@@ -104,12 +135,27 @@ async fn run(config: Config) -> Result<()> {
         None => None,
     };
     let otel = strait::otel::init_from_config(&config)?;
-    let observer: Arc<dyn Observer> = match &otel {
-        Some(h) => Arc::new(strait::otel::Fanout::new(vec![
-            metrics.clone(),
-            h.observer(),
-        ])),
-        None => metrics.clone(),
+    let mut observers: Vec<Arc<dyn Observer>> = vec![metrics.clone()];
+    if let Some(h) = &otel {
+        observers.push(h.observer());
+    }
+    // Checkpoints (opt-in, mirror.groups): the offset maps are fed by the forwarder's
+    // acknowledgements; persisted history is replayed before the mirror starts.
+    let mut checkpointer = None;
+    if config.mirror.groups.is_some() {
+        let maps = Arc::new(strait::failover::OffsetMaps::default());
+        let started = tokio::select! {
+            c = strait::failover::checkpoint::Checkpointer::start(config.clone(), maps.clone()) => c?,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        observers.push(Arc::new(strait::failover::OffsetObserver::new(maps)));
+        let stop = CancellationToken::new();
+        checkpointer = Some((tokio::spawn(started.run(stop.clone())), stop));
+    }
+    let observer: Arc<dyn Observer> = if observers.len() == 1 {
+        metrics.clone()
+    } else {
+        Arc::new(strait::otel::Fanout::new(observers))
     };
     let result = mirror::run(
         config,
@@ -119,6 +165,11 @@ async fn run(config: Config) -> Result<()> {
         shutdown.clone(),
     )
     .await;
+    // After the mirror's final commit: the last round persists what it acknowledged last.
+    if let Some((task, stop)) = checkpointer {
+        stop.cancel();
+        let _ = task.await;
+    }
     if let Some(h) = otel {
         match h.shutdown().await {
             Ok(stats) => tracing::info!(?stats, "tracing stopped"),

@@ -252,6 +252,12 @@ pub struct Mirror {
     /// The partition assignors the group members offer, most preferred first (Kafka's
     /// `partition.assignment.strategy`). Default: roundrobin, then range.
     pub partition_assignment_strategy: Vec<Assignor>,
+    /// Source consumer groups whose offsets are translated and written as MirrorMaker 2
+    /// checkpoints on the target (`mirror.groups` / `mirror.groups_exclude`); `None` (the
+    /// default, no `groups` key) writes no checkpoints.
+    pub groups: Option<TopicSelection>,
+    /// How often the selected groups' offsets are read, translated and checkpointed.
+    pub checkpoint_interval: Duration,
 }
 
 /// The `[metrics]` section.
@@ -355,6 +361,8 @@ pub mod defaults {
     /// group mixing this version with older Strait processes (range first) still agrees on one.
     pub const PARTITION_ASSIGNMENT_STRATEGY: &[super::Assignor] =
         &[super::Assignor::RoundRobin, super::Assignor::Range];
+    /// `mirror.checkpoint_interval` (MirrorMaker 2's `emit.checkpoints.interval.seconds` is 60).
+    pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
     /// `metrics.listen`.
     pub const METRICS_LISTEN: &str = "127.0.0.1:9464";
     /// `metrics.lag_interval`.
@@ -540,6 +548,14 @@ impl Config {
         );
         mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
         mirror.insert("batch_size".into(), m.batch_size.to_string().into());
+        if let Some(groups) = &m.groups {
+            mirror.insert("groups".into(), strings(groups.include()));
+            mirror.insert("groups_exclude".into(), strings(groups.exclude()));
+            mirror.insert(
+                "checkpoint_interval".into(),
+                format_duration(m.checkpoint_interval).into(),
+            );
+        }
         mirror.insert(
             "partition_assignment_strategy".into(),
             toml::Value::Array(
@@ -753,7 +769,28 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
         Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
     };
+    // Opt-in: checkpointing reads every matching group's offsets on the source (Describe on
+    // the groups) and writes to the target. An empty list is the same as no key.
+    let groups = match get(raw, s, "groups", |f| f.list())? {
+        Some(include) if !include.is_empty() => Some(TopicSelection::new(
+            include,
+            &described("groups"),
+            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
+            &described("groups_exclude"),
+        )?),
+        _ => None,
+    };
+    let checkpoint_interval = get(raw, s, "checkpoint_interval", |f| {
+        let d = f.duration()?;
+        if d < Duration::from_millis(100) {
+            return Err(f.invalid("a duration of at least 100ms, e.g. \"5s\""));
+        }
+        Ok(d)
+    })?
+    .unwrap_or(defaults::CHECKPOINT_INTERVAL);
     Ok(Mirror {
+        groups,
+        checkpoint_interval,
         topics,
         rename,
         start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),

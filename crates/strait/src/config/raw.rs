@@ -114,6 +114,9 @@ impl Section {
                 "max_in_flight",
                 "batch_size",
                 "partition_assignment_strategy",
+                "groups",
+                "groups_exclude",
+                "checkpoint_interval",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout"],
             Section::Tracing => &[

@@ -6,8 +6,11 @@
 //!   acknowledgements) and read by the checkpoint task ([`checkpoint`]).
 //! * [`command`]: `strait failover`, from what is on the target alone.
 
+pub mod checkpoint;
+pub mod command;
 pub mod format;
 pub mod map;
+pub(crate) mod topic;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,6 +60,13 @@ impl OffsetMaps {
         self.lock().get(source).ok_or(Miss::Empty)?.translate(c)
     }
 
+    /// The source partitions with a map, sorted.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        let mut out: Vec<TopicPartition> = self.lock().keys().cloned().collect();
+        out.sort_by(|a, b| (a.topic(), a.partition()).cmp(&(b.topic(), b.partition())));
+        out
+    }
+
     /// The syncs every partition has to persist, in order per partition.
     pub fn take_outboxes(&self) -> Vec<(TopicPartition, Vec<Sync>)> {
         let mut out: Vec<(TopicPartition, Vec<Sync>)> = self
@@ -97,9 +107,21 @@ pub fn batch_points(ev: &BatchForwarded<'_>) -> Option<(Vec<Sync>, Sync)> {
     if ev.target_base_offset < 0 || ev.records == 0 {
         return None;
     }
-    // One run from the batch's first source offset: exact for pass-through batches (the
-    // target numbers a batch's records densely as the source did).
-    let points = vec![Sync::new(ev.source_base_offset, ev.target_base_offset)];
+    // Where each run of the batch's records came from (one point for a batch passed
+    // through; merged, re-encoded and split batches have one per discontinuity).
+    let mut points: Vec<Sync> = ev
+        .offsets
+        .iter()
+        .map(|p| {
+            Sync::new(
+                p.source_offset,
+                ev.target_base_offset + i64::from(p.target_delta),
+            )
+        })
+        .collect();
+    if points.is_empty() {
+        points.push(Sync::new(ev.source_base_offset, ev.target_base_offset));
+    }
     let end = Sync::new(
         ev.source_last_offset + 1,
         ev.target_base_offset + i64::from(ev.records),

@@ -1,0 +1,315 @@
+//! The checkpoint task: every `mirror.checkpoint_interval`, persist the offset maps' new syncs,
+//! read the committed offsets of the selected source groups, translate them exactly and write
+//! MirrorMaker 2 v0 checkpoints to `<source alias>.checkpoints.internal` on the target.
+//!
+//! Everything it writes goes to the target, so `strait failover` and Kafka's
+//! `RemoteClusterUtils.translateOffsets` work with the source gone. A new instance replays
+//! `mm2-offset-syncs.<target alias>.internal` before mirroring ([`Checkpointer::start`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strait_wire::group::CoordinatorType;
+use strait_wire::kafka_protocol::ResponseError;
+use strait_wire::kafka_protocol::messages::{DescribeGroupsRequest, GroupId, ListGroupsRequest};
+use strait_wire::kafka_protocol::protocol::StrBytes;
+use strait_wire::offset_commit::GroupOffsets;
+use strait_wire::{Client, TopicPartition};
+use tokio_util::sync::CancellationToken;
+
+use super::format::{Checkpoint, Heartbeat, OffsetSync};
+use super::{OffsetMaps, Sync, topic};
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// MirrorMaker 2's checkpoints topic for checkpoints of groups of `source_alias`.
+pub fn checkpoints_topic(source_alias: &str) -> String {
+    format!("{source_alias}.checkpoints.internal")
+}
+
+/// MirrorMaker 2's offset-syncs topic of the flow to `target_alias`.
+pub fn offset_syncs_topic(target_alias: &str) -> String {
+    format!("mm2-offset-syncs.{target_alias}.internal")
+}
+
+/// MirrorMaker 2's heartbeats topic.
+pub const HEARTBEATS_TOPIC: &str = "heartbeats";
+
+/// Writes checkpoints, offset syncs and heartbeats for one mirror.
+pub struct Checkpointer {
+    config: Config,
+    maps: Arc<OffsetMaps>,
+    source: Client,
+    target: Client,
+    /// The last checkpoint written per (group, source partition): (upstream, offset).
+    written: HashMap<(String, TopicPartition), (i64, i64)>,
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Round {
+    /// Offset syncs persisted.
+    pub syncs: usize,
+    /// Groups whose offsets were read.
+    pub groups: usize,
+    /// Checkpoints written (changed ones only).
+    pub checkpoints: usize,
+    /// Committed offsets that could not be translated exactly (kept at their last checkpoint).
+    pub misses: usize,
+}
+
+impl Checkpointer {
+    /// Connects, creates the internal topics on the target if needed, and replays the persisted
+    /// offset syncs into `maps`. Call before the mirror starts, so that replayed history never
+    /// lands after live acknowledgements.
+    pub async fn start(config: Config, maps: Arc<OffsetMaps>) -> Result<Checkpointer> {
+        let (source, target) = crate::mirror::connect(&config).await?;
+        let rf = config.mirror.replication_factor;
+        let syncs_topic = offset_syncs_topic(&config.target.alias);
+        for name in [
+            checkpoints_topic(&config.source.alias),
+            syncs_topic.clone(),
+            HEARTBEATS_TOPIC.to_string(),
+        ] {
+            topic::ensure_compacted(&target, &name, rf).await?;
+        }
+        let mut replayed = 0usize;
+        for (key, value) in topic::read_all(&target, &syncs_topic).await? {
+            match OffsetSync::decode(&key, &value) {
+                Ok(s) => match TopicPartition::new(&s.topic, s.partition) {
+                    Ok(tp) if config.selects(&s.topic) => {
+                        maps.replay(&tp, Sync::new(s.upstream_offset, s.offset));
+                        replayed += 1;
+                    }
+                    _ => {}
+                },
+                Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
+            }
+        }
+        tracing::info!(replayed, topic = %syncs_topic, "offset syncs replayed");
+        Ok(Checkpointer {
+            config,
+            maps,
+            source,
+            target,
+            written: HashMap::new(),
+        })
+    }
+
+    /// Runs a round every `mirror.checkpoint_interval` until `shutdown`, then one last round
+    /// (bounded), so that what the mirror acknowledged last is persisted.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let interval = self.config.mirror.checkpoint_interval;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.cancelled() => break,
+            }
+            self.logged_round().await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.logged_round()).await;
+    }
+
+    async fn logged_round(&mut self) {
+        match self.round().await {
+            Ok(r) => tracing::debug!(?r, "checkpoint round"),
+            Err(e) => {
+                tracing::warn!(error = %e, "checkpoint round failed; retrying at the next interval")
+            }
+        }
+    }
+
+    /// One round: persist syncs, heartbeat, read groups, translate, write checkpoints.
+    pub async fn round(&mut self) -> Result<Round> {
+        let mut round = Round::default();
+        let outboxes = self.maps.take_outboxes();
+        let mut records = Vec::new();
+        for (tp, syncs) in &outboxes {
+            for s in syncs {
+                let sync = OffsetSync {
+                    topic: tp.topic().to_string(),
+                    partition: tp.partition(),
+                    upstream_offset: s.upstream,
+                    offset: s.offset,
+                };
+                records.push((sync.encode_key().map_err(fmt)?, sync.encode_value()));
+            }
+        }
+        let syncs_topic = offset_syncs_topic(&self.config.target.alias);
+        if let Err(e) = topic::append(&self.target, &syncs_topic, &records).await {
+            self.maps.restore_outboxes(outboxes);
+            return Err(e);
+        }
+        round.syncs = records.len();
+
+        let beat = Heartbeat {
+            source_alias: self.config.source.alias.clone(),
+            target_alias: self.config.target.alias.clone(),
+            timestamp: now_ms(),
+        };
+        topic::append(
+            &self.target,
+            HEARTBEATS_TOPIC,
+            &[(beat.encode_key().map_err(fmt)?, beat.encode_value())],
+        )
+        .await?;
+
+        let Some(selection) = &self.config.mirror.groups else {
+            return Ok(round);
+        };
+        let groups: Vec<String> = list_groups(&self.source)
+            .await?
+            .into_iter()
+            .filter(|g| *g != self.config.mirror.group_id && selection.matches(g))
+            .collect();
+        let partitions = self.maps.partitions();
+        let mut checkpoints = Vec::new();
+        let mut pending = Vec::new();
+        for group in &groups {
+            round.groups += 1;
+            let committed = GroupOffsets::new(&self.source, group)
+                .fetch(&partitions)
+                .await
+                .map_err(|e| {
+                    Error::Runtime(format!("reading the offsets of group {group}: {e}"))
+                })?;
+            for (tp, c) in committed {
+                let Some(c) = c else { continue };
+                let offset = match self.maps.translate(&tp, c.offset) {
+                    Ok(t) => t,
+                    Err(miss) => {
+                        round.misses += 1;
+                        tracing::debug!(group, partition = %tp, committed = c.offset,
+                            reason = miss.as_str(), "not checkpointed: {miss}");
+                        continue;
+                    }
+                };
+                let key = (group.clone(), tp.clone());
+                if self.written.get(&key) == Some(&(c.offset, offset)) {
+                    continue;
+                }
+                let cp = Checkpoint {
+                    group: group.clone(),
+                    topic: self.config.target_topic(tp.topic()),
+                    partition: tp.partition(),
+                    upstream_offset: c.offset,
+                    offset,
+                    metadata: c.metadata.clone().unwrap_or_default(),
+                };
+                checkpoints.push((
+                    cp.encode_key().map_err(fmt)?,
+                    cp.encode_value().map_err(fmt)?,
+                ));
+                pending.push((key, (c.offset, offset)));
+            }
+        }
+        topic::append(
+            &self.target,
+            &checkpoints_topic(&self.config.source.alias),
+            &checkpoints,
+        )
+        .await?;
+        round.checkpoints = pending.len();
+        self.written.extend(pending);
+        Ok(round)
+    }
+}
+
+fn fmt(e: super::format::FormatError) -> Error {
+    Error::Runtime(e.to_string())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Every consumer group of the cluster (ListGroups to each broker: each lists the groups it
+/// coordinates), sorted.
+pub(crate) async fn list_groups(client: &Client) -> Result<Vec<String>> {
+    let mut nodes: Vec<i32> = client.cached_metadata().brokers.keys().copied().collect();
+    if nodes.is_empty() {
+        nodes = client
+            .metadata(Some(&[]))
+            .await
+            .map_err(Error::Wire)?
+            .brokers
+            .keys()
+            .copied()
+            .collect();
+    }
+    let mut groups = Vec::new();
+    for node in nodes {
+        let conn = client.broker(node).await.map_err(Error::Wire)?;
+        let version = conn
+            .pick_version::<ListGroupsRequest>(0..=4)
+            .map_err(Error::Wire)?;
+        let resp = conn
+            .send(ListGroupsRequest::default(), version)
+            .await
+            .map_err(Error::Wire)?;
+        if let Some(code) = ResponseError::try_from_code(resp.error_code) {
+            return Err(Error::Runtime(format!(
+                "ListGroups on broker {node} answered {code:?}; the mirror's principal needs \
+                 Describe on the groups to checkpoint"
+            )));
+        }
+        groups.extend(resp.groups.into_iter().map(|g| g.group_id.0.to_string()));
+    }
+    groups.sort();
+    groups.dedup();
+    Ok(groups)
+}
+
+/// The number of active members of `group` (DescribeGroups on its coordinator). A coordinator
+/// that is loading, moving or not there yet (a cluster whose offsets topic does not exist yet
+/// answers NOT_COORDINATOR at first) is asked again for up to 30 s.
+pub(crate) async fn active_members(client: &Client, group: &str) -> Result<usize> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let code = match describe_once(client, group).await {
+            Ok(Ok(members)) => return Ok(members),
+            Ok(Err(code)) => code,
+            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                client.forget_coordinator(CoordinatorType::Group, group);
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            Err(e) => return Err(Error::Wire(e)),
+        };
+        let retriable = matches!(
+            code,
+            ResponseError::NotCoordinator
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::CoordinatorLoadInProgress
+        );
+        if !retriable || tokio::time::Instant::now() >= deadline {
+            return Err(Error::Runtime(format!(
+                "DescribeGroups for {group} answered {code:?}"
+            )));
+        }
+        client.forget_coordinator(CoordinatorType::Group, group);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One DescribeGroups: the member count, or the group's error code.
+async fn describe_once(
+    client: &Client,
+    group: &str,
+) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
+    let conn = client.coordinator(CoordinatorType::Group, group).await?;
+    let version = conn.pick_version::<DescribeGroupsRequest>(0..=5)?;
+    let req = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
+    let resp = conn.send(req, version).await?;
+    let Some(g) = resp.groups.first() else {
+        return Ok(Err(ResponseError::UnknownServerError));
+    };
+    Ok(match ResponseError::try_from_code(g.error_code) {
+        None | Some(ResponseError::GroupIdNotFound) => Ok(g.members.len()),
+        Some(code) => Err(code),
+    })
+}

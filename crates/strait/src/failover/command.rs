@@ -1,0 +1,128 @@
+//! `strait failover`: for the runbook of a site failure. Reads the checkpoints on the target
+//! alone (the source may be gone), prints each group's translated offsets, and with `--apply`
+//! commits them to the same groups on the target: never to a group with active members there,
+//! never moving a committed offset backwards.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use strait_wire::group::Generation;
+use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
+use strait_wire::{Client, TopicPartition};
+
+use super::checkpoint::{active_members, checkpoints_topic};
+use super::format::Checkpoint;
+use super::topic;
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// What `strait failover` found and did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The table printed to stdout.
+    pub text: String,
+    /// Groups that were not applied, with why.
+    pub refused: Vec<(String, String)>,
+}
+
+/// The latest checkpoint per (group, target topic, partition) on the target.
+pub async fn latest_checkpoints(
+    target: &Client,
+    source_alias: &str,
+) -> Result<BTreeMap<(String, String, i32), Checkpoint>> {
+    let name = checkpoints_topic(source_alias);
+    let mut latest = BTreeMap::new();
+    for (key, value) in topic::read_all(target, &name).await? {
+        match Checkpoint::decode(&key, &value) {
+            Ok(c) => {
+                latest.insert((c.group.clone(), c.topic.clone(), c.partition), c);
+            }
+            Err(e) => tracing::warn!(topic = %name, error = %e, "skipping a record"),
+        }
+    }
+    Ok(latest)
+}
+
+/// Runs `strait failover` against the target cluster of `config`.
+pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result<Report> {
+    let target = Client::connect(config.target.client_config().map_err(Error::Wire)?)
+        .await
+        .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?;
+    let latest = latest_checkpoints(&target, &config.source.alias).await?;
+    let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
+    for ((group, _, _), c) in latest {
+        if groups.is_empty() || groups.contains(&group) {
+            by_group.entry(group).or_default().push(c);
+        }
+    }
+    let mut report = Report::default();
+    for g in groups {
+        if !by_group.contains_key(g) {
+            report.refused.push((
+                g.clone(),
+                format!(
+                    "no checkpoint for group {g} in {} on the target; is it selected by \
+                     mirror.groups?",
+                    checkpoints_topic(&config.source.alias)
+                ),
+            ));
+        }
+    }
+    let _ = writeln!(
+        report.text,
+        "group\ttopic\tpartition\tsource_offset\ttarget_offset\taction"
+    );
+    for (group, cps) in &by_group {
+        let tps: Vec<TopicPartition> = cps
+            .iter()
+            .map(|c| TopicPartition::new(&c.topic, c.partition).map_err(Error::Wire))
+            .collect::<Result<_>>()?;
+        let mut actions: Vec<&str> = vec!["-"; cps.len()];
+        let mut commits = Vec::new();
+        if apply {
+            let members = active_members(&target, group).await?;
+            if members > 0 {
+                report.refused.push((
+                    group.clone(),
+                    format!(
+                        "group {group} has {members} active members on the target; stop its \
+                         consumers there, then run strait failover --apply again"
+                    ),
+                ));
+                actions.iter_mut().for_each(|a| *a = "refused: active");
+            } else {
+                let current = GroupOffsets::new(&target, group)
+                    .fetch(&tps)
+                    .await
+                    .map_err(Error::Wire)?;
+                for (i, (c, tp)) in cps.iter().zip(&tps).enumerate() {
+                    let now = current.get(tp).cloned().flatten().map(|o| o.offset);
+                    if now.is_some_and(|n| n >= c.offset) {
+                        actions[i] = "kept: target ahead";
+                        continue;
+                    }
+                    actions[i] = "committed";
+                    let mut commit = CommitOffset::new(tp.clone(), c.offset);
+                    if !c.metadata.is_empty() {
+                        commit.metadata = Some(c.metadata.clone());
+                    }
+                    commits.push(commit);
+                }
+                GroupOffsets::new(&target, group)
+                    .commit(&Generation::simple(), &commits)
+                    .await
+                    .map_err(|e| {
+                        Error::Runtime(format!("committing the offsets of {group}: {e}"))
+                    })?;
+            }
+        }
+        for (c, action) in cps.iter().zip(actions) {
+            let _ = writeln!(
+                report.text,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                c.group, c.topic, c.partition, c.upstream_offset, c.offset, action
+            );
+        }
+    }
+    Ok(report)
+}

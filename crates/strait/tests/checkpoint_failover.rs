@@ -1,0 +1,283 @@
+//! Site failover of a consumer group with exact translated offsets, against real Kafka.
+//!
+//! A Java consumer group (Kafka's console consumer) reads part of a 12-partition topic on the
+//! source and commits. The target topic already holds other records at the start of every
+//! partition, so target offsets differ from source offsets. `strait run` mirrors with
+//! `mirror.groups = ["app"]` and writes MirrorMaker 2 checkpoints to the target; the source
+//! cluster is then stopped, `strait failover --apply` commits the translated offsets to the
+//! same group on the target, and the same group id on the target (Java console consumer again)
+//! reads exactly the remainder of each partition: nothing lost, nothing twice.
+//!
+//! Run: `cargo test -p strait --test checkpoint_failover -- --nocapture`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
+use strait_wire::TopicPartition;
+use strait_wire::offset_commit::GroupOffsets;
+
+const TOPIC: &str = "orders";
+const PARTITIONS: i32 = 12;
+const PER_PARTITION: usize = 100;
+/// Records already on the target at the start of every partition (shifts target offsets).
+const TARGET_HEAD: usize = 7;
+const GROUP: &str = "app";
+
+#[test]
+fn a_group_fails_over_to_exactly_the_remainder() {
+    let started = Instant::now();
+    let (source, target) = clusters("ckpt");
+    let mut source = Some(source);
+    let src = source.as_ref().unwrap();
+    src.admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)]).unwrap();
+    target
+        .admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)])
+        .unwrap();
+    let rt = runtime();
+    let (src_client, dst_client) = rt.block_on(async {
+        let s = client(src).await;
+        let d = client(&target).await;
+        produce_to_partitions(&s, TOPIC, 0..PARTITIONS, PER_PARTITION).await;
+        // Records of its own first on the target ("<p>-0".."<p>-6", at target offsets 0..6).
+        produce_to_partitions(&d, TOPIC, 0..PARTITIONS, TARGET_HEAD).await;
+        (s, d)
+    });
+    let head_ends = rt.block_on(end_offsets(&dst_client, TOPIC, PARTITIONS));
+    assert!(head_ends.iter().all(|e| *e == TARGET_HEAD as i64));
+
+    // A Java consumer group reads part of the topic on the source, 7 records per poll, and
+    // commits what it consumed when it stops.
+    let mut props = src.client_properties(src.default_listener(), None);
+    props.push(("max.poll.records".into(), "7".into()));
+    let first = src
+        .console_consume_with(
+            TOPIC,
+            530,
+            &props,
+            &ConsumeOptions::default()
+                .group(GROUP)
+                .timeout(Duration::from_secs(20)),
+        )
+        .unwrap();
+    assert_eq!(first.len(), 530);
+    let tps: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(TOPIC, p).unwrap())
+        .collect();
+    let committed: BTreeMap<i32, Option<i64>> = rt.block_on(async {
+        let c = GroupOffsets::new(&src_client, GROUP)
+            .fetch(&tps)
+            .await
+            .unwrap();
+        tps.iter()
+            .map(|tp| (tp.partition(), c[tp].as_ref().map(|o| o.offset)))
+            .collect()
+    });
+    let remainder: usize = committed
+        .values()
+        .map(|c| PER_PARTITION - c.unwrap_or(0) as usize)
+        .sum();
+    println!("source commits of {GROUP}: {committed:?}; remainder {remainder}");
+    assert!(remainder > 0 && remainder < PARTITIONS as usize * PER_PARTITION);
+
+    // Mirror with checkpoints.
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "ckpt",
+        src,
+        &target,
+        TOPIC,
+        "strait-ckpt",
+        "groups = [\"app\"]\ncheckpoint_interval = \"500ms\"\n",
+    );
+    let (mut strait, log) = spawn_strait(&config, 0);
+    rt.block_on(wait_until_committed(
+        &src_client,
+        "strait-ckpt",
+        TOPIC,
+        &[PER_PARTITION as i64; PARTITIONS as usize],
+        Duration::from_secs(120),
+    ));
+    // Every committed partition has its checkpoint on the target, shifted by the head.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let checkpoints = loop {
+        let latest = rt.block_on(strait::failover::command::latest_checkpoints(
+            &dst_client,
+            "src",
+        ));
+        if let Ok(latest) = latest {
+            let complete = committed.iter().all(|(p, c)| match c {
+                None => true,
+                Some(c) => latest
+                    .get(&(GROUP.to_string(), TOPIC.to_string(), *p))
+                    .is_some_and(|cp| cp.upstream_offset == *c),
+            });
+            if complete {
+                break latest;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no complete checkpoints after 60 s; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    for ((group, topic, p), cp) in &checkpoints {
+        assert_eq!((group.as_str(), topic.as_str()), (GROUP, TOPIC));
+        assert_eq!(
+            cp.offset,
+            cp.upstream_offset + TARGET_HEAD as i64,
+            "partition {p}: exact translation past the target's own head"
+        );
+    }
+    assert_eq!(terminate(&mut strait).code(), Some(0));
+    drop(strait);
+
+    // The source site fails.
+    drop(source.take());
+    drop(src_client);
+
+    let out = StraitCommand::new(["failover", "--config"])
+        .arg(&config)
+        .arg("--group")
+        .arg(GROUP)
+        .arg("--apply")
+        .output();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("strait failover:\n{stdout}");
+    assert!(
+        out.status.success(),
+        "strait failover failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.ends_with("\tcommitted"))
+            .count(),
+        checkpoints.len()
+    );
+
+    // Kafka's own MirrorMaker 2 client reads the same offsets from the checkpoints.
+    let referee = java_translate_offsets(&target, "src", GROUP);
+    let ours: BTreeMap<(String, i32), i64> = checkpoints
+        .iter()
+        .map(|((_, t, p), cp)| ((t.clone(), *p), cp.offset))
+        .collect();
+    assert_eq!(
+        referee, ours,
+        "RemoteClusterUtils.translateOffsets disagrees"
+    );
+
+    // The same group on the target reads exactly the remainder (a partition the group never
+    // committed on the source starts at the target's beginning, head first).
+    let uncommitted = committed.values().filter(|c| c.is_none()).count();
+    let expected = remainder + uncommitted * TARGET_HEAD;
+    let props = target.client_properties(target.default_listener(), None);
+    let second = target
+        .console_consume_with(
+            TOPIC,
+            // One more than expected: a duplicate would be read; the idle timeout ends it.
+            expected + 1,
+            &props,
+            &ConsumeOptions::default()
+                .group(GROUP)
+                .timeout(Duration::from_secs(10)),
+        )
+        .unwrap();
+    let mut got: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for v in &second {
+        let (p, i) = v.split_once('-').expect("value <p>-<i>");
+        got.entry(p.parse().unwrap())
+            .or_default()
+            .push(i.parse().unwrap());
+    }
+    for p in 0..PARTITIONS {
+        let from = committed[&p].unwrap_or(0) as usize;
+        let mut want: Vec<usize> = (from..PER_PARTITION).collect();
+        if committed[&p].is_none() {
+            // No commit on the source: the group starts at the target's beginning, head first.
+            want = (0..TARGET_HEAD).chain(want).collect();
+        }
+        assert_eq!(
+            got.get(&p).cloned().unwrap_or_default(),
+            want,
+            "partition {p}: the failed-over group must read exactly the remainder"
+        );
+    }
+    println!(
+        "failed over {remainder} records exactly ({} read) in {:.0?}",
+        second.len(),
+        started.elapsed()
+    );
+}
+
+/// A child process killed when the test ends, passed or not.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `RemoteClusterUtils.translateOffsets` on `cluster` (tests/java/TranslateOffsets.java):
+/// (topic, partition) -> offset.
+fn java_translate_offsets(
+    cluster: &Cluster,
+    alias: &str,
+    group: &str,
+) -> BTreeMap<(String, i32), i64> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TranslateOffsets.java");
+    let java = std::env::var("JAVA_HOME").map_or_else(
+        |_| PathBuf::from("java"),
+        |h| Path::new(&h).join("bin/java"),
+    );
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Proc(
+        Command::new(java)
+            .arg("-cp")
+            .arg(format!("{}/*", cluster.lib_dir().display()))
+            .arg(source)
+            .args([cluster.bootstrap().as_str(), alias, group])
+            .stdin(Stdio::null())
+            .stdout(out.reopen().unwrap())
+            .stderr(err.reopen().unwrap())
+            .spawn()
+            .expect("start the Java referee"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the Java referee hung");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = std::fs::read_to_string(out.path()).unwrap();
+    assert!(
+        status.success(),
+        "TranslateOffsets failed: {}",
+        std::fs::read_to_string(err.path()).unwrap_or_default()
+    );
+    stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                (f[0].to_string(), f[1].parse().unwrap()),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
