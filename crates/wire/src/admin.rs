@@ -24,6 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::group::with_principal;
+use crate::route::UNKNOWN_TOPIC_RETRIES;
 use crate::topic::{TopicId, TopicPartition, validate_topic_name};
 use crate::{Client, Connection, IsolationLevel, OffsetSpec};
 
@@ -521,9 +522,6 @@ pub struct BrokerDescription {
     /// Rack, if set.
     pub rack: Option<String>,
 }
-
-/// How many times UNKNOWN_TOPIC_OR_PARTITION is retried before it is reported.
-const UNKNOWN_TOPIC_RETRIES: u32 = 5;
 
 fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())

@@ -25,10 +25,6 @@ use crate::metadata::{self, ClusterMetadata, describe_topic_error};
 use crate::tls::TlsContext;
 use crate::topic::{TopicId, TopicPartition};
 
-/// How many times an UNKNOWN_TOPIC_OR_PARTITION is retried (a new topic takes a moment to reach
-/// every broker) before it is reported.
-pub(crate) const UNKNOWN_TOPIC_RETRIES: u32 = 5;
-
 /// A client for one Kafka cluster.
 #[derive(Clone)]
 pub struct Client {

@@ -25,11 +25,12 @@ use kafka_protocol::messages::fetch_request::{
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tokio::task::JoinSet;
 
-use crate::client::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
+use crate::client::{Client, Route, partition_error};
 use crate::conn::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorClass, Result};
+use crate::metadata::ClusterMetadata;
+use crate::route::{PartitionRequest, Verdict, code_error};
 use crate::topic::{TopicId, TopicPartition};
 
 /// `isolation.level`.
@@ -463,24 +464,6 @@ fn read_fetch(
     })
 }
 
-/// Fetch errors that a metadata refresh (and a retry) can fix.
-fn refresh_and_retry(code: ResponseError) -> bool {
-    matches!(
-        code,
-        ResponseError::NotLeaderOrFollower
-            | ResponseError::LeaderNotAvailable
-            | ResponseError::FencedLeaderEpoch
-            | ResponseError::UnknownLeaderEpoch
-            | ResponseError::UnknownTopicOrPartition
-            | ResponseError::UnknownTopicId
-            | ResponseError::InconsistentTopicId
-            | ResponseError::KafkaStorageError
-            | ResponseError::ReplicaNotAvailable
-            | ResponseError::OffsetNotAvailable
-            | ResponseError::BrokerNotAvailable
-    )
-}
-
 impl Client {
     /// Fetches each partition from its leader (leaders concurrently), with the leader epoch
     /// and topic id from metadata. Leadership and topic-id errors refresh metadata and retry
@@ -504,136 +487,88 @@ impl Client {
                 dup.partition
             )));
         }
-        let mut results: Vec<Option<FetchedPartition>> = partitions.iter().map(|_| None).collect();
-        let mut last_code: HashMap<usize, FetchedPartition> = HashMap::new();
-        let mut transport_error: Option<Error> = None;
-        let mut pending: Vec<usize> = (0..partitions.len()).collect();
-        let mut retry = self.retry();
-        let mut force = false;
-        let mut unknown_topic_rounds = 0u32;
+        let request = LeaderFetch {
+            options: options.clone(),
+        };
+        self.route_and_retry(&request, partitions)
+            .await?
+            .into_iter()
+            .collect()
+    }
+}
 
-        while !pending.is_empty() {
-            let topics: Vec<&str> = pending
-                .iter()
-                .map(|&i| partitions[i].partition.topic())
-                .collect();
-            let mut next = Vec::new();
-            let mut saw_unknown_topic = false;
-            transport_error = None;
-            match self.metadata_for(&topics, force).await {
-                Err(e) if e.is_retriable() => {
-                    transport_error = Some(e);
-                    next = pending.clone();
-                }
-                Err(e) => return Err(e),
-                Ok(md) => {
-                    let mut by_leader: HashMap<i32, Vec<(usize, FetchPartition)>> = HashMap::new();
-                    for &i in &pending {
-                        let p = &partitions[i];
-                        match self.route(&md, &p.partition, "Read") {
-                            Ok(route) => {
-                                let mut p = p.clone();
-                                p.leader_epoch = p
-                                    .leader_epoch
-                                    .or((route.leader_epoch >= 0).then_some(route.leader_epoch));
-                                p.topic_id = p.topic_id.or(route.topic_id);
-                                by_leader.entry(route.leader).or_default().push((i, p));
-                            }
-                            Err(e) if e.is_retriable() => {
-                                saw_unknown_topic |=
-                                    e.code() == Some(ResponseError::UnknownTopicOrPartition);
-                                if let Some(code) = e.code() {
-                                    last_code.insert(i, error_only(p, code));
-                                } else {
-                                    transport_error = Some(e);
-                                }
-                                next.push(i);
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    let mut set = JoinSet::new();
-                    for (leader, group) in by_leader {
-                        let client = self.clone();
-                        let options = options.clone();
-                        set.spawn(async move {
-                            let reqs: Vec<FetchPartition> =
-                                group.iter().map(|(_, p)| p.clone()).collect();
-                            let r =
-                                async { client.broker(leader).await?.fetch(&reqs, &options).await }
-                                    .await;
-                            (group, r)
-                        });
-                    }
-                    while let Some(joined) = set.join_next().await {
-                        let Ok((group, r)) = joined else { continue };
-                        match r {
-                            Err(e) if e.is_retriable() || matches!(e, Error::Protocol { .. }) => {
-                                next.extend(group.iter().map(|(i, _)| *i));
-                                transport_error = Some(e);
-                            }
-                            Err(e) => return Err(e),
-                            Ok(parts) => {
-                                for (i, req) in group {
-                                    let Some(p) =
-                                        parts.iter().find(|p| p.partition == req.partition)
-                                    else {
-                                        next.push(i);
-                                        continue;
-                                    };
-                                    match p.error {
-                                        Some(code) if refresh_and_retry(code) => {
-                                            saw_unknown_topic |=
-                                                code == ResponseError::UnknownTopicOrPartition;
-                                            last_code.insert(i, p.clone());
-                                            next.push(i);
-                                        }
-                                        _ => results[i] = Some(p.clone()),
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            if saw_unknown_topic {
-                unknown_topic_rounds += 1;
-            }
-            pending = next;
-            if pending.is_empty() {
-                break;
-            }
-            force = true;
-            let only_unknown_topics = pending.iter().all(|i| {
-                last_code
-                    .get(i)
-                    .is_some_and(|p| p.error == Some(ResponseError::UnknownTopicOrPartition))
-            });
-            if (unknown_topic_rounds > UNKNOWN_TOPIC_RETRIES && only_unknown_topics)
-                || !retry.wait().await
-            {
-                break;
-            }
-            tracing::debug!(
-                partitions = pending.len(),
-                attempt = retry.attempts(),
-                "retrying fetch"
-            );
+/// [`Client::fetch`]: sessionless fetches, each partition from its leader.
+#[derive(Clone)]
+struct LeaderFetch {
+    options: FetchOptions,
+}
+
+impl PartitionRequest for LeaderFetch {
+    type Item = FetchPartition;
+    type Answer = FetchedPartition;
+    type Out = FetchedPartition;
+    const API: &'static str = "Fetch";
+    const OPERATION: &'static str = "Read";
+    const FAIL_FAST: bool = true;
+
+    fn partition(item: &FetchPartition) -> &TopicPartition {
+        &item.partition
+    }
+
+    fn answered(answer: &FetchedPartition) -> &TopicPartition {
+        &answer.partition
+    }
+
+    fn routed(item: &FetchPartition, route: &Route) -> FetchPartition {
+        let mut p = item.clone();
+        p.leader_epoch = p
+            .leader_epoch
+            .or((route.leader_epoch >= 0).then_some(route.leader_epoch));
+        p.topic_id = p.topic_id.or(route.topic_id);
+        p
+    }
+
+    async fn send(
+        &self,
+        conn: &Connection,
+        items: &[FetchPartition],
+        _metadata: &ClusterMetadata,
+    ) -> Result<Vec<FetchedPartition>> {
+        conn.fetch(items, &self.options).await
+    }
+
+    /// Stale-metadata errors are retried (and reported as the partition's error if time runs
+    /// out); other partition errors are the caller's.
+    fn judge(&self, item: &FetchPartition, answer: FetchedPartition) -> Verdict<FetchedPartition> {
+        match answer.error {
+            Some(code) if ErrorClass::of(code) == ErrorClass::Refresh => Verdict::Retry {
+                error: code_error::<Self>(None, item, code),
+                or: Some(answer),
+            },
+            _ => Verdict::Done(answer),
         }
-        for i in pending {
-            match last_code.remove(&i) {
-                Some(p) if transport_error.is_none() => results[i] = Some(p),
-                _ => {
-                    return Err(transport_error.unwrap_or_else(|| {
-                        Error::broker(
-                            ResponseError::RequestTimedOut,
-                            "fetch did not complete within request.timeout.ms",
-                        )
-                    }));
-                }
-            }
+    }
+
+    fn unroutable(&self, item: &FetchPartition, error: Error) -> Verdict<FetchedPartition> {
+        if !error.is_retriable() {
+            return Verdict::Fail(error);
         }
-        Ok(results.into_iter().flatten().collect())
+        let or = error.code().map(|code| error_only(item, code));
+        Verdict::Retry { error, or }
+    }
+
+    fn failed(
+        &self,
+        _item: &FetchPartition,
+        error: &Error,
+        _sent: bool,
+    ) -> Verdict<FetchedPartition> {
+        // A fetch has no side effect: even a garbled answer is worth asking again.
+        if error.is_retriable() || matches!(error, Error::Protocol { .. }) {
+            Verdict::retry(error.clone())
+        } else {
+            Verdict::Fail(error.clone())
+        }
     }
 }
 
@@ -834,13 +769,34 @@ mod tests {
         assert!(got.partitions.is_empty());
     }
 
+    /// Stale-metadata codes are retried, keeping the answer to report if time runs out; the
+    /// others (out of range, authorization) are the caller's to handle.
     #[test]
-    fn retry_classes() {
-        assert!(refresh_and_retry(ResponseError::FencedLeaderEpoch));
-        assert!(refresh_and_retry(ResponseError::UnknownLeaderEpoch));
-        assert!(refresh_and_retry(ResponseError::NotLeaderOrFollower));
-        assert!(!refresh_and_retry(ResponseError::OffsetOutOfRange));
-        assert!(!refresh_and_retry(ResponseError::TopicAuthorizationFailed));
+    fn which_fetch_answers_are_retried() {
+        let request = LeaderFetch {
+            options: FetchOptions::default(),
+        };
+        let item = FetchPartition::new(tp("t", 0), 5);
+        let table = [
+            (None, false),
+            (Some(ResponseError::NotLeaderOrFollower), true),
+            (Some(ResponseError::FencedLeaderEpoch), true),
+            (Some(ResponseError::UnknownLeaderEpoch), true),
+            (Some(ResponseError::UnknownTopicId), true),
+            (Some(ResponseError::OffsetOutOfRange), false),
+            (Some(ResponseError::TopicAuthorizationFailed), false),
+        ];
+        for (code, retried) in table {
+            let answer = FetchedPartition {
+                error: code,
+                ..error_only(&item, ResponseError::UnknownServerError)
+            };
+            match request.judge(&item, answer) {
+                Verdict::Retry { or: Some(p), .. } => assert!(retried && p.error == code),
+                Verdict::Done(p) => assert!(!retried && p.error == code),
+                other => panic!("{code:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub(crate) mod route;
 pub(crate) mod sasl;
 pub(crate) mod tls;
 pub mod topic;

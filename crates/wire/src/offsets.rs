@@ -1,18 +1,18 @@
 //! ListOffsets: earliest, latest, or by timestamp.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tokio::task::JoinSet;
 
-use crate::client::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
+use crate::client::{Client, Route};
 use crate::conn::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorClass, Result};
 use crate::fetch::IsolationLevel;
+use crate::metadata::ClusterMetadata;
+use crate::route::{PartitionRequest, Verdict, code_error};
 use crate::topic::TopicPartition;
 
 /// Which offset to look up.
@@ -132,20 +132,6 @@ impl Connection {
 /// One lookup: partition, what to look up, current leader epoch.
 type Ask = (TopicPartition, OffsetSpec, i32);
 
-fn refresh_and_retry(code: ResponseError) -> bool {
-    matches!(
-        code,
-        ResponseError::NotLeaderOrFollower
-            | ResponseError::LeaderNotAvailable
-            | ResponseError::FencedLeaderEpoch
-            | ResponseError::UnknownLeaderEpoch
-            | ResponseError::UnknownTopicOrPartition
-            | ResponseError::OffsetNotAvailable
-            | ResponseError::KafkaStorageError
-            | ResponseError::BrokerNotAvailable
-    )
-}
-
 impl Client {
     /// Looks up offsets on each partition's leader, retrying leadership errors within
     /// `request.timeout.ms`. Results are in input order; any partition that still fails makes
@@ -168,141 +154,77 @@ impl Client {
                 None => waves.push(vec![i]),
             }
         }
+        let request = LeaderListOffsets {
+            isolation,
+            principal: self.principal().map(Arc::from),
+        };
         let mut results: Vec<Option<ListedOffset>> = partitions.iter().map(|_| None).collect();
         for wave in waves {
-            let asks: Vec<(TopicPartition, OffsetSpec)> =
-                wave.iter().map(|&i| partitions[i].clone()).collect();
-            for (i, r) in wave
-                .into_iter()
-                .zip(self.list_offsets_unique(&asks, isolation).await?)
-            {
-                results[i] = Some(r);
+            // The leader epoch is filled in from metadata when routed.
+            let asks: Vec<Ask> = wave
+                .iter()
+                .map(|&i| (partitions[i].0.clone(), partitions[i].1, -1))
+                .collect();
+            let answers = self.route_and_retry(&request, &asks).await?;
+            for (i, r) in wave.into_iter().zip(answers) {
+                results[i] = Some(r?);
             }
         }
         Ok(results.into_iter().flatten().collect())
     }
+}
 
-    async fn list_offsets_unique(
+/// [`Client::list_offsets`]: each lookup on its partition's leader.
+#[derive(Clone)]
+struct LeaderListOffsets {
+    isolation: IsolationLevel,
+    principal: Option<Arc<str>>,
+}
+
+impl PartitionRequest for LeaderListOffsets {
+    type Item = Ask;
+    type Answer = (
+        TopicPartition,
+        std::result::Result<ListedOffset, ResponseError>,
+    );
+    type Out = ListedOffset;
+    const API: &'static str = "ListOffsets";
+    const OPERATION: &'static str = "Describe";
+    const FAIL_FAST: bool = true;
+
+    fn partition(item: &Ask) -> &TopicPartition {
+        &item.0
+    }
+
+    fn answered(answer: &Self::Answer) -> &TopicPartition {
+        &answer.0
+    }
+
+    fn routed(item: &Ask, route: &Route) -> Ask {
+        (item.0.clone(), item.1, route.leader_epoch)
+    }
+
+    async fn send(
         &self,
-        partitions: &[(TopicPartition, OffsetSpec)],
-        isolation: IsolationLevel,
-    ) -> Result<Vec<ListedOffset>> {
-        let mut results: Vec<Option<ListedOffset>> = partitions.iter().map(|_| None).collect();
-        let mut last_error: Option<Error> = None;
-        let mut pending: Vec<usize> = (0..partitions.len()).collect();
-        let mut retry = self.retry();
-        let mut force = false;
-        let mut unknown_topic_rounds = 0u32;
-        while !pending.is_empty() {
-            let topics: Vec<&str> = pending.iter().map(|&i| partitions[i].0.topic()).collect();
-            let mut next = Vec::new();
-            let mut only_unknown_topic = true;
-            match self.metadata_for(&topics, force).await {
-                Err(e) if e.is_retriable() => {
-                    only_unknown_topic = false;
-                    last_error = Some(e);
-                    next = pending.clone();
+        conn: &Connection,
+        items: &[Ask],
+        _metadata: &ClusterMetadata,
+    ) -> Result<Vec<Self::Answer>> {
+        conn.list_offsets(items, self.isolation).await
+    }
+
+    fn judge(&self, item: &Ask, answer: Self::Answer) -> Verdict<ListedOffset> {
+        match answer.1 {
+            Ok(o) => Verdict::Done(o),
+            Err(code) => {
+                let e = code_error::<Self>(self.principal.as_deref(), item, code);
+                if ErrorClass::of(code) == ErrorClass::Refresh {
+                    Verdict::retry(e)
+                } else {
+                    Verdict::Fail(e)
                 }
-                Err(e) => return Err(e),
-                Ok(md) => {
-                    let mut by_leader: HashMap<i32, Vec<(usize, Ask)>> = HashMap::new();
-                    for &i in &pending {
-                        let (tp, spec) = &partitions[i];
-                        match self.route(&md, tp, "Describe") {
-                            Ok(r) => by_leader
-                                .entry(r.leader)
-                                .or_default()
-                                .push((i, (tp.clone(), *spec, r.leader_epoch))),
-                            Err(e) if e.is_retriable() => {
-                                only_unknown_topic &=
-                                    e.code() == Some(ResponseError::UnknownTopicOrPartition);
-                                last_error = Some(e);
-                                next.push(i);
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    let mut set = JoinSet::new();
-                    for (leader, group) in by_leader {
-                        let client = self.clone();
-                        set.spawn(async move {
-                            let reqs: Vec<_> = group.iter().map(|(_, r)| r.clone()).collect();
-                            let r = async {
-                                client
-                                    .broker(leader)
-                                    .await?
-                                    .list_offsets(&reqs, isolation)
-                                    .await
-                            }
-                            .await;
-                            (group, r)
-                        });
-                    }
-                    while let Some(joined) = set.join_next().await {
-                        let Ok((group, r)) = joined else { continue };
-                        match r {
-                            Err(e) if e.is_retriable() => {
-                                only_unknown_topic = false;
-                                next.extend(group.iter().map(|(i, _)| *i));
-                                last_error = Some(e);
-                            }
-                            Err(e) => return Err(e),
-                            Ok(answers) => {
-                                for (i, (tp, _, _)) in group {
-                                    match answers.iter().find(|(t, _)| *t == tp).map(|(_, r)| r) {
-                                        Some(Ok(o)) => results[i] = Some(o.clone()),
-                                        Some(Err(code)) if refresh_and_retry(*code) => {
-                                            only_unknown_topic &=
-                                                *code == ResponseError::UnknownTopicOrPartition;
-                                            last_error = Some(partition_error(
-                                                *code,
-                                                self.principal(),
-                                                "Describe",
-                                                &tp,
-                                                "ListOffsets",
-                                                None,
-                                            ));
-                                            next.push(i);
-                                        }
-                                        Some(Err(code)) => {
-                                            return Err(partition_error(
-                                                *code,
-                                                self.principal(),
-                                                "Describe",
-                                                &tp,
-                                                "ListOffsets",
-                                                None,
-                                            ));
-                                        }
-                                        None => {
-                                            only_unknown_topic = false;
-                                            next.push(i);
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            pending = next;
-            if pending.is_empty() {
-                break;
-            }
-            if only_unknown_topic {
-                unknown_topic_rounds += 1;
-            }
-            force = true;
-            if unknown_topic_rounds > UNKNOWN_TOPIC_RETRIES || !retry.wait().await {
-                return Err(last_error.unwrap_or_else(|| {
-                    Error::broker(
-                        ResponseError::RequestTimedOut,
-                        "ListOffsets did not complete within request.timeout.ms",
-                    )
-                }));
             }
         }
-        Ok(results.into_iter().flatten().collect())
     }
 }
 

@@ -6,7 +6,6 @@
 //! ambiguous failure is safe: an idempotent batch (producer id >= 0) is deduplicated by the
 //! broker, a plain one would be written twice, so it is not resent.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,11 +14,12 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use tokio::task::JoinSet;
 
-use crate::client::{Client, UNKNOWN_TOPIC_RETRIES, partition_error};
+use crate::client::{Client, partition_error};
 use crate::conn::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorClass, Result};
+use crate::metadata::ClusterMetadata;
+use crate::route::{PartitionRequest, Verdict};
 use crate::topic::{TopicId, TopicPartition, requested_topic};
 
 /// One record batch for one partition.
@@ -272,33 +272,7 @@ impl Connection {
     }
 }
 
-/// Produce errors after which the batch was certainly not appended: safe to resend anywhere.
-fn not_appended_retriable(code: ResponseError) -> bool {
-    matches!(
-        code,
-        ResponseError::NotLeaderOrFollower
-            | ResponseError::LeaderNotAvailable
-            | ResponseError::UnknownTopicOrPartition
-            | ResponseError::UnknownTopicId
-            | ResponseError::NotEnoughReplicas
-            | ResponseError::FencedLeaderEpoch
-            | ResponseError::UnknownLeaderEpoch
-            | ResponseError::KafkaStorageError
-            | ResponseError::ThrottlingQuotaExceeded
-            | ResponseError::BrokerNotAvailable
-    )
-}
-
-/// Produce errors after which the batch may have been appended: resend only if idempotent.
-fn maybe_appended_retriable(code: ResponseError) -> bool {
-    matches!(
-        code,
-        ResponseError::RequestTimedOut
-            | ResponseError::NotEnoughReplicasAfterAppend
-            | ResponseError::NetworkException
-    )
-}
-
+/// Marks an error after which the batch may or may not have been written.
 fn ambiguous(e: Error) -> Error {
     let hint = "the batch may or may not have been written; strait-wire resends only idempotent \
                 batches (with a producer id from init_producer_id)";
@@ -330,168 +304,83 @@ impl Client {
                 )));
             }
         }
-        let mut outcomes: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
-        let mut last_error: HashMap<usize, Error> = HashMap::new();
-        let mut pending: Vec<usize> = (0..batches.len()).collect();
-        let mut retry = self.retry();
-        let mut force = false;
-        let mut unknown_topic_rounds = 0u32;
-
-        while !pending.is_empty() {
-            let topics: Vec<&str> = pending
-                .iter()
-                .map(|&i| batches[i].partition.topic())
-                .collect();
-            let mut next = Vec::new();
-            let mut saw_unknown_topic = false;
-            match self.metadata_for(&topics, force).await {
-                Err(e) if e.is_retriable() => {
-                    for &i in &pending {
-                        last_error.insert(i, e.clone());
-                    }
-                    next = pending.clone();
-                }
-                Err(e) => {
-                    for &i in &pending {
-                        outcomes[i] = Some(Err(e.clone()));
-                    }
-                }
-                Ok(md) => {
-                    let mut by_leader: HashMap<i32, Vec<usize>> = HashMap::new();
-                    for &i in &pending {
-                        match self.route(&md, &batches[i].partition, "Write") {
-                            Ok(route) => by_leader.entry(route.leader).or_default().push(i),
-                            Err(e) if e.is_retriable() => {
-                                saw_unknown_topic |=
-                                    e.code() == Some(ResponseError::UnknownTopicOrPartition);
-                                last_error.insert(i, e);
-                                next.push(i);
-                            }
-                            Err(e) => outcomes[i] = Some(Err(e)),
-                        }
-                    }
-                    let mut set = JoinSet::new();
-                    for (leader, idxs) in by_leader {
-                        let client = self.clone();
-                        let group: Vec<ProduceBatch> =
-                            idxs.iter().map(|&i| batches[i].clone()).collect();
-                        let options = options.clone();
-                        let md = md.clone();
-                        set.spawn(async move {
-                            // `sent`: whether the request may have reached the broker.
-                            let conn = match client.broker(leader).await {
-                                Ok(c) => c,
-                                Err(e) => return (idxs, false, Err(e)),
-                            };
-                            let r = conn
-                                .produce(&group, &options, |t| md.topic(t).and_then(|i| i.id))
-                                .await;
-                            (idxs, true, r)
-                        });
-                    }
-                    while let Some(joined) = set.join_next().await {
-                        let Ok((idxs, sent, r)) = joined else {
-                            continue;
-                        };
-                        match r {
-                            Err(e) if e.is_retriable() => {
-                                for i in idxs {
-                                    if !sent || batches[i].is_idempotent() {
-                                        last_error.insert(i, e.clone());
-                                        next.push(i);
-                                    } else {
-                                        outcomes[i] = Some(Err(ambiguous(e.clone())));
-                                    }
-                                }
-                            }
-                            Err(e) => {
-                                for i in idxs {
-                                    outcomes[i] = Some(Err(e.clone()));
-                                }
-                            }
-                            Ok(parts) => {
-                                for i in idxs {
-                                    let Some(p) =
-                                        parts.iter().find(|p| p.partition == batches[i].partition)
-                                    else {
-                                        continue;
-                                    };
-                                    match p.error {
-                                        None => outcomes[i] = Some(p.result(self.principal())),
-                                        Some(code)
-                                            if not_appended_retriable(code)
-                                                || (maybe_appended_retriable(code)
-                                                    && batches[i].is_idempotent()) =>
-                                        {
-                                            saw_unknown_topic |=
-                                                code == ResponseError::UnknownTopicOrPartition;
-                                            last_error.insert(
-                                                i,
-                                                p.result(self.principal())
-                                                    .err()
-                                                    .unwrap_or_else(|| Error::broker(code, "")),
-                                            );
-                                            next.push(i);
-                                        }
-                                        Some(code) if maybe_appended_retriable(code) => {
-                                            outcomes[i] = p
-                                                .result(self.principal())
-                                                .map_err(ambiguous)
-                                                .into();
-                                        }
-                                        Some(_) => outcomes[i] = Some(p.result(self.principal())),
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            if saw_unknown_topic {
-                unknown_topic_rounds += 1;
-            }
-            pending = next;
-            if pending.is_empty() {
-                break;
-            }
-            force = true;
-            let give_up = unknown_topic_rounds > UNKNOWN_TOPIC_RETRIES
-                && pending.iter().all(|i| {
-                    last_error
-                        .get(i)
-                        .and_then(Error::code)
-                        .is_some_and(|c| c == ResponseError::UnknownTopicOrPartition)
-                });
-            if give_up || !retry.wait().await {
-                break;
-            }
-            tracing::debug!(
-                partitions = pending.len(),
-                attempt = retry.attempts(),
-                "retrying produce"
-            );
-        }
-        for i in pending {
-            outcomes[i] = Some(Err(last_error.remove(&i).unwrap_or_else(|| {
-                Error::broker(
-                    ResponseError::RequestTimedOut,
-                    "produce did not complete within request.timeout.ms",
-                )
-            })));
-        }
+        let request = LeaderProduce {
+            options: options.clone(),
+            principal: self.principal().map(Arc::from),
+        };
+        let outcomes = self.route_and_retry(&request, &batches).await?;
         Ok(batches
             .into_iter()
             .zip(outcomes)
-            .map(|(b, o)| ProduceResult {
+            .map(|(b, outcome)| ProduceResult {
                 partition: b.partition,
-                outcome: o.unwrap_or_else(|| {
-                    Err(Error::broker(
-                        ResponseError::UnknownServerError,
-                        "no outcome",
-                    ))
-                }),
+                outcome,
             })
             .collect())
+    }
+}
+
+/// [`Client::produce`]: each batch to its partition's leader.
+#[derive(Clone)]
+struct LeaderProduce {
+    options: ProduceOptions,
+    principal: Option<Arc<str>>,
+}
+
+impl PartitionRequest for LeaderProduce {
+    type Item = ProduceBatch;
+    type Answer = PartitionProduceResponse;
+    type Out = ProduceAck;
+    const API: &'static str = "Produce";
+    const OPERATION: &'static str = "Write";
+    const FAIL_FAST: bool = false;
+
+    fn partition(item: &ProduceBatch) -> &TopicPartition {
+        &item.partition
+    }
+
+    fn answered(answer: &PartitionProduceResponse) -> &TopicPartition {
+        &answer.partition
+    }
+
+    async fn send(
+        &self,
+        conn: &Connection,
+        items: &[ProduceBatch],
+        metadata: &ClusterMetadata,
+    ) -> Result<Vec<PartitionProduceResponse>> {
+        conn.produce(items, &self.options, |t| {
+            metadata.topic(t).and_then(|i| i.id)
+        })
+        .await
+    }
+
+    /// Errors after which the batch was certainly not appended are retried; those after which
+    /// it may have been (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) only if the
+    /// broker deduplicates a resend (an idempotent batch).
+    fn judge(&self, item: &ProduceBatch, answer: PartitionProduceResponse) -> Verdict<ProduceAck> {
+        let e = match answer.result(self.principal.as_deref()) {
+            Ok(ack) => return Verdict::Done(ack),
+            Err(e) => e,
+        };
+        match e.class() {
+            ErrorClass::Refresh | ErrorClass::Retriable => Verdict::retry(e),
+            ErrorClass::Ambiguous if item.is_idempotent() => Verdict::retry(e),
+            ErrorClass::Ambiguous => Verdict::Fail(ambiguous(e)),
+            _ => Verdict::Fail(e),
+        }
+    }
+
+    /// A request that failed after it may have reached the broker is resent only for an
+    /// idempotent batch.
+    fn failed(&self, item: &ProduceBatch, error: &Error, sent: bool) -> Verdict<ProduceAck> {
+        if !error.is_retriable() {
+            Verdict::Fail(error.clone())
+        } else if !sent || item.is_idempotent() {
+            Verdict::retry(error.clone())
+        } else {
+            Verdict::Fail(ambiguous(error.clone()))
+        }
     }
 }
 
@@ -544,11 +433,99 @@ mod tests {
         );
     }
 
+    /// What happens to a batch after each kind of answer, idempotent or not.
     #[test]
-    fn retry_classes() {
-        assert!(not_appended_retriable(ResponseError::NotLeaderOrFollower));
-        assert!(!not_appended_retriable(ResponseError::RequestTimedOut));
-        assert!(maybe_appended_retriable(ResponseError::RequestTimedOut));
-        assert!(!maybe_appended_retriable(ResponseError::InvalidRecord));
+    fn which_produce_answers_are_retried() {
+        use ResponseError as E;
+        #[derive(Debug, PartialEq)]
+        enum Then {
+            Done,
+            Retry,
+            Fail,
+            FailAmbiguous,
+        }
+        let request = LeaderProduce {
+            options: ProduceOptions::default(),
+            principal: None,
+        };
+        // (code, idempotent batch, expected)
+        let table = [
+            (None, false, Then::Done),
+            (Some(E::NotLeaderOrFollower), false, Then::Retry),
+            (Some(E::UnknownTopicOrPartition), false, Then::Retry),
+            (Some(E::NotEnoughReplicas), false, Then::Retry),
+            (Some(E::ThrottlingQuotaExceeded), false, Then::Retry),
+            (Some(E::KafkaStorageError), false, Then::Retry),
+            (Some(E::RequestTimedOut), true, Then::Retry),
+            (Some(E::RequestTimedOut), false, Then::FailAmbiguous),
+            (Some(E::NotEnoughReplicasAfterAppend), true, Then::Retry),
+            (
+                Some(E::NotEnoughReplicasAfterAppend),
+                false,
+                Then::FailAmbiguous,
+            ),
+            (Some(E::NetworkException), false, Then::FailAmbiguous),
+            (Some(E::CorruptMessage), true, Then::Fail),
+            (Some(E::InvalidRecord), true, Then::Fail),
+            (Some(E::OutOfOrderSequenceNumber), true, Then::Fail),
+            (Some(E::TopicAuthorizationFailed), true, Then::Fail),
+            (Some(E::MessageTooLarge), true, Then::Fail),
+        ];
+        for (code, idempotent, expected) in table {
+            let batch = batch_with_pid(if idempotent { 7 } else { -1 });
+            let answer = PartitionProduceResponse {
+                partition: batch.partition.clone(),
+                error: code,
+                error_message: None,
+                base_offset: 42,
+                log_append_time_ms: None,
+                log_start_offset: None,
+                record_errors: Vec::new(),
+                current_leader: None,
+            };
+            let got = match request.judge(&batch, answer) {
+                Verdict::Done(ack) => {
+                    assert_eq!(ack.base_offset, 42);
+                    Then::Done
+                }
+                Verdict::Retry { .. } => Then::Retry,
+                Verdict::Fail(e) if e.to_string().contains("may or may not") => Then::FailAmbiguous,
+                Verdict::Fail(_) => Then::Fail,
+            };
+            assert_eq!(got, expected, "{code:?} idempotent={idempotent}");
+        }
+    }
+
+    /// A request lost after it was sent is resent only for an idempotent batch; one that never
+    /// got a connection always.
+    #[test]
+    fn a_lost_request_is_resent_only_if_that_is_safe() {
+        let request = LeaderProduce {
+            options: ProduceOptions::default(),
+            principal: None,
+        };
+        let lost = Error::Disconnected {
+            broker: "b:1".into(),
+            reason: "eof".into(),
+        };
+        let plain = batch_with_pid(-1);
+        let idempotent = batch_with_pid(7);
+        assert!(matches!(
+            request.failed(&plain, &lost, false),
+            Verdict::Retry { .. }
+        ));
+        assert!(matches!(
+            request.failed(&idempotent, &lost, true),
+            Verdict::Retry { .. }
+        ));
+        match request.failed(&plain, &lost, true) {
+            Verdict::Fail(e) => assert!(e.to_string().contains("may or may not"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        let fatal = Error::InvalidArgument("x".into());
+        assert!(matches!(
+            request.failed(&idempotent, &fatal, false),
+            Verdict::Fail(_)
+        ));
     }
 }
