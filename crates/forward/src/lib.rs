@@ -88,10 +88,13 @@ pub mod batch;
 mod checksum;
 pub mod compression;
 pub mod error;
+#[cfg(feature = "pipeline")]
 mod fetch;
 pub mod legacy;
 pub mod merge;
+#[cfg(feature = "pipeline")]
 pub mod observe;
+#[cfg(feature = "pipeline")]
 pub mod pipeline;
 pub mod records;
 pub mod reencode;
@@ -105,9 +108,11 @@ pub use error::Error;
 pub use error::{CodecError, Result};
 pub use legacy::LegacyBatch;
 pub use merge::MergeKind;
+#[cfg(feature = "pipeline")]
 pub use pipeline::kafka::{
     ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget,
 };
+#[cfg(feature = "pipeline")]
 pub use pipeline::{Failure, Forwarder, OutOfRangePolicy, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{

@@ -130,6 +130,8 @@ pub fn rewrite_for_produce_into(batch: &RecordBatch, stamp: ProducerStamp, out: 
 /// as [`rewrite_for_produce`], without copying or re-reading the records. The stored CRC is
 /// trusted (it was verified when the batch was parsed, and every stamp since updated it), so a
 /// re-stamp costs the 61 header bytes, not a pass over the batch.
+// Only the pipeline (and tests) re-stamp batches.
+#[cfg_attr(not(feature = "pipeline"), allow(dead_code))]
 pub(crate) fn stamp_in_place(buf: &mut [u8], stamp: ProducerStamp) -> crate::Result<()> {
     if buf.len() < RECORD_BATCH_OVERHEAD {
         return Err(crate::CodecError::BatchTooShort { len: buf.len() });

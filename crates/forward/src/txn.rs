@@ -69,6 +69,7 @@ pub struct AbortedTransaction {
 
 // The codec builds without the wire client (no tokio, no rustls), so it keeps its own copy of
 // this two-field entry; the pipeline converts the wire client's on the way in.
+#[cfg(feature = "pipeline")]
 impl From<strait_wire::AbortedTransaction> for AbortedTransaction {
     fn from(a: strait_wire::AbortedTransaction) -> Self {
         AbortedTransaction {
