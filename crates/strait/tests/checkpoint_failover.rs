@@ -213,6 +213,64 @@ fn a_group_fails_over_to_exactly_the_remainder() {
             "partition {p}: the failed-over group must read exactly the remainder"
         );
     }
+
+    // Again: the group is at the end on the target now, ahead of the checkpoints; nothing moves
+    // back.
+    let again = StraitCommand::new(["failover", "--config"])
+        .arg(&config)
+        .arg("--apply")
+        .output();
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.ends_with("\tkept: target ahead"))
+            .count(),
+        checkpoints.len(),
+        "{text}"
+    );
+
+    // A group with an active member on the target is never touched.
+    let java = std::env::var("JAVA_HOME").map_or_else(
+        |_| PathBuf::from("java"),
+        |h| Path::new(&h).join("bin/java"),
+    );
+    let _member = Proc(
+        Command::new(java)
+            .arg("-cp")
+            .arg(format!("{}/*", target.lib_dir().display()))
+            .arg("org.apache.kafka.tools.consumer.ConsoleConsumer")
+            .args(["--bootstrap-server", target.bootstrap().as_str()])
+            .args(["--topic", TOPIC, "--group", GROUP, "--timeout-ms", "120000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a console consumer"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = StraitCommand::new(["failover", "--config"])
+            .arg(&config)
+            .arg("--apply")
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            assert!(err.contains("active members on the target"), "{err}");
+            assert!(!String::from_utf8_lossy(&out.stdout).contains("\tcommitted"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member never showed up: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     println!(
         "failed over {remainder} records exactly ({} read) in {:.0?}",
         second.len(),

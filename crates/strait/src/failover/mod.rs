@@ -140,3 +140,58 @@ impl Observer for OffsetObserver {
         self.maps.advance(source, offset);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use crate::config::{Config, Environment};
+
+    const CLUSTERS: &str =
+        "[source]\n\"bootstrap.servers\" = \"a:1\"\n[target]\n\"bootstrap.servers\" = \"b:1\"\n";
+
+    fn parse(mirror: &str) -> crate::Result<Config> {
+        Config::from_toml_str(
+            &format!("{CLUSTERS}[mirror]\n{mirror}"),
+            Path::new("t.toml"),
+            &Environment::default(),
+        )
+        .map(|l| l.config)
+    }
+
+    #[test]
+    fn checkpoints_are_opt_in_and_select_groups_by_regex() {
+        let c = parse("").unwrap();
+        assert!(c.mirror.groups.is_none());
+        assert_eq!(c.mirror.checkpoint_interval, Duration::from_secs(5));
+        assert!(!c.to_toml(false).contains("groups"));
+        assert!(parse("groups = []").unwrap().mirror.groups.is_none());
+
+        let c = parse(
+            "groups = [\"app-.*\", \"billing\"]\ngroups_exclude = [\"app-test.*\"]\ncheckpoint_interval = \"250ms\"",
+        )
+        .unwrap();
+        let g = c.mirror.groups.as_ref().unwrap();
+        assert!(g.matches("app-orders") && g.matches("billing"));
+        assert!(!g.matches("app-test-1") && !g.matches("billing-2"));
+        assert_eq!(c.mirror.checkpoint_interval, Duration::from_millis(250));
+        // The printed configuration reads back the same.
+        let again = Config::from_toml_str(
+            &c.to_toml(false),
+            Path::new("t.toml"),
+            &Environment::default(),
+        )
+        .unwrap()
+        .config;
+        assert_eq!(again.to_toml(false), c.to_toml(false));
+
+        let err = parse("groups = [\"(\"]").unwrap_err().to_string();
+        assert!(err.contains("mirror.groups"), "{err}");
+        let err = parse("checkpoint_interval = \"1ms\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mirror.checkpoint_interval"), "{err}");
+    }
+}

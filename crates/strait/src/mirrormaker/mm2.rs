@@ -15,9 +15,11 @@
 //! | `replication.policy.separator` | `mirror.separator` |
 //! | `replication.factor` | `mirror.replication_factor` |
 //! | `sync.topic.configs.enabled` | `mirror.sync_topic_configs` |
+//! | `groups`, `groups.exclude` (`groups.blacklist`) | `mirror.groups`, `mirror.groups_exclude`: checkpoints only when `groups` is set (MM2 defaults to `.*`) |
+//! | `emit.checkpoints.interval.seconds` | `mirror.checkpoint_interval` |
 //! | `refresh.topics.interval.seconds` | `mirror.refresh_interval` |
 //! | no consumer `group.id` | `mirror.group_id = "strait-A-B"` (one group per flow) |
-//! | checkpoints, heartbeats, offset syncs, group offset sync, ACL sync, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
+//! | other checkpoint/heartbeat/offset-sync settings, group offset sync, ACL sync, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
 //! | `config.providers`, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
 //!
 //! Connector-level keys may be given globally or per flow (`A->B.topics`); the flow's value wins,
@@ -69,9 +71,9 @@ impl<'a> Layered<'a> {
     }
 }
 
-const WHY_IGNORED: &str = "Strait mirrors records and topic configurations only: it writes no \
-    checkpoints, heartbeats or offset syncs, does not sync consumer group offsets or ACLs, and \
-    needs no Kafka Connect worker or internal topics";
+const WHY_IGNORED: &str = "Strait mirrors records and topic configurations, and writes \
+    checkpoints, offset syncs and heartbeats (to the target) only for the groups `groups` names; \
+    it does not sync consumer group offsets or ACLs, and needs no Kafka Connect worker";
 
 /// Builds the configuration from an mm2.properties file, then applies `env`.
 pub fn load(opts: &Mm2Options, env: &Environment) -> Result<Loaded> {
@@ -294,6 +296,30 @@ pub(crate) fn from_properties(
                 );
             }
             "replication.factor" => mirror(&mut raw, "replication_factor", p),
+            // Checkpoints are opt-in in Strait: only an explicit `groups` enables them.
+            "groups" => mirror(&mut raw, "groups", p),
+            "groups.exclude" => mirror(&mut raw, "groups_exclude", p),
+            "groups.blacklist" if connector.get("groups.exclude").is_none() => {
+                mirror(&mut raw, "groups_exclude", p)
+            }
+            "emit.checkpoints.interval.seconds" => {
+                let secs: u64 =
+                    p.value
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|s| *s > 0)
+                        .ok_or_else(|| Error::Invalid {
+                            key: props.describe(p),
+                            expected: "a positive number of seconds".into(),
+                            got: format!("{:?}", p.value),
+                        })?;
+                raw.set(
+                    Section::Mirror,
+                    "checkpoint_interval",
+                    Entry::text(format!("{secs}s"), origin(p)),
+                );
+            }
             "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
             "refresh.topics.interval.seconds" => {
                 let secs: u64 =
@@ -472,7 +498,6 @@ emit.heartbeats.enabled = true
             "status.storage.replication.factor",
             "config.storage.replication.factor",
             "refresh.groups.interval.seconds",
-            "emit.checkpoints.interval.seconds",
             "sync.group.offsets.enabled",
             "sync.group.offsets.interval.seconds",
             "sync.topic.acls.enabled",
@@ -480,7 +505,12 @@ emit.heartbeats.enabled = true
         ] {
             assert!(w.contains(k), "{k} missing from: {w}");
         }
-        assert!(w.starts_with("mm2.properties: ignoring 13 settings"), "{w}");
+        assert!(w.starts_with("mm2.properties: ignoring 12 settings"), "{w}");
+        assert_eq!(c.mirror.checkpoint_interval, Duration::from_secs(5));
+        assert!(
+            c.mirror.groups.is_none(),
+            "checkpoints need an explicit groups"
+        );
         for k in ["replication.factor,", "clusters", "A->B", "refresh.topics"] {
             assert!(!w.contains(&format!(" {k}")), "{k} wrongly listed: {w}");
         }
