@@ -826,32 +826,17 @@ impl Driver {
         if is_static {
             return Ok(());
         }
-        let config = self.shared.client.config().clone();
-        let mut backoff = Backoff::for_retries(&config);
-        let deadline = Instant::now() + config.request_timeout();
-        loop {
-            let result = match self.shared.coordinator.get().await {
-                Ok(conn) => send_leave(&conn, self.group_id(), &member_id)
-                    .await
-                    .map_err(|e| with_principal(e, &conn)),
-                Err(e) => Err(e),
-            };
-            let err = match result {
-                Ok(()) => {
-                    tracing::info!(group = self.group_id(), member = %member_id, "left consumer group");
-                    return Ok(());
-                }
-                Err(e) => e,
-            };
-            if is_coordinator_error(&err) {
-                self.shared.coordinator.invalidate();
-            }
-            let wait = backoff.next_delay();
-            if !err.is_retriable() || Instant::now() + wait > deadline {
-                return Err(err);
-            }
-            tokio::time::sleep(wait).await;
-        }
+        let (group_id, member) = (self.group_id(), member_id.as_str());
+        self.shared
+            .coordinator
+            .call(
+                "LeaveGroup",
+                self.shared.client.config().request_timeout(),
+                |conn| async move { send_leave(&conn, group_id, member).await },
+            )
+            .await?;
+        tracing::info!(group = group_id, member = %member_id, "left consumer group");
+        Ok(())
     }
 }
 

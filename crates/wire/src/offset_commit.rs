@@ -7,7 +7,6 @@
 //! `assign()`-style consumers commit).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_commit_request::{
@@ -21,12 +20,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::backoff::Backoff;
 use crate::error::{Error, Result, error_name};
-use crate::group::coordinator::{
-    CoordinatorCache, CoordinatorType, LOOKUP_TIMEOUT, is_coordinator_error,
-};
-use crate::group::{Generation, with_principal};
+use crate::group::Generation;
+use crate::group::coordinator::{CoordinatorCache, CoordinatorType, LOOKUP_TIMEOUT};
 use crate::{Client, Connection, TopicPartition};
 
 /// One offset to commit.
@@ -106,10 +102,11 @@ impl GroupOffsets {
                 bad.offset, bad.partition
             )));
         }
-        self.with_retries("OffsetCommit", |conn| {
-            commit_once(conn, self.group_id(), generation, offsets)
-        })
-        .await
+        self.coordinator
+            .call("OffsetCommit", LOOKUP_TIMEOUT, |conn| {
+                commit_once(conn, self.group_id(), generation, offsets)
+            })
+            .await
     }
 
     /// The committed offset of each partition (`None`: nothing committed).
@@ -124,41 +121,11 @@ impl GroupOffsets {
         if partitions.is_empty() {
             return Ok(BTreeMap::new());
         }
-        self.with_retries("OffsetFetch", |conn| {
-            fetch_once(conn, self.group_id(), partitions)
-        })
-        .await
-    }
-
-    async fn with_retries<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
-    where
-        F: FnMut(Connection) -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        let config = self.coordinator.client().config().clone();
-        let deadline = Instant::now() + LOOKUP_TIMEOUT;
-        let mut backoff = Backoff::for_retries(&config);
-        loop {
-            let result = match self.coordinator.get().await {
-                Ok(conn) => attempt(conn.clone())
-                    .await
-                    .map_err(|e| with_principal(e, &conn)),
-                Err(e) => Err(e),
-            };
-            let err = match result {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            if is_coordinator_error(&err) {
-                self.coordinator.invalidate();
-            }
-            let wait = backoff.next_delay();
-            if !err.is_retriable() || Instant::now() + wait > deadline {
-                return Err(err);
-            }
-            tracing::debug!(group = self.group_id(), api, error = %err, "retrying");
-            tokio::time::sleep(wait).await;
-        }
+        self.coordinator
+            .call("OffsetFetch", LOOKUP_TIMEOUT, |conn| {
+                fetch_once(conn, self.group_id(), partitions)
+            })
+            .await
     }
 }
 

@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::backoff::Backoff;
 use crate::client::ConnectionKind;
 use crate::error::{Error, ErrorClass, Result};
+use crate::group::with_principal;
 use crate::{Client, Connection};
 
 /// How long a coordinator lookup keeps retrying retriable errors (Java's
@@ -200,10 +201,6 @@ impl CoordinatorCache {
         }
     }
 
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -216,6 +213,39 @@ impl CoordinatorCache {
     /// Forgets the coordinator (it moved, or its connection broke).
     pub fn invalidate(&self) {
         self.client.forget_coordinator(self.key_type, &self.key);
+    }
+
+    /// Runs `attempt` on the coordinator: looks it up again when it moved or its connection
+    /// broke, and retries retriable errors with backoff (`retry.backoff.ms` ..
+    /// `retry.backoff.max.ms`) until the next wait would end after `within`.
+    pub async fn call<T, F, Fut>(&self, api: &str, within: Duration, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(Connection) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let deadline = Instant::now() + within;
+        let mut backoff = Backoff::for_retries(self.client.config());
+        loop {
+            let result = match self.get().await {
+                Ok(conn) => attempt(conn.clone())
+                    .await
+                    .map_err(|e| with_principal(e, &conn)),
+                Err(e) => Err(e),
+            };
+            let err = match result {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            if is_coordinator_error(&err) {
+                self.invalidate();
+            }
+            let wait = backoff.next_delay();
+            if !err.is_retriable() || Instant::now() + wait > deadline {
+                return Err(err);
+            }
+            tracing::debug!(key = &*self.key, api, error = %err, "retrying on the coordinator");
+            tokio::time::sleep(wait).await;
+        }
     }
 }
 
