@@ -76,6 +76,23 @@
 //! # assert!(out.is_empty() && next == 0);
 //! ```
 //!
+//! ## Embedding the forwarder
+//!
+//! With the default feature `pipeline`, [`Forwarder`] mirrors partitions between two clusters
+//! ([`Forwarder::builder`] over `strait-wire` clients, or [`Forwarder::new`] over your own
+//! [`pipeline::Source`], [`pipeline::Target`] and [`pipeline::Positions`]). A `Forwarder` is a
+//! cheap `Clone` handle; [`Forwarder::failures`] lists stopped partitions with their typed
+//! [`Error`]. `examples/embed.rs` is a complete program; against a broker:
+//!
+//! ```text
+//! SOURCE=127.0.0.1:9092 TARGET=127.0.0.1:9192 TOPIC=orders PARTITIONS=3 \
+//!     cargo run -p strait-forward --example embed
+//! ```
+//!
+//! (the target topic must exist; positions go to the source consumer group `GROUP`, default
+//! `strait-embed`). Without default features the crate is the batch codec alone: no tokio, no
+//! rustls, no `strait-wire`.
+//!
 //! ## Not supported
 //!
 //! * LZ4-compressed **magic 0** wrappers (written by Kafka < 0.10 with a broken LZ4 frame-header

@@ -380,13 +380,13 @@ pub type WireForwarder = Forwarder<WireSource, WireTarget, GroupPositions>;
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::sync::Arc;
 /// use strait_forward::{Forwarder, Route};
 /// use strait_wire::{ClientConfig, TopicPartition};
 ///
 /// let source = ClientConfig::from_properties([("bootstrap.servers", "127.0.0.1:9092")])?;
 /// let target = ClientConfig::from_properties([("bootstrap.servers", "127.0.0.1:9192")])?;
-/// let forwarder = Arc::new(Forwarder::builder().source(source).target(target).group_id("mirror").build().await?);
+/// // A cheap handle: clone it to share it between tasks.
+/// let forwarder = Forwarder::builder().source(source).target(target).group_id("mirror").build().await?;
 /// let tp = TopicPartition::new("orders", 0)?;
 /// forwarder.assign(vec![Route { source: tp.clone(), target: tp }]).await?;
 /// // ... later, a graceful stop: in-flight batches acknowledged, positions committed.
