@@ -15,6 +15,8 @@ use strait_wire::{
     ProduceOptions, ResponseError, TopicPartition,
 };
 
+use strait_wire::ErrorClass as WireClass;
+
 use crate::Error;
 use crate::observe::{NoopObserver, Observer};
 use crate::pipeline::io::{
@@ -23,36 +25,28 @@ use crate::pipeline::io::{
 };
 use crate::pipeline::{Forwarder, Settings};
 
-/// Classifies a `strait-wire` error for the pipeline.
+/// Classifies a `strait-wire` error for the pipeline. The table is the wire client's
+/// ([`WireError::class`]); the pipeline only folds its retriable subclasses (refresh metadata,
+/// find the coordinator, ambiguous send), which its own retry loops handle alike.
 pub fn classify(e: &WireError) -> IoError {
-    let code = e.code();
-    let name = code.map_or_else(
+    let name = e.code().map_or_else(
         || wire_error_kind(e).to_string(),
         strait_wire::error::error_name,
     );
-    let class = match code {
-        Some(ResponseError::OffsetOutOfRange) => ErrorClass::OffsetOutOfRange,
-        Some(ResponseError::DuplicateSequenceNumber) => ErrorClass::Duplicate,
-        Some(
-            ResponseError::OutOfOrderSequenceNumber
-            | ResponseError::InvalidProducerEpoch
-            | ResponseError::UnknownProducerId
-            | ResponseError::InvalidProducerIdMapping
-            | ResponseError::ProducerFenced,
-        ) => ErrorClass::ProducerState,
-        Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge) => {
-            ErrorClass::TooLarge
-        }
-        Some(
-            ResponseError::TopicAuthorizationFailed
-            | ResponseError::ClusterAuthorizationFailed
-            | ResponseError::GroupAuthorizationFailed
-            | ResponseError::TransactionalIdAuthorizationFailed,
-        ) => ErrorClass::Denied,
-        _ if e.is_retriable() => ErrorClass::Retriable,
+    IoError::new(pipeline_class(e.class()), name, e.to_string())
+}
+
+fn pipeline_class(class: WireClass) -> ErrorClass {
+    match class {
+        WireClass::OffsetOutOfRange => ErrorClass::OffsetOutOfRange,
+        WireClass::Duplicate => ErrorClass::Duplicate,
+        WireClass::ProducerState => ErrorClass::ProducerState,
+        WireClass::TooLarge => ErrorClass::TooLarge,
+        WireClass::Denied => ErrorClass::Denied,
+        c if c.is_retriable() => ErrorClass::Retriable,
+        // Fatal, and any class a newer wire client adds: an operator looks before data moves.
         _ => ErrorClass::Fatal,
-    };
-    IoError::new(class, name, e.to_string())
+    }
 }
 
 fn wire_error_kind(e: &WireError) -> &'static str {
@@ -469,5 +463,73 @@ impl Forwarder<WireSource, WireTarget, GroupPositions> {
     /// A builder over `strait-wire` clients.
     pub fn builder() -> ForwarderBuilder {
         ForwarderBuilder::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn broker(code: ResponseError) -> WireError {
+        WireError::Broker {
+            code,
+            context: "test".into(),
+        }
+    }
+
+    #[test]
+    fn wire_errors_map_to_the_pipeline_decisions() {
+        let cases = [
+            (
+                broker(ResponseError::OffsetOutOfRange),
+                ErrorClass::OffsetOutOfRange,
+            ),
+            (
+                broker(ResponseError::DuplicateSequenceNumber),
+                ErrorClass::Duplicate,
+            ),
+            (
+                broker(ResponseError::OutOfOrderSequenceNumber),
+                ErrorClass::ProducerState,
+            ),
+            (
+                broker(ResponseError::ProducerFenced),
+                ErrorClass::ProducerState,
+            ),
+            (broker(ResponseError::MessageTooLarge), ErrorClass::TooLarge),
+            (
+                broker(ResponseError::TopicAuthorizationFailed),
+                ErrorClass::Denied,
+            ),
+            (
+                broker(ResponseError::NotLeaderOrFollower),
+                ErrorClass::Retriable,
+            ),
+            (broker(ResponseError::NotCoordinator), ErrorClass::Retriable),
+            (
+                broker(ResponseError::NotEnoughReplicasAfterAppend),
+                ErrorClass::Retriable,
+            ),
+            (broker(ResponseError::InvalidRecord), ErrorClass::Fatal),
+            (
+                WireError::Timeout {
+                    broker: "b:1".into(),
+                    api: "Produce".into(),
+                    after: Duration::from_secs(1),
+                    setting: "request.timeout.ms",
+                },
+                ErrorClass::Retriable,
+            ),
+        ];
+        for (e, want) in cases {
+            let got = classify(&e);
+            assert_eq!(got.class, want, "{e}");
+        }
+        assert_eq!(
+            classify(&broker(ResponseError::NotLeaderOrFollower)).code,
+            "NOT_LEADER_OR_FOLLOWER"
+        );
     }
 }
