@@ -6,9 +6,10 @@
 //! when the connection broke. A group coordinator gets a second slot of its own
 //! (`ConnectionKind`): a broker serves one connection's requests in order,
 //! and the coordinator holds a JoinGroup for up to the rebalance timeout, which would stall
-//! every fetch and produce queued behind it on a shared connection. Typed operations (produce, fetch, list offsets) route each
-//! partition to its leader and retry retriable errors with backoff (`retry.backoff.ms` ..
-//! `retry.backoff.max.ms`) within `request.timeout.ms`.
+//! every fetch and produce queued behind it on a shared connection. Typed operations (produce,
+//! fetch, list offsets) route each partition to its leader and retry retriable errors with
+//! backoff (`retry.backoff.ms` .. `retry.backoff.max.ms`) within `request.timeout.ms`, all
+//! through one loop (`route.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};

@@ -15,6 +15,9 @@
 //! - [`Client`]: a cluster. Metadata cache, a connection per broker with reconnect backoff,
 //!   and typed operations that route partitions to leaders and retry: [`Client::produce`],
 //!   [`Client::fetch`], [`Client::list_offsets`], [`Client::init_producer_id`].
+//! - [`Error`]: one error type; [`Error::class`] ([`ErrorClass`]) says what to do about a failure
+//!   (refresh metadata, find the coordinator again, resend only if idempotent, give up), and
+//!   [`Backoff`] computes retry delays (pure: the caller sleeps).
 //! - [`ClientConfig`]: Kafka's own client property names (`bootstrap.servers`,
 //!   `security.protocol`, `ssl.*`, `sasl.*`, ...).
 //!
