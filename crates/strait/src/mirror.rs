@@ -67,21 +67,23 @@ fn sampler_settings(config: &Config) -> SamplerSettings {
 pub async fn connect(config: &Config) -> Result<(Client, Client)> {
     let source_cfg = config.source.client_config().map_err(Error::Wire)?;
     let target_cfg = config.target.client_config().map_err(Error::Wire)?;
-    let source = Client::connect(source_cfg)
-        .await
-        .map_err(|source| Error::Connect {
-            side: "source",
-            alias: config.source.alias.clone(),
-            source: Box::new(source),
-        })?;
-    let target = Client::connect(target_cfg)
-        .await
-        .map_err(|source| Error::Connect {
-            side: "target",
-            alias: config.target.alias.clone(),
-            source: Box::new(source),
-        })?;
+    let source = connect_cluster("source", &config.source.alias, source_cfg).await?;
+    let target = connect_cluster("target", &config.target.alias, target_cfg).await?;
     Ok((source, target))
+}
+
+async fn connect_cluster(
+    side: &'static str,
+    alias: &str,
+    config: strait_wire::ClientConfig,
+) -> Result<Client> {
+    Client::connect(config)
+        .await
+        .map_err(|source| Error::Connect {
+            side,
+            alias: alias.to_string(),
+            source: Box::new(source),
+        })
 }
 
 /// Runs the mirror until `shutdown` is cancelled; then drains in-flight batches, commits and

@@ -213,7 +213,39 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         settings: Settings,
         observer: Arc<dyn Observer>,
     ) -> Result<Self, Error> {
-        let inner = Inner::new(source, target, positions, settings, observer).await?;
+        settings.validate()?;
+        let target = Arc::new(target);
+        let identity = init_producer_id(target.as_ref()).await?;
+        let cancel = CancellationToken::new();
+        let senders = Arc::new(Senders::new(
+            target.clone(),
+            settings.max_request_bytes,
+            settings.max_requests_per_broker,
+            observer.clone(),
+        ));
+        let shared = Arc::new(Shared {
+            source: Arc::new(source),
+            target,
+            senders,
+            // Every partition may always hold two fetches of the usual size.
+            budget: Budget::new(
+                settings.memory_budget,
+                usize::try_from(settings.partition_fetch_bytes).unwrap_or(1 << 20) * 2,
+            ),
+            settings: Arc::new(settings),
+            observer,
+            producers: Producers::new(identity),
+        });
+        let inner = Inner {
+            shared,
+            positions: Arc::new(positions),
+            running: Mutex::new(HashMap::new()),
+            failures: Arc::new(Mutex::new(Vec::new())),
+            cancel,
+            committer: Mutex::new(None),
+            commit_lock: tokio::sync::Mutex::new(()),
+            progress: Arc::new(Notify::new()),
+        };
         Ok(Forwarder {
             inner: Arc::new(inner),
         })
@@ -284,48 +316,6 @@ const FIRST_COMMIT_DELAY: Duration = Duration::from_millis(200);
 const FINAL_COMMIT_MIN: Duration = Duration::from_secs(2);
 
 impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
-    async fn new(
-        source: S,
-        target: T,
-        positions: P,
-        settings: Settings,
-        observer: Arc<dyn Observer>,
-    ) -> Result<Self, Error> {
-        settings.validate()?;
-        let target = Arc::new(target);
-        let identity = init_producer_id(target.as_ref()).await?;
-        let cancel = CancellationToken::new();
-        let senders = Arc::new(Senders::new(
-            target.clone(),
-            settings.max_request_bytes,
-            settings.max_requests_per_broker,
-            observer.clone(),
-        ));
-        let shared = Arc::new(Shared {
-            source: Arc::new(source),
-            target,
-            senders,
-            // Every partition may always hold two fetches of the usual size.
-            budget: Budget::new(
-                settings.memory_budget,
-                usize::try_from(settings.partition_fetch_bytes).unwrap_or(1 << 20) * 2,
-            ),
-            settings: Arc::new(settings),
-            observer,
-            producers: Producers::new(identity),
-        });
-        Ok(Inner {
-            shared,
-            positions: Arc::new(positions),
-            running: Mutex::new(HashMap::new()),
-            failures: Arc::new(Mutex::new(Vec::new())),
-            cancel,
-            committer: Mutex::new(None),
-            commit_lock: tokio::sync::Mutex::new(()),
-            progress: Arc::new(Notify::new()),
-        })
-    }
-
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, Running>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
