@@ -278,6 +278,238 @@ fn a_group_fails_over_to_exactly_the_remainder() {
     );
 }
 
+/// A transactional source: every transaction's commit marker takes a source offset that has
+/// no record on the target, so target offsets fall behind source offsets by one per
+/// transaction. The failed-over group still reads exactly the remainder, and Kafka's
+/// `RemoteClusterUtils` reads the same translated offsets.
+#[test]
+fn transaction_markers_are_translated_exactly() {
+    let (source, target) = clusters("ckpt-txn");
+    let mut source = Some(source);
+    let src = source.as_ref().unwrap();
+    src.admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)]).unwrap();
+    // ~20 transactions of ~150 records each (values "1".."3000", unique).
+    let out = src
+        .java_tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            &[
+                "--topic",
+                TOPIC,
+                "--num-records",
+                "3000",
+                "--payload-monotonic",
+                "--throughput",
+                "3000",
+                "--transaction-duration-ms",
+                "50",
+                "--producer-props",
+                &format!("bootstrap.servers={}", src.bootstrap()),
+                "linger.ms=5",
+            ],
+        )
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rt = runtime();
+    let src_client = rt.block_on(client(src));
+    let dst_client = rt.block_on(client(&target));
+    let mut props = src.client_properties(src.default_listener(), None);
+    props.push(("max.poll.records".into(), "7".into()));
+    props.push(("isolation.level".into(), "read_committed".into()));
+    let first = src
+        .console_consume_with(
+            TOPIC,
+            1500,
+            &props,
+            &ConsumeOptions::default()
+                .group(GROUP)
+                .timeout(Duration::from_secs(20)),
+        )
+        .unwrap();
+    assert_eq!(first.len(), 1500);
+    // The source's records with their offsets, and the group's commits.
+    let records = rt.block_on(records_with_offsets(&src_client, TOPIC, PARTITIONS));
+    let tps: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(TOPIC, p).unwrap())
+        .collect();
+    // Partitions the producer left empty have nothing to translate (no checkpoint: a miss,
+    // "nothing mirrored"), so only partitions with records and a commit are expected.
+    let committed: BTreeMap<i32, i64> = rt.block_on(async {
+        let c = GroupOffsets::new(&src_client, GROUP)
+            .fetch(&tps)
+            .await
+            .unwrap();
+        tps.iter()
+            .filter_map(|tp| Some((tp.partition(), c[tp].as_ref()?.offset)))
+            .filter(|(p, _)| !records[p].is_empty())
+            .collect()
+    });
+    let ends = rt.block_on(end_offsets(&src_client, TOPIC, PARTITIONS));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "ckpt-txn",
+        src,
+        &target,
+        TOPIC,
+        "strait-ckpt",
+        "groups = [\"app\"]\ncheckpoint_interval = \"500ms\"\n",
+    );
+    let (mut strait, log) = spawn_strait(&config, 0);
+    rt.block_on(wait_until_committed(
+        &src_client,
+        "strait-ckpt",
+        TOPIC,
+        &ends,
+        Duration::from_secs(120),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = BTreeMap::new();
+    let checkpoints = loop {
+        if let Ok(latest) = rt.block_on(strait::failover::command::latest_checkpoints(
+            &dst_client,
+            "src",
+        )) && {
+            seen = latest.clone();
+            true
+        } && committed.iter().all(|(p, c)| {
+            latest
+                .get(&(GROUP.to_string(), TOPIC.to_string(), *p))
+                .is_some_and(|cp| cp.upstream_offset == *c)
+        }) {
+            break latest;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no complete checkpoints after 60 s (commits {committed:?}, checkpoints {seen:?}); \
+             log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    // Exact: the target offset is the number of source records before the commit.
+    let mut shifted = 0;
+    for ((_, _, p), cp) in &checkpoints {
+        let before = records[p]
+            .iter()
+            .filter(|(o, _)| *o < cp.upstream_offset)
+            .count();
+        assert_eq!(cp.offset, before as i64, "partition {p}");
+        shifted += usize::from(cp.offset != cp.upstream_offset);
+    }
+    println!("commits {committed:?}; {shifted} partitions translated across markers");
+    assert_eq!(terminate(&mut strait).code(), Some(0));
+    drop(strait);
+    drop(source.take());
+    drop(src_client);
+
+    let out = StraitCommand::new(["failover", "--config"])
+        .arg(&config)
+        .arg("--apply")
+        .output();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let referee = java_translate_offsets(&target, "src", GROUP);
+    let ours: BTreeMap<(String, i32), i64> = checkpoints
+        .iter()
+        .map(|((_, t, p), cp)| ((t.clone(), *p), cp.offset))
+        .collect();
+    assert_eq!(
+        referee, ours,
+        "RemoteClusterUtils.translateOffsets disagrees"
+    );
+
+    let expected: BTreeMap<i32, Vec<String>> = records
+        .iter()
+        .map(|(p, recs)| {
+            let from = committed.get(p).copied().unwrap_or(0);
+            let rest = recs
+                .iter()
+                .filter(|(o, _)| *o >= from)
+                .map(|(_, v)| v.clone())
+                .collect();
+            (*p, rest)
+        })
+        .collect();
+    let total: usize = expected.values().map(Vec::len).sum();
+    let second = target
+        .console_consume_with(
+            TOPIC,
+            total + 1,
+            &target.client_properties(target.default_listener(), None),
+            &ConsumeOptions::default()
+                .group(GROUP)
+                .timeout(Duration::from_secs(10)),
+        )
+        .unwrap();
+    // Values are unique: each must be one of the remainder, and all of it, once.
+    let mut got: Vec<String> = second.clone();
+    got.sort();
+    let mut want: Vec<String> = expected.values().flatten().cloned().collect();
+    want.sort();
+    assert_eq!(got.len(), want.len(), "records read after failover");
+    assert_eq!(
+        got, want,
+        "the failed-over group reads exactly the remainder"
+    );
+}
+
+/// Every record (offset, value) of each partition, read_committed.
+async fn records_with_offsets(
+    client: &strait_wire::Client,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<i32, Vec<(i64, String)>> {
+    use strait_forward::{FetchedBatch, FetchedRecords};
+    use strait_wire::{FetchOptions, FetchPartition, IsolationLevel};
+    let ends = end_offsets(client, topic, partitions).await;
+    let options = FetchOptions {
+        isolation: IsolationLevel::ReadCommitted,
+        ..FetchOptions::default()
+    };
+    let mut out = BTreeMap::new();
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p).unwrap();
+        let mut recs = Vec::new();
+        let mut offset = 0i64;
+        while offset < ends[p as usize] {
+            let fetched = client
+                .fetch(&[FetchPartition::new(tp.clone(), offset)], &options)
+                .await
+                .unwrap()
+                .pop()
+                .unwrap();
+            fetched.check(None).unwrap();
+            assert!(fetched.aborted_transactions.is_empty(), "no aborts here");
+            for item in FetchedRecords::new(fetched.records) {
+                let FetchedBatch::V2(batch) = item.unwrap() else {
+                    panic!("legacy batch")
+                };
+                if !batch.is_control() {
+                    for r in batch.decode_records(64 << 20).unwrap().iter() {
+                        let r = r.unwrap();
+                        let o = batch.record_offset(&r);
+                        if o >= offset {
+                            let v = String::from_utf8_lossy(r.value().unwrap_or_default());
+                            recs.push((o, v.into_owned()));
+                        }
+                    }
+                }
+                offset = batch.next_offset();
+            }
+        }
+        out.insert(p, recs);
+    }
+    out
+}
+
 /// A child process killed when the test ends, passed or not.
 struct Proc(Child);
 

@@ -57,6 +57,8 @@ pub struct Round {
     pub checkpoints: usize,
     /// Committed offsets that could not be translated exactly (kept at their last checkpoint).
     pub misses: usize,
+    /// The first of them, with the reason, for the log.
+    pub first_miss: Option<String>,
 }
 
 impl Checkpointer {
@@ -113,6 +115,12 @@ impl Checkpointer {
 
     async fn logged_round(&mut self) {
         match self.round().await {
+            Ok(r) if r.misses > 0 => tracing::info!(
+                misses = r.misses,
+                first = r.first_miss.as_deref().unwrap_or(""),
+                checkpoints = r.checkpoints,
+                "committed offsets not translatable exactly yet (their last checkpoint stays)"
+            ),
             Ok(r) => tracing::debug!(?r, "checkpoint round"),
             Err(e) => {
                 tracing::warn!(error = %e, "checkpoint round failed; retrying at the next interval")
@@ -180,6 +188,10 @@ impl Checkpointer {
                     Ok(t) => t,
                     Err(miss) => {
                         round.misses += 1;
+                        if round.first_miss.is_none() {
+                            round.first_miss =
+                                Some(format!("{group} {tp} at {}: {miss}", c.offset));
+                        }
                         tracing::debug!(group, partition = %tp, committed = c.offset,
                             reason = miss.as_str(), "not checkpointed: {miss}");
                         continue;
