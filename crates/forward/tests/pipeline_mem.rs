@@ -1400,12 +1400,25 @@ impl Rng {
     }
 }
 
-/// Many small batches of every codec on `p`.
+/// Many small batches of every codec on `p` (consecutive ones never share a codec).
 fn fill_small(world: &World, p: i32, batches: usize) {
+    fill_small_with(world, p, batches, 6, |b| {
+        Compression::ALL[b % Compression::ALL.len()]
+    });
+}
+
+/// `batches` batches of 1 to `max_records` records on `p`, batch `b` in codec `codec(b)`.
+fn fill_small_with(
+    world: &World,
+    p: i32,
+    batches: usize,
+    max_records: usize,
+    codec: impl Fn(usize) -> Compression,
+) {
     world.log(p, |l| {
         for b in 0..batches {
-            let codec = Compression::ALL[b % Compression::ALL.len()];
-            let recs = (0..1 + b % 6)
+            let codec = codec(b);
+            let recs = (0..1 + b % max_records)
                 .map(|i| {
                     gen_rec(
                         &format!("p{p}b{b}"),
@@ -2677,20 +2690,7 @@ async fn small_batches_are_merged_exactly_under_faults() {
         } else {
             Compression::Lz4
         };
-        world.log(p, |l| {
-            for b in 0..400 {
-                let recs = (0..1 + b % 3)
-                    .map(|i| {
-                        gen_rec(
-                            &format!("p{p}b{b}"),
-                            i,
-                            1_650_000_000_000 + (b * 10 + i) as i64,
-                        )
-                    })
-                    .collect();
-                l.data(codec, recs);
-            }
-        });
+        fill_small_with(&world, p, 400, 3, |_| codec);
     }
     let mut rng = Rng(0xba7c);
     world.faults(move |_, attempt| {
