@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::backoff::Backoff;
+use crate::client::Retry;
 use crate::error::{Error, Result};
 use crate::group::with_principal;
 use crate::route::UNKNOWN_TOPIC_RETRIES;
@@ -575,8 +575,7 @@ impl Admin {
         Fut: std::future::Future<Output = Result<T>>,
     {
         let config = self.client.config().clone();
-        let deadline = Instant::now() + config.request_timeout();
-        let mut backoff = Backoff::for_retries(&config);
+        let mut retry = Retry::within(config.request_timeout(), &config);
         loop {
             let result = match self.controller().await {
                 Ok(conn) => attempt(conn).await,
@@ -586,12 +585,11 @@ impl Admin {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            let retry = err.code() == Some(ResponseError::NotController)
+            let retriable = err.code() == Some(ResponseError::NotController)
                 || (err.code().is_none() && err.is_retriable());
-            let wait = backoff.next_delay();
-            if !retry || Instant::now() + wait > deadline {
+            let Some(wait) = retry.next_wait().filter(|_| retriable) else {
                 return Err(err);
-            }
+            };
             tracing::debug!(api, error = %err, "retrying on the controller");
             tokio::time::sleep(wait).await;
         }
@@ -853,8 +851,7 @@ impl Admin {
         Fut: std::future::Future<Output = Result<T>>,
     {
         let config = self.client.config().clone();
-        let deadline = Instant::now() + config.request_timeout();
-        let mut backoff = Backoff::for_retries(&config);
+        let mut retry = Retry::within(config.request_timeout(), &config);
         let mut unknown_topic = 0u32;
         loop {
             let err = match attempt().await {
@@ -867,10 +864,9 @@ impl Admin {
                     return Err(err);
                 }
             }
-            let wait = backoff.next_delay();
-            if !err.is_retriable() || Instant::now() + wait > deadline {
+            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
                 return Err(err);
-            }
+            };
             tracing::debug!(api, error = %err, "retrying");
             tokio::time::sleep(wait).await;
         }

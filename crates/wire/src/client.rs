@@ -457,11 +457,7 @@ impl Client {
 
     /// A retry budget for one operation.
     pub(crate) fn retry(&self) -> Retry {
-        Retry {
-            start: Instant::now(),
-            budget: self.inner.config.request_timeout(),
-            backoff: Backoff::for_retries(&self.inner.config),
-        }
+        Retry::within(self.inner.config.request_timeout(), &self.inner.config)
     }
 }
 
@@ -512,6 +508,22 @@ pub(crate) struct Retry {
 }
 
 impl Retry {
+    /// A budget of `budget` from now, with `retry.backoff.ms` .. `retry.backoff.max.ms`.
+    pub(crate) fn within(budget: Duration, config: &ClientConfig) -> Retry {
+        Retry {
+            start: Instant::now(),
+            budget,
+            backoff: Backoff::for_retries(config),
+        }
+    }
+
+    /// The wait before the next attempt, if that wait ends within the budget (for loops that
+    /// must not overrun it); the caller sleeps.
+    pub(crate) fn next_wait(&mut self) -> Option<Duration> {
+        let wait = self.backoff.next_delay();
+        (self.start.elapsed() + wait <= self.budget).then_some(wait)
+    }
+
     /// Waits before the next attempt; `false` if the budget is spent.
     pub(crate) async fn wait(&mut self) -> bool {
         if self.start.elapsed() >= self.budget {
@@ -602,6 +614,25 @@ pub(crate) fn partition_error(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A wait that would end after the budget is not offered; one that fits is.
+    #[test]
+    fn a_retry_budget_offers_only_waits_that_fit() {
+        let config = ClientConfig::from_properties([
+            ("bootstrap.servers", "b:9092"),
+            ("retry.backoff.ms", "100"),
+            ("retry.backoff.max.ms", "1000"),
+        ])
+        .unwrap();
+        let mut spent = Retry::within(Duration::ZERO, &config);
+        assert_eq!(spent.next_wait(), None);
+        let mut roomy = Retry::within(Duration::from_secs(3600), &config);
+        for _ in 0..10 {
+            let wait = roomy.next_wait().unwrap();
+            assert!(wait <= Duration::from_millis(1000), "{wait:?}");
+        }
+        assert_eq!(roomy.attempts(), 10);
+    }
 
     #[test]
     fn telling_errors_win_over_connect_errors() {

@@ -3,14 +3,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::backoff::Backoff;
-use crate::client::ConnectionKind;
+use crate::client::{ConnectionKind, Retry};
 use crate::error::{Error, ErrorClass, Result};
 use crate::group::with_principal;
 use crate::{Client, Connection};
@@ -82,8 +81,7 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
-        let deadline = Instant::now() + LOOKUP_TIMEOUT;
-        let mut backoff = Backoff::for_retries(self.config());
+        let mut retry = Retry::within(LOOKUP_TIMEOUT, self.config());
         loop {
             let attempt = match lookup_once(self, key_type, key).await {
                 Ok(node_id) => self
@@ -99,10 +97,9 @@ impl Client {
                 }
                 Err(e) => e,
             };
-            let wait = backoff.next_delay();
-            if !err.is_retriable() || Instant::now() + wait > deadline {
+            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
                 return Err(err);
-            }
+            };
             tracing::debug!(key, error = %err, "coordinator lookup failed; retrying");
             tokio::time::sleep(wait).await;
         }
@@ -223,8 +220,7 @@ impl CoordinatorCache {
         F: FnMut(Connection) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let deadline = Instant::now() + within;
-        let mut backoff = Backoff::for_retries(self.client.config());
+        let mut retry = Retry::within(within, self.client.config());
         loop {
             let result = match self.get().await {
                 Ok(conn) => attempt(conn.clone())
@@ -239,10 +235,9 @@ impl CoordinatorCache {
             if is_coordinator_error(&err) {
                 self.invalidate();
             }
-            let wait = backoff.next_delay();
-            if !err.is_retriable() || Instant::now() + wait > deadline {
+            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
                 return Err(err);
-            }
+            };
             tracing::debug!(key = &*self.key, api, error = %err, "retrying on the coordinator");
             tokio::time::sleep(wait).await;
         }
