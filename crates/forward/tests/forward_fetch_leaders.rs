@@ -37,7 +37,7 @@ use broker::*;
 use strait_forward::{Compression, Forwarder, Route, Settings, WireForwarder};
 use strait_testkit::{AdminOp, Cluster};
 use strait_wire::admin::NewTopic;
-use strait_wire::{Client, IsolationLevel, OffsetSpec, ProduceBatch, ProduceOptions};
+use strait_wire::{Client, ProduceBatch, ProduceOptions};
 
 const TOPIC: &str = "spread";
 const PARTITIONS: i32 = 6;
@@ -453,21 +453,7 @@ async fn other_leaders_keep_flowing_while_a_source_broker_is_down() {
         let (n, failures) = producer.await.unwrap();
         eprintln!("partition {p}: {n} batches written, {failures} failed writes (retried)");
     }
-    let ends: Vec<i64> = {
-        let mut ends = Vec::new();
-        for p in 0..PARTITIONS {
-            ends.push(
-                offset(
-                    &src,
-                    &tp(TOPIC, p),
-                    OffsetSpec::Latest,
-                    IsolationLevel::ReadCommitted,
-                )
-                .await,
-            );
-        }
-        ends
-    };
+    let ends = stable_ends(&src, TOPIC, PARTITIONS).await;
     wait_until("the mirror catches up", || {
         let t = timeline.lock().unwrap();
         (0..PARTITIONS).all(|p| t.acked_at(p) == ends[p as usize])

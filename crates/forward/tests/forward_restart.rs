@@ -20,7 +20,7 @@ use broker::*;
 use strait_forward::{Compression, Forwarder, Route, Settings, WireForwarder};
 use strait_testkit::Cluster;
 use strait_wire::admin::NewTopic;
-use strait_wire::{IsolationLevel, OffsetSpec, ProduceBatch, ProduceOptions};
+use strait_wire::{ProduceBatch, ProduceOptions};
 
 const TOPIC: &str = "stream";
 const PARTITIONS: i32 = 3;
@@ -137,21 +137,7 @@ fn abrupt_stops_and_restarts_lose_nothing_and_keep_order() {
 
     // A last incarnation finishes the job and shuts down gracefully.
     let (rt, fwd) = start(&source, &target);
-    let ends: Vec<i64> = driver.block_on(async {
-        let mut ends = Vec::new();
-        for p in 0..PARTITIONS {
-            ends.push(
-                offset(
-                    &src,
-                    &tp(TOPIC, p),
-                    OffsetSpec::Latest,
-                    IsolationLevel::ReadCommitted,
-                )
-                .await,
-            );
-        }
-        ends
-    });
+    let ends = driver.block_on(stable_ends(&src, TOPIC, PARTITIONS));
     let deadline = Instant::now() + PATIENCE;
     while !fwd
         .acknowledged_positions()

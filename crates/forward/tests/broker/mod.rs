@@ -172,6 +172,26 @@ pub async fn offset(
         .unwrap()
 }
 
+/// The last stable offsets of partitions `0..partitions` of `topic`: where a read_committed
+/// mirror that caught up stands.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub async fn stable_ends(client: &Client, topic: &str, partitions: i32) -> Vec<i64> {
+    let mut ends = Vec::new();
+    for p in 0..partitions {
+        let partition = tp(topic, p);
+        ends.push(
+            offset(
+                client,
+                &partition,
+                OffsetSpec::Latest,
+                IsolationLevel::ReadCommitted,
+            )
+            .await,
+        );
+    }
+    ends
+}
+
 /// What a read_committed consumer gets from `from` to the last stable offset: every record of
 /// non-control, non-aborted batches at or after `from`, decoded with strait-forward's walkers;
 /// and the data batches it came in.
