@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
 use strait_wire::TopicPartition;
-use strait_wire::offset_commit::GroupOffsets;
+use strait_wire::group::Generation;
+use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 12;
@@ -29,6 +30,10 @@ const PER_PARTITION: usize = 100;
 /// Records already on the target at the start of every partition (shifts target offsets).
 const TARGET_HEAD: usize = 7;
 const GROUP: &str = "app";
+/// A source group already further on the target in half of the partitions.
+const AHEAD: &str = "app-ahead";
+/// A source group with a member on the target.
+const LIVE: &str = "app-live";
 
 #[test]
 fn a_group_fails_over_to_exactly_the_remainder() {
@@ -86,7 +91,57 @@ fn a_group_fails_over_to_exactly_the_remainder() {
     println!("source commits of {GROUP}: {committed:?}; remainder {remainder}");
     assert!(remainder > 0 && remainder < PARTITIONS as usize * PER_PARTITION);
 
-    // Mirror with checkpoints.
+    // Two more source groups for group offset sync, committed directly (no consumer needed):
+    // "app-ahead" is already further on the target in partitions 0..5 (it must stay there);
+    // "app-live" has a member on the target (it must not be touched).
+    let tp_of = |p: i32| TopicPartition::new(TOPIC, p).unwrap();
+    let end = (TARGET_HEAD + PER_PARTITION) as i64;
+    rt.block_on(async {
+        let at = |o: i64| {
+            (0..PARTITIONS)
+                .map(|p| CommitOffset::new(tp_of(p), o))
+                .collect::<Vec<_>>()
+        };
+        for (group, offset) in [(AHEAD, 60), (LIVE, 40)] {
+            GroupOffsets::new(&src_client, group)
+                .commit(&Generation::simple(), &at(offset))
+                .await
+                .unwrap();
+        }
+        let ahead: Vec<CommitOffset> = (0..PARTITIONS / 2)
+            .map(|p| CommitOffset::new(tp_of(p), end))
+            .collect();
+        GroupOffsets::new(&dst_client, AHEAD)
+            .commit(&Generation::simple(), &ahead)
+            .await
+            .unwrap();
+    });
+    let java = std::env::var("JAVA_HOME").map_or_else(
+        |_| PathBuf::from("java"),
+        |h| Path::new(&h).join("bin/java"),
+    );
+    // A member that never commits, so any committed offset of "app-live" would be Strait's.
+    let live_member = Proc(
+        Command::new(&java)
+            .arg("-cp")
+            .arg(format!("{}/*", target.lib_dir().display()))
+            .arg("org.apache.kafka.tools.consumer.ConsoleConsumer")
+            .args(["--bootstrap-server", target.bootstrap().as_str()])
+            .args(["--topic", TOPIC, "--group", LIVE, "--timeout-ms", "300000"])
+            .args(["--consumer-property", "enable.auto.commit=false"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a console consumer"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while rt.block_on(members(&dst_client, LIVE)) == 0 {
+        assert!(Instant::now() < deadline, "the {LIVE} member never joined");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    // Mirror with checkpoints and group offset sync.
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
@@ -95,7 +150,8 @@ fn a_group_fails_over_to_exactly_the_remainder() {
         &target,
         TOPIC,
         "strait-ckpt",
-        "groups = [\"app\"]\ncheckpoint_interval = \"500ms\"\n",
+        "groups = [\"app.*\"]\ncheckpoint_interval = \"500ms\"\n\
+         sync_group_offsets = true\nsync_group_offsets_interval = \"500ms\"\n",
     );
     let (mut strait, log) = spawn_strait(&config, 0);
     rt.block_on(wait_until_committed(
@@ -120,7 +176,10 @@ fn a_group_fails_over_to_exactly_the_remainder() {
                     .is_some_and(|cp| cp.upstream_offset == *c),
             });
             if complete {
-                break latest;
+                break latest
+                    .into_iter()
+                    .filter(|((g, _, _), _)| g == GROUP)
+                    .collect::<BTreeMap<_, _>>();
             }
         }
         assert!(
@@ -138,6 +197,66 @@ fn a_group_fails_over_to_exactly_the_remainder() {
             "partition {p}: exact translation past the target's own head"
         );
     }
+    // Group offset sync, without `strait failover`: the target group's committed offsets are
+    // the checkpoints; "app-ahead" is synced where it was behind and kept where it was ahead;
+    // "app-live" (a member on the target) is never touched.
+    let ours: BTreeMap<TopicPartition, i64> = checkpoints
+        .iter()
+        .map(|((_, t, p), cp)| (TopicPartition::new(t, *p).unwrap(), cp.offset))
+        .collect();
+    let all: Vec<TopicPartition> = (0..PARTITIONS).map(tp_of).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (app, ahead) = rt.block_on(async {
+            (
+                target_commits(&dst_client, GROUP, &all).await,
+                target_commits(&dst_client, AHEAD, &all).await,
+            )
+        });
+        let app: BTreeMap<TopicPartition, i64> = app.into_iter().collect();
+        let ahead_want: BTreeMap<TopicPartition, i64> = (0..PARTITIONS)
+            .map(|p| {
+                (
+                    tp_of(p),
+                    if p < PARTITIONS / 2 {
+                        end
+                    } else {
+                        60 + TARGET_HEAD as i64
+                    },
+                )
+            })
+            .collect();
+        let ahead: BTreeMap<TopicPartition, i64> = ahead.into_iter().collect();
+        // The ahead partitions never change, not even transiently.
+        for p in 0..PARTITIONS / 2 {
+            assert_eq!(
+                ahead.get(&tp_of(p)),
+                Some(&end),
+                "{AHEAD} moved back: {ahead:?}"
+            );
+        }
+        if app == ours && ahead == ahead_want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group offsets not synced after 60 s: {GROUP} {app:?} (want {ours:?}), {AHEAD} \
+             {ahead:?}; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // By now a sync round has seen "app-live" too (every round syncs every checkpointed group).
+    assert!(
+        rt.block_on(target_commits(&dst_client, LIVE, &all))
+            .is_empty(),
+        "{LIVE} has a member on the target and must not be touched"
+    );
+    assert!(
+        rt.block_on(members(&dst_client, LIVE)) > 0,
+        "the {LIVE} member left early"
+    );
+    drop(live_member);
     assert_eq!(terminate(&mut strait).code(), Some(0));
     drop(strait);
 
@@ -158,12 +277,14 @@ fn a_group_fails_over_to_exactly_the_remainder() {
         "strait failover failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Group offset sync has already committed exactly these offsets.
     assert_eq!(
         stdout
             .lines()
-            .filter(|l| l.ends_with("\tcommitted"))
+            .filter(|l| l.ends_with("\tkept: target ahead"))
             .count(),
-        checkpoints.len()
+        checkpoints.len(),
+        "{stdout}"
     );
 
     // Kafka's own MirrorMaker 2 client reads the same offsets from the checkpoints.
@@ -218,6 +339,8 @@ fn a_group_fails_over_to_exactly_the_remainder() {
     // back.
     let again = StraitCommand::new(["failover", "--config"])
         .arg(&config)
+        .arg("--group")
+        .arg(GROUP)
         .arg("--apply")
         .output();
     let text = String::from_utf8_lossy(&again.stdout);
@@ -228,17 +351,13 @@ fn a_group_fails_over_to_exactly_the_remainder() {
     );
     assert_eq!(
         text.lines()
-            .filter(|l| l.ends_with("\tkept: target ahead"))
+            .filter(|l| l.starts_with("app\t") && l.ends_with("\tkept: target ahead"))
             .count(),
         checkpoints.len(),
         "{text}"
     );
 
     // A group with an active member on the target is never touched.
-    let java = std::env::var("JAVA_HOME").map_or_else(
-        |_| PathBuf::from("java"),
-        |h| Path::new(&h).join("bin/java"),
-    );
     let _member = Proc(
         Command::new(java)
             .arg("-cp")
@@ -256,6 +375,8 @@ fn a_group_fails_over_to_exactly_the_remainder() {
     loop {
         let out = StraitCommand::new(["failover", "--config"])
             .arg(&config)
+            .arg("--group")
+            .arg(GROUP)
             .arg("--apply")
             .output();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -508,6 +629,42 @@ async fn records_with_offsets(
         out.insert(p, recs);
     }
     out
+}
+
+/// The committed offsets of `group` on `client`'s cluster (partitions without one left out).
+async fn target_commits(
+    client: &strait_wire::Client,
+    group: &str,
+    tps: &[TopicPartition],
+) -> Vec<(TopicPartition, i64)> {
+    let got = GroupOffsets::new(client, group).fetch(tps).await.unwrap();
+    tps.iter()
+        .filter_map(|tp| Some((tp.clone(), got.get(tp)?.as_ref()?.offset)))
+        .collect()
+}
+
+/// The members of `group` (DescribeGroups on its coordinator; 0 while it cannot say).
+async fn members(client: &strait_wire::Client, group: &str) -> usize {
+    use strait_wire::group::CoordinatorType;
+    use strait_wire::kafka_protocol::messages::{DescribeGroupsRequest, GroupId};
+    use strait_wire::kafka_protocol::protocol::StrBytes;
+    let Ok(conn) = client.coordinator(CoordinatorType::Group, group).await else {
+        client.forget_coordinator(CoordinatorType::Group, group);
+        return 0;
+    };
+    let req = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
+    match conn.send(req, 5).await {
+        Ok(resp) => resp
+            .groups
+            .first()
+            .filter(|g| g.error_code == 0)
+            .map_or(0, |g| g.members.len()),
+        Err(_) => {
+            client.forget_coordinator(CoordinatorType::Group, group);
+            0
+        }
+    }
 }
 
 /// A child process killed when the test ends, passed or not.

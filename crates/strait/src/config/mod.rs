@@ -258,6 +258,11 @@ pub struct Mirror {
     pub groups: Option<TopicSelection>,
     /// How often the selected groups' offsets are read, translated and checkpointed.
     pub checkpoint_interval: Duration,
+    /// Commit the translated offsets of checkpointed groups to the same groups on the target
+    /// while they have no active members there (`mirror.sync_group_offsets`).
+    pub sync_group_offsets: bool,
+    /// How often group offsets are synced (at the next checkpoint round after it elapsed).
+    pub sync_group_offsets_interval: Duration,
 }
 
 /// The `[metrics]` section.
@@ -363,6 +368,9 @@ pub mod defaults {
         &[super::Assignor::RoundRobin, super::Assignor::Range];
     /// `mirror.checkpoint_interval` (MirrorMaker 2's `emit.checkpoints.interval.seconds` is 60).
     pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+    /// `mirror.sync_group_offsets_interval` (MirrorMaker 2's
+    /// `sync.group.offsets.interval.seconds` is 60).
+    pub const SYNC_GROUP_OFFSETS_INTERVAL: Duration = Duration::from_secs(5);
     /// `metrics.listen`.
     pub const METRICS_LISTEN: &str = "127.0.0.1:9464";
     /// `metrics.lag_interval`.
@@ -554,6 +562,11 @@ impl Config {
             mirror.insert(
                 "checkpoint_interval".into(),
                 format_duration(m.checkpoint_interval).into(),
+            );
+            mirror.insert("sync_group_offsets".into(), m.sync_group_offsets.into());
+            mirror.insert(
+                "sync_group_offsets_interval".into(),
+                format_duration(m.sync_group_offsets_interval).into(),
             );
         }
         mirror.insert(
@@ -788,9 +801,19 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         Ok(d)
     })?
     .unwrap_or(defaults::CHECKPOINT_INTERVAL);
+    let sync_group_offsets_interval = get(raw, s, "sync_group_offsets_interval", |f| {
+        let d = f.duration()?;
+        if d < Duration::from_millis(100) {
+            return Err(f.invalid("a duration of at least 100ms, e.g. \"5s\""));
+        }
+        Ok(d)
+    })?
+    .unwrap_or(defaults::SYNC_GROUP_OFFSETS_INTERVAL);
     Ok(Mirror {
         groups,
         checkpoint_interval,
+        sync_group_offsets: get(raw, s, "sync_group_offsets", |f| f.boolean())?.unwrap_or(false),
+        sync_group_offsets_interval,
         topics,
         rename,
         start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),

@@ -117,6 +117,8 @@ impl Section {
                 "groups",
                 "groups_exclude",
                 "checkpoint_interval",
+                "sync_group_offsets",
+                "sync_group_offsets_interval",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout"],
             Section::Tracing => &[

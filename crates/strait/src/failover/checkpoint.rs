@@ -6,15 +6,15 @@
 //! `RemoteClusterUtils.translateOffsets` work with the source gone. A new instance replays
 //! `mm2-offset-syncs.<target alias>.internal` before mirroring ([`Checkpointer::start`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use strait_wire::group::CoordinatorType;
+use strait_wire::group::{CoordinatorType, Generation};
 use strait_wire::kafka_protocol::ResponseError;
 use strait_wire::kafka_protocol::messages::{DescribeGroupsRequest, GroupId, ListGroupsRequest};
 use strait_wire::kafka_protocol::protocol::StrBytes;
-use strait_wire::offset_commit::GroupOffsets;
+use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +44,8 @@ pub struct Checkpointer {
     target: Client,
     /// The last checkpoint written per (group, source partition): (upstream, offset).
     written: HashMap<(String, TopicPartition), (i64, i64)>,
+    /// When group offsets were last synced to the target.
+    last_sync: Option<Instant>,
 }
 
 /// What one round did.
@@ -59,6 +61,10 @@ pub struct Round {
     pub misses: usize,
     /// The first of them, with the reason, for the log.
     pub first_miss: Option<String>,
+    /// Groups whose translated offsets were committed on the target (group offset sync).
+    pub synced: usize,
+    /// Groups left alone because they have active members on the target.
+    pub active: usize,
 }
 
 impl Checkpointer {
@@ -96,6 +102,7 @@ impl Checkpointer {
             source,
             target,
             written: HashMap::new(),
+            last_sync: None,
         })
     }
 
@@ -224,8 +231,98 @@ impl Checkpointer {
         .await?;
         round.checkpoints = pending.len();
         self.written.extend(pending);
+        let m = &self.config.mirror;
+        if m.sync_group_offsets
+            && self
+                .last_sync
+                .is_none_or(|t| t.elapsed() >= m.sync_group_offsets_interval)
+        {
+            self.last_sync = Some(Instant::now());
+            self.sync_groups(&mut round).await;
+        }
         Ok(round)
     }
+
+    /// Group offset sync: commits the latest checkpointed offsets to the same groups on the
+    /// target, only for groups without active members there, and only where the target's
+    /// committed offset is missing or behind. A failure for one group is logged and the group
+    /// is tried again at the next sync.
+    ///
+    /// The check for members and the commit are two requests; a consumer joining in between
+    /// is still safe: the broker accepts a commit without a generation only while the group
+    /// is empty (otherwise it answers UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION).
+    async fn sync_groups(&self, round: &mut Round) {
+        let mut by_group: BTreeMap<&str, Vec<(TopicPartition, i64)>> = BTreeMap::new();
+        for ((group, tp), (_, offset)) in &self.written {
+            match TopicPartition::new(self.config.target_topic(tp.topic()), tp.partition()) {
+                Ok(t) => by_group.entry(group).or_default().push((t, *offset)),
+                Err(e) => tracing::warn!(partition = %tp, error = %e, "not synced"),
+            }
+        }
+        for (group, translated) in by_group {
+            match self.sync_group(group, &translated).await {
+                Ok(SyncOutcome::Committed(n)) => {
+                    round.synced += 1;
+                    tracing::debug!(group, partitions = n, "group offsets synced to the target");
+                }
+                Ok(SyncOutcome::Unchanged) => {}
+                Ok(SyncOutcome::Active(members)) => {
+                    round.active += 1;
+                    tracing::debug!(group, members, "not synced: active on the target");
+                }
+                Err(e) => tracing::warn!(group, error = %e,
+                    "group offsets not synced to the target; retrying at the next sync"),
+            }
+        }
+    }
+
+    async fn sync_group(
+        &self,
+        group: &str,
+        translated: &[(TopicPartition, i64)],
+    ) -> Result<SyncOutcome> {
+        let members = active_members(&self.target, group).await?;
+        if members > 0 {
+            return Ok(SyncOutcome::Active(members));
+        }
+        let tps: Vec<TopicPartition> = translated.iter().map(|(tp, _)| tp.clone()).collect();
+        let offsets = GroupOffsets::new(&self.target, group);
+        let current = offsets.fetch(&tps).await.map_err(Error::Wire)?;
+        // Never backwards: a group that consumed on the target is ahead of its translation.
+        let commits: Vec<CommitOffset> = translated
+            .iter()
+            .filter(|(tp, offset)| {
+                current
+                    .get(tp)
+                    .cloned()
+                    .flatten()
+                    .is_none_or(|c| c.offset < *offset)
+            })
+            .map(|(tp, offset)| CommitOffset::new(tp.clone(), *offset))
+            .collect();
+        if commits.is_empty() {
+            return Ok(SyncOutcome::Unchanged);
+        }
+        offsets
+            .commit(&Generation::simple(), &commits)
+            .await
+            .map_err(|e| {
+                Error::Runtime(format!(
+                    "committing the offsets of {group} on the target: {e}"
+                ))
+            })?;
+        Ok(SyncOutcome::Committed(commits.len()))
+    }
+}
+
+/// What a group offset sync did for one group.
+enum SyncOutcome {
+    /// This many partitions were committed.
+    Committed(usize),
+    /// Nothing to do: the target is at or ahead of every translation.
+    Unchanged,
+    /// The group has this many active members on the target.
+    Active(usize),
 }
 
 fn fmt(e: super::format::FormatError) -> Error {

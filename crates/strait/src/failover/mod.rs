@@ -177,6 +177,18 @@ mod tests {
         assert!(g.matches("app-orders") && g.matches("billing"));
         assert!(!g.matches("app-test-1") && !g.matches("billing-2"));
         assert_eq!(c.mirror.checkpoint_interval, Duration::from_millis(250));
+        assert!(!c.mirror.sync_group_offsets, "group offset sync is opt-in");
+        assert_eq!(c.mirror.sync_group_offsets_interval, Duration::from_secs(5));
+        let synced = parse(
+            "groups = [\"a\"]\nsync_group_offsets = true\nsync_group_offsets_interval = \"1s\"",
+        )
+        .unwrap();
+        assert!(synced.mirror.sync_group_offsets);
+        assert_eq!(
+            synced.mirror.sync_group_offsets_interval,
+            Duration::from_secs(1)
+        );
+        assert!(synced.to_toml(false).contains("sync_group_offsets = true"));
         // The printed configuration reads back the same.
         let again = Config::from_toml_str(
             &c.to_toml(false),

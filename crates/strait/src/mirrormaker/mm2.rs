@@ -17,9 +17,10 @@
 //! | `sync.topic.configs.enabled` | `mirror.sync_topic_configs` |
 //! | `groups`, `groups.exclude` (`groups.blacklist`) | `mirror.groups`, `mirror.groups_exclude`: checkpoints only when `groups` is set (MM2 defaults to `.*`) |
 //! | `emit.checkpoints.interval.seconds` | `mirror.checkpoint_interval` |
+//! | `sync.group.offsets.enabled`, `sync.group.offsets.interval.seconds` | `mirror.sync_group_offsets`, `mirror.sync_group_offsets_interval` (for the groups `groups` names) |
 //! | `refresh.topics.interval.seconds` | `mirror.refresh_interval` |
 //! | no consumer `group.id` | `mirror.group_id = "strait-A-B"` (one group per flow) |
-//! | other checkpoint/heartbeat/offset-sync settings, group offset sync, ACL sync, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
+//! | other checkpoint/heartbeat/offset-sync settings, ACL sync, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
 //! | `config.providers`, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
 //!
 //! Connector-level keys may be given globally or per flow (`A->B.topics`); the flow's value wins,
@@ -72,8 +73,8 @@ impl<'a> Layered<'a> {
 }
 
 const WHY_IGNORED: &str = "Strait mirrors records and topic configurations, and writes \
-    checkpoints, offset syncs and heartbeats (to the target) only for the groups `groups` names; \
-    it does not sync consumer group offsets or ACLs, and needs no Kafka Connect worker";
+    checkpoints, offset syncs and heartbeats (to the target), and syncs group offsets, only for \
+    the groups `groups` names; it does not sync ACLs, and needs no Kafka Connect worker";
 
 /// Builds the configuration from an mm2.properties file, then applies `env`.
 pub fn load(opts: &Mm2Options, env: &Environment) -> Result<Loaded> {
@@ -320,6 +321,25 @@ pub(crate) fn from_properties(
                     Entry::text(format!("{secs}s"), origin(p)),
                 );
             }
+            "sync.group.offsets.enabled" => mirror(&mut raw, "sync_group_offsets", p),
+            "sync.group.offsets.interval.seconds" => {
+                let secs: u64 =
+                    p.value
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|s| *s > 0)
+                        .ok_or_else(|| Error::Invalid {
+                            key: props.describe(p),
+                            expected: "a positive number of seconds".into(),
+                            got: format!("{:?}", p.value),
+                        })?;
+                raw.set(
+                    Section::Mirror,
+                    "sync_group_offsets_interval",
+                    Entry::text(format!("{secs}s"), origin(p)),
+                );
+            }
             "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
             "refresh.topics.interval.seconds" => {
                 let secs: u64 =
@@ -498,20 +518,26 @@ emit.heartbeats.enabled = true
             "status.storage.replication.factor",
             "config.storage.replication.factor",
             "refresh.groups.interval.seconds",
-            "sync.group.offsets.enabled",
-            "sync.group.offsets.interval.seconds",
             "sync.topic.acls.enabled",
             "emit.heartbeats.enabled",
         ] {
             assert!(w.contains(k), "{k} missing from: {w}");
         }
-        assert!(w.starts_with("mm2.properties: ignoring 12 settings"), "{w}");
+        assert!(w.starts_with("mm2.properties: ignoring 10 settings"), "{w}");
         assert_eq!(c.mirror.checkpoint_interval, Duration::from_secs(5));
+        assert!(c.mirror.sync_group_offsets);
+        assert_eq!(c.mirror.sync_group_offsets_interval, Duration::from_secs(5));
         assert!(
             c.mirror.groups.is_none(),
             "checkpoints need an explicit groups"
         );
-        for k in ["replication.factor,", "clusters", "A->B", "refresh.topics"] {
+        for k in [
+            "replication.factor,",
+            "clusters",
+            "A->B",
+            "refresh.topics",
+            "sync.group.offsets",
+        ] {
             assert!(!w.contains(&format!(" {k}")), "{k} wrongly listed: {w}");
         }
     }
