@@ -150,6 +150,7 @@ async fn run(config: Config) -> Result<()> {
         };
         observers.push(Arc::new(strait::failover::OffsetObserver::new(maps)));
         let stop = CancellationToken::new();
+        let started = started.with_metrics(metrics.clone());
         checkpointer = Some((tokio::spawn(started.run(stop.clone())), stop));
     }
     let observer: Arc<dyn Observer> = if observers.len() == 1 {

@@ -28,6 +28,10 @@
 //! | `strait_partitions_blocked` | gauge | | partitions retrying an authorization failure (they resume by themselves once granted) |
 //! | `strait_rebalances_total` | counter | | partition assignment changes |
 //! | `strait_partitions_assigned` | gauge | | partitions this instance mirrors |
+//! | `strait_checkpoint_round_seconds` | histogram | | per checkpoint round (`mirror.groups`): persist offset syncs, heartbeat, read the groups' source offsets, translate, write checkpoints, sync group offsets |
+//! | `strait_checkpoint_age_seconds` | gauge | group | seconds since the last round that checkpointed every committed partition of the group (a group with a translation miss ages) |
+//! | `strait_groups_synced_total` | counter | | group offset syncs that committed offsets to a group on the target (`mirror.sync_group_offsets`) |
+//! | `strait_translation_misses_total` | counter | reason | committed source offsets a round could not translate exactly: `empty`, `below_oldest`, `not_mirrored`, `unknown_range` (see `failover::Miss`) |
 //! | `strait_build_info` | info | version | 1, with the version |
 //!
 //! **Lag** (`crate::lag`) is the source's end offset (the largest seen: fetches report the high
@@ -54,6 +58,8 @@
 //! | `record-age-ms` (+min/max/avg) | `strait_record_age_seconds` minus `strait_replication_latency_seconds` | MM2 measures at read time; subtract the time spent inside the mirror |
 //! | — | `strait_replication_latency_seconds` | time inside the mirror, which MM2 does not expose |
 //! | consumer `records-lag` | `strait_partition_lag_records` | |
+//! | `MirrorCheckpointConnector` `checkpoint-latency-ms` (+min/max/avg), per group and partition | `strait_checkpoint_round_seconds` | MM2 times each checkpoint; Strait times the round that writes them all |
+//! | — | `strait_checkpoint_age_seconds`, `strait_groups_synced_total`, `strait_translation_misses_total` | MM2 has no such metrics |
 
 mod observer;
 
@@ -124,6 +130,11 @@ struct LossEventLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GroupLabels {
+    group: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ErrorLabels {
     error: String,
 }
@@ -179,6 +190,12 @@ pub struct Metrics {
     rebalances: Counter,
     partitions_assigned: Gauge,
     partitions_blocked: Gauge,
+    checkpoint_round: Histogram,
+    checkpoint_age: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    groups_synced: Counter,
+    translation_misses: Family<ReasonLabels, Counter>,
+    /// When each group was last checkpointed completely (the age gauges derive from it).
+    checkpointed: Mutex<HashMap<String, Instant>>,
     lag: Mutex<LagBook>,
     blocked: Mutex<HashMap<TopicPartition, String>>,
     /// Partitions with series, so that a rebalance can remove those of partitions moved away.
@@ -227,6 +244,11 @@ impl Metrics {
             rebalances: Counter::default(),
             partitions_assigned: Gauge::default(),
             partitions_blocked: Gauge::default(),
+            checkpoint_round: Histogram::new(LATENCY_BUCKETS),
+            checkpoint_age: Family::default(),
+            groups_synced: Counter::default(),
+            translation_misses: Family::default(),
+            checkpointed: Mutex::new(HashMap::new()),
             lag: Mutex::new(LagBook::default()),
             blocked: Mutex::new(HashMap::new()),
             published: Mutex::new(HashSet::new()),
@@ -343,6 +365,26 @@ impl Metrics {
             m.partitions_blocked.clone(),
         );
         registry.register(
+            "checkpoint_round_seconds",
+            "Per checkpoint round: time to persist offset syncs, read, translate and checkpoint the selected groups, and sync group offsets",
+            m.checkpoint_round.clone(),
+        );
+        registry.register(
+            "checkpoint_age_seconds",
+            "Seconds since the group's committed offsets were last checkpointed completely",
+            m.checkpoint_age.clone(),
+        );
+        registry.register(
+            "groups_synced",
+            "Group offset syncs that committed translated offsets to a group on the target",
+            m.groups_synced.clone(),
+        );
+        registry.register(
+            "translation_misses",
+            "Committed source offsets a checkpoint round could not translate exactly, by reason",
+            m.translation_misses.clone(),
+        );
+        registry.register(
             "build",
             "Build information",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
@@ -352,6 +394,7 @@ impl Metrics {
 
     /// The exposition in the OpenMetrics text format (ends with `# EOF`).
     pub fn encode_openmetrics(&self) -> String {
+        self.refresh_checkpoint_ages(Instant::now());
         let mut out = String::new();
         // Writing to a String cannot fail; an encoder error would be a bug in a metric type.
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
@@ -363,6 +406,7 @@ impl Metrics {
     /// The exposition in the Prometheus text format 0.0.4 (for scrapers that do not ask for
     /// OpenMetrics).
     pub fn encode_prometheus(&self) -> String {
+        self.refresh_checkpoint_ages(Instant::now());
         let mut out = String::new();
         if let Err(e) =
             prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
@@ -370,6 +414,48 @@ impl Metrics {
             tracing::error!(error = %e, "cannot encode metrics");
         }
         out
+    }
+
+    /// One checkpoint round took `seconds`.
+    pub fn record_checkpoint_round(&self, seconds: f64) {
+        self.checkpoint_round.observe(seconds);
+    }
+
+    /// Every committed offset of `group` was checkpointed at `at`.
+    pub fn record_group_checkpointed(&self, group: &str, at: Instant) {
+        self.checkpointed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(group.to_string(), at);
+        self.refresh_checkpoint_ages(at);
+    }
+
+    /// Group offset sync committed offsets to `groups` groups on the target.
+    pub fn record_groups_synced(&self, groups: u64) {
+        self.groups_synced.inc_by(groups);
+    }
+
+    /// A committed offset could not be translated (`reason`: `failover::Miss::as_str`).
+    pub fn record_translation_miss(&self, reason: &'static str) {
+        self.translation_misses
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// Sets every group's checkpoint age as of `now` (at scrape time, so it grows between
+    /// rounds).
+    fn refresh_checkpoint_ages(&self, now: Instant) {
+        let checkpointed = self
+            .checkpointed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (group, at) in checkpointed.iter() {
+            self.checkpoint_age
+                .get_or_create(&GroupLabels {
+                    group: group.clone(),
+                })
+                .set(now.saturating_duration_since(*at).as_secs_f64());
+        }
     }
 
     fn lag_book(&self) -> std::sync::MutexGuard<'_, LagBook> {

@@ -169,6 +169,10 @@ fn feed(m: &Metrics) {
     m.record_produce_error("REQUEST_TIMED_OUT");
     m.record_rebalance([(&src, 0)]);
     m.record_partition_stopped();
+    m.record_checkpoint_round(0.02);
+    m.record_group_checkpointed("app", Instant::now() - Duration::from_secs(3));
+    m.record_groups_synced(2);
+    m.record_translation_miss("not_mirrored");
 }
 
 #[tokio::test]
@@ -221,6 +225,10 @@ async fn scrape_health_ready_and_shutdown() {
         ("strait_rebalances", "counter"),
         ("strait_partitions_assigned", "gauge"),
         ("strait_partitions_blocked", "gauge"),
+        ("strait_checkpoint_round_seconds", "histogram"),
+        ("strait_checkpoint_age_seconds", "gauge"),
+        ("strait_groups_synced", "counter"),
+        ("strait_translation_misses", "counter"),
         ("strait_build", "info"),
     ];
     for (name, typ) in expected_types {
@@ -284,6 +292,14 @@ async fn scrape_health_ready_and_shutdown() {
         set(&["le"])
     );
     assert_eq!(label_names(&samples, "strait_rebalances_total"), set(&[]));
+    assert_eq!(
+        label_names(&samples, "strait_checkpoint_age_seconds"),
+        set(&["group"])
+    );
+    assert_eq!(
+        label_names(&samples, "strait_translation_misses_total"),
+        set(&["reason"])
+    );
     assert_eq!(
         label_names(&samples, "strait_build_info"),
         set(&["version"])
@@ -360,6 +376,17 @@ async fn scrape_health_ready_and_shutdown() {
         1.0
     );
     assert_eq!(value("strait_partitions_assigned", &[]), 1.0);
+    assert_eq!(value("strait_groups_synced_total", &[]), 2.0);
+    assert_eq!(
+        value(
+            "strait_translation_misses_total",
+            &[("reason", "not_mirrored")]
+        ),
+        1.0
+    );
+    assert_eq!(value("strait_checkpoint_round_seconds_count", &[]), 1.0);
+    // Checkpointed 3 s before the scrape: the age is computed at scrape time.
+    assert!(value("strait_checkpoint_age_seconds", &[("group", "app")]) >= 3.0);
     assert_eq!(
         value(
             "strait_build_info",

@@ -22,6 +22,7 @@ use super::format::{Checkpoint, Heartbeat, OffsetSync};
 use super::{OffsetMaps, Sync, topic};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 
 /// MirrorMaker 2's checkpoints topic for checkpoints of groups of `source_alias`.
 pub fn checkpoints_topic(source_alias: &str) -> String {
@@ -46,6 +47,7 @@ pub struct Checkpointer {
     written: HashMap<(String, TopicPartition), (i64, i64)>,
     /// When group offsets were last synced to the target.
     last_sync: Option<Instant>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// What one round did.
@@ -103,7 +105,14 @@ impl Checkpointer {
             target,
             written: HashMap::new(),
             last_sync: None,
+            metrics: None,
         })
+    }
+
+    /// Records round latency, checkpoint ages, syncs and misses in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Checkpointer {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Runs a round every `mirror.checkpoint_interval` until `shutdown`, then one last round
@@ -121,7 +130,12 @@ impl Checkpointer {
     }
 
     async fn logged_round(&mut self) {
-        match self.round().await {
+        let started = Instant::now();
+        let result = self.round().await;
+        if let Some(m) = &self.metrics {
+            m.record_checkpoint_round(started.elapsed().as_secs_f64());
+        }
+        match result {
             Ok(r) if r.misses > 0 => tracing::info!(
                 misses = r.misses,
                 first = r.first_miss.as_deref().unwrap_or(""),
@@ -181,8 +195,11 @@ impl Checkpointer {
         let partitions = self.maps.partitions();
         let mut checkpoints = Vec::new();
         let mut pending = Vec::new();
+        // Groups whose every committed offset translated (their checkpoint age restarts).
+        let mut complete = Vec::new();
         for group in &groups {
             round.groups += 1;
+            let misses_before = round.misses;
             let committed = GroupOffsets::new(&self.source, group)
                 .fetch(&partitions)
                 .await
@@ -195,6 +212,9 @@ impl Checkpointer {
                     Ok(t) => t,
                     Err(miss) => {
                         round.misses += 1;
+                        if let Some(m) = &self.metrics {
+                            m.record_translation_miss(miss.as_str());
+                        }
                         if round.first_miss.is_none() {
                             round.first_miss =
                                 Some(format!("{group} {tp} at {}: {miss}", c.offset));
@@ -222,6 +242,9 @@ impl Checkpointer {
                 ));
                 pending.push((key, (c.offset, offset)));
             }
+            if round.misses == misses_before {
+                complete.push(group.as_str());
+            }
         }
         topic::append(
             &self.target,
@@ -231,6 +254,12 @@ impl Checkpointer {
         .await?;
         round.checkpoints = pending.len();
         self.written.extend(pending);
+        if let Some(m) = &self.metrics {
+            let now = Instant::now();
+            for group in complete {
+                m.record_group_checkpointed(group, now);
+            }
+        }
         let m = &self.config.mirror;
         if m.sync_group_offsets
             && self
@@ -239,6 +268,9 @@ impl Checkpointer {
         {
             self.last_sync = Some(Instant::now());
             self.sync_groups(&mut round).await;
+            if let Some(m) = &self.metrics {
+                m.record_groups_synced(round.synced as u64);
+            }
         }
         Ok(round)
     }
