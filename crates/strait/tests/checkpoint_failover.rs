@@ -19,6 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use strait::failover::format::Rpo;
 use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
 use strait_wire::TopicPartition;
 use strait_wire::group::Generation;
@@ -169,11 +170,18 @@ fn a_group_fails_over_to_exactly_the_remainder() {
             "src",
         ));
         if let Ok(latest) = latest {
+            // Complete, and written after everything was mirrored: the RPO they carry is 0.
             let complete = committed.iter().all(|(p, c)| match c {
                 None => true,
                 Some(c) => latest
                     .get(&(GROUP.to_string(), TOPIC.to_string(), *p))
-                    .is_some_and(|cp| cp.upstream_offset == *c),
+                    .is_some_and(|cp| {
+                        cp.upstream_offset == *c
+                            && Rpo::split(&cp.metadata)
+                                .0
+                                .map(|r| (r.source_end, r.behind()))
+                                == Some((PER_PARTITION as i64, 0))
+                    }),
             });
             if complete {
                 break latest
@@ -277,6 +285,16 @@ fn a_group_fails_over_to_exactly_the_remainder() {
         "strait failover failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The recovery point, from the target alone: nothing was missing at the last checkpoint.
+    for l in stdout.lines().skip(1) {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), 8, "{l}");
+        assert_eq!(f[5], "0", "records behind at the last checkpoint: {l}");
+        assert!(
+            f[6].parse::<f64>().is_ok_and(|s| s >= 0.0),
+            "checkpoint age: {l}"
+        );
+    }
     // Group offset sync has already committed exactly these offsets.
     assert_eq!(
         stdout

@@ -15,12 +15,12 @@ use strait_wire::kafka_protocol::ResponseError;
 use strait_wire::kafka_protocol::messages::{DescribeGroupsRequest, GroupId, ListGroupsRequest};
 use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
-use strait_wire::{Client, TopicPartition};
+use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
-use super::format::{Checkpoint, Heartbeat, OffsetSync};
+use super::format::{Checkpoint, Heartbeat, OffsetSync, Rpo};
 use super::{OffsetMaps, Sync, topic};
-use crate::config::Config;
+use crate::config::{Config, Isolation};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
@@ -43,12 +43,16 @@ pub struct Checkpointer {
     maps: Arc<OffsetMaps>,
     source: Client,
     target: Client,
-    /// The last checkpoint written per (group, source partition): (upstream, offset).
-    written: HashMap<(String, TopicPartition), (i64, i64)>,
+    /// The last checkpoint written per (group, source partition): (upstream, offset) and the
+    /// (source end, mirrored) of its RPO.
+    written: HashMap<(String, TopicPartition), Written>,
     /// When group offsets were last synced to the target.
     last_sync: Option<Instant>,
     metrics: Option<Arc<Metrics>>,
 }
+
+/// (upstream, offset, (source end, mirrored)) of a checkpoint written.
+type Written = (i64, i64, Option<(i64, i64)>);
 
 /// What one round did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -193,6 +197,11 @@ impl Checkpointer {
             .filter(|g| *g != self.config.mirror.group_id && selection.matches(g))
             .collect();
         let partitions = self.maps.partitions();
+        // For the RPO carried in each checkpoint: the source's end offsets and the mirror's
+        // acknowledged positions, now. Without the ends (a listing failed) checkpoints are still
+        // written, without an RPO.
+        let ends = self.source_ends(&partitions).await;
+        let stamp = now_ms();
         let mut checkpoints = Vec::new();
         let mut pending = Vec::new();
         // Groups whose every committed offset translated (their checkpoint age restarts).
@@ -224,23 +233,35 @@ impl Checkpointer {
                         continue;
                     }
                 };
+                let rpo = ends
+                    .get(&tp)
+                    .zip(self.maps.mirrored(&tp))
+                    .map(|(end, mirrored)| Rpo {
+                        source_end: *end,
+                        mirrored,
+                        timestamp_ms: stamp,
+                    });
                 let key = (group.clone(), tp.clone());
-                if self.written.get(&key) == Some(&(c.offset, offset)) {
+                let entry = (c.offset, offset, rpo.map(|r| (r.source_end, r.mirrored)));
+                // Rewritten when the RPO changed too, so that the last checkpoint says how much
+                // was missing when it was written.
+                if self.written.get(&key) == Some(&entry) {
                     continue;
                 }
+                let own = c.metadata.clone().unwrap_or_default();
                 let cp = Checkpoint {
                     group: group.clone(),
                     topic: self.config.target_topic(tp.topic()),
                     partition: tp.partition(),
                     upstream_offset: c.offset,
                     offset,
-                    metadata: c.metadata.clone().unwrap_or_default(),
+                    metadata: rpo.map_or_else(|| own.clone(), |r| r.wrap(&own)),
                 };
                 checkpoints.push((
                     cp.encode_key().map_err(fmt)?,
                     cp.encode_value().map_err(fmt)?,
                 ));
-                pending.push((key, (c.offset, offset)));
+                pending.push((key, entry));
             }
             if round.misses == misses_before {
                 complete.push(group.as_str());
@@ -275,6 +296,30 @@ impl Checkpointer {
         Ok(round)
     }
 
+    /// The source end offsets of `partitions` (high watermark, or the last stable offset when
+    /// mirroring `read_committed`); empty when the listing fails.
+    async fn source_ends(&self, partitions: &[TopicPartition]) -> HashMap<TopicPartition, i64> {
+        let isolation = if matches!(self.config.mirror.isolation, Isolation::ReadCommitted) {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        };
+        let wanted: Vec<(TopicPartition, OffsetSpec)> = partitions
+            .iter()
+            .map(|tp| (tp.clone(), OffsetSpec::Latest))
+            .collect();
+        match self.source.list_offsets(&wanted, isolation).await {
+            Ok(listed) => listed
+                .into_iter()
+                .filter_map(|l| Some((l.partition, l.offset?)))
+                .collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "source end offsets not listed; checkpoints without RPO");
+                HashMap::new()
+            }
+        }
+    }
+
     /// Group offset sync: commits the latest checkpointed offsets to the same groups on the
     /// target, only for groups without active members there, and only where the target's
     /// committed offset is missing or behind. A failure for one group is logged and the group
@@ -285,7 +330,7 @@ impl Checkpointer {
     /// is empty (otherwise it answers UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION).
     async fn sync_groups(&self, round: &mut Round) {
         let mut by_group: BTreeMap<&str, Vec<(TopicPartition, i64)>> = BTreeMap::new();
-        for ((group, tp), (_, offset)) in &self.written {
+        for ((group, tp), (_, offset, _)) in &self.written {
             match TopicPartition::new(self.config.target_topic(tp.topic()), tp.partition()) {
                 Ok(t) => by_group.entry(group).or_default().push((t, *offset)),
                 Err(e) => tracing::warn!(partition = %tp, error = %e, "not synced"),

@@ -11,7 +11,7 @@ use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, TopicPartition};
 
 use super::checkpoint::{active_members, checkpoints_topic};
-use super::format::Checkpoint;
+use super::format::{Checkpoint, Rpo};
 use super::topic;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -70,8 +70,11 @@ pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result
     }
     let _ = writeln!(
         report.text,
-        "group\ttopic\tpartition\tsource_offset\ttarget_offset\taction"
+        "group\ttopic\tpartition\tsource_offset\ttarget_offset\tbehind_records\tcheckpoint_age_s\taction"
     );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     for (group, cps) in &by_group {
         let tps: Vec<TopicPartition> = cps
             .iter()
@@ -103,8 +106,10 @@ pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result
                     }
                     actions[i] = "committed";
                     let mut commit = CommitOffset::new(tp.clone(), c.offset);
-                    if !c.metadata.is_empty() {
-                        commit.metadata = Some(c.metadata.clone());
+                    // The group's own metadata, without Strait's RPO prefix.
+                    let (_, own) = Rpo::split(&c.metadata);
+                    if !own.is_empty() {
+                        commit.metadata = Some(own.to_string());
                     }
                     commits.push(commit);
                 }
@@ -117,10 +122,19 @@ pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result
             }
         }
         for (c, action) in cps.iter().zip(actions) {
+            // "-" when the checkpoint carries no RPO (written by MirrorMaker 2, or the source's
+            // end offsets could not be listed then).
+            let (behind, age) = match Rpo::split(&c.metadata).0 {
+                Some(r) => (
+                    r.behind().to_string(),
+                    format!("{:.1}", (now - r.timestamp_ms).max(0) as f64 / 1000.0),
+                ),
+                None => ("-".to_string(), "-".to_string()),
+            };
             let _ = writeln!(
                 report.text,
-                "{}\t{}\t{}\t{}\t{}\t{}",
-                c.group, c.topic, c.partition, c.upstream_offset, c.offset, action
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                c.group, c.topic, c.partition, c.upstream_offset, c.offset, behind, age, action
             );
         }
     }

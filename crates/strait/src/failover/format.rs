@@ -111,6 +111,58 @@ pub struct Checkpoint {
     pub metadata: String,
 }
 
+/// What a checkpoint round knew about a partition's recovery point: Strait's extension of the
+/// checkpoint's `metadata` STRING, as a prefix `strait.rpo=<source end>/<mirrored>/<ms>;`
+/// before the group's own commit metadata. `source end` is the source partition's end offset
+/// and `mirrored` the next source offset the target had acknowledged, both at `timestamp_ms`
+/// (ms since the epoch). The source may be gone at failover time; this is what remains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rpo {
+    /// The source partition's end offset when the checkpoint was written.
+    pub source_end: i64,
+    /// The next source offset the target had acknowledged then.
+    pub mirrored: i64,
+    /// When (ms since the epoch).
+    pub timestamp_ms: i64,
+}
+
+const RPO_PREFIX: &str = "strait.rpo=";
+
+impl Rpo {
+    /// Source offsets not on the target at the checkpoint (an upper bound on records:
+    /// transaction markers take offsets too).
+    pub fn behind(&self) -> i64 {
+        (self.source_end - self.mirrored).max(0)
+    }
+
+    /// `metadata` (the group's own) with this prefixed.
+    pub fn wrap(&self, metadata: &str) -> String {
+        format!(
+            "{RPO_PREFIX}{}/{}/{};{metadata}",
+            self.source_end, self.mirrored, self.timestamp_ms
+        )
+    }
+
+    /// Splits a checkpoint's metadata into Strait's prefix (if any) and the group's own
+    /// metadata. Anything not exactly in the prefix's form is the group's own.
+    pub fn split(metadata: &str) -> (Option<Rpo>, &str) {
+        let parsed = metadata.strip_prefix(RPO_PREFIX).and_then(|rest| {
+            let (fields, own) = rest.split_once(';')?;
+            let mut it = fields.split('/').map(str::parse::<i64>);
+            let rpo = Rpo {
+                source_end: it.next()?.ok()?,
+                mirrored: it.next()?.ok()?,
+                timestamp_ms: it.next()?.ok()?,
+            };
+            it.next().is_none().then_some((rpo, own))
+        });
+        match parsed {
+            Some((rpo, own)) => (Some(rpo), own),
+            None => (None, metadata),
+        }
+    }
+}
+
 /// One heartbeat from `source_alias` to `target_alias` at `timestamp` (ms since the epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Heartbeat {
@@ -328,6 +380,38 @@ impl Heartbeat {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    #[test]
+    fn rpo_rides_in_the_metadata_before_the_groups_own() {
+        use super::Rpo;
+        let rpo = Rpo {
+            source_end: 120,
+            mirrored: 97,
+            timestamp_ms: 1_700_000_000_123,
+        };
+        let wrapped = rpo.wrap("app;v=1/2");
+        assert_eq!(wrapped, "strait.rpo=120/97/1700000000123;app;v=1/2");
+        assert_eq!(Rpo::split(&wrapped), (Some(rpo), "app;v=1/2"));
+        assert_eq!(rpo.behind(), 23);
+        assert_eq!(Rpo::split(&rpo.wrap("")), (Some(rpo), ""));
+        // Not Strait's: the whole string is the group's own.
+        for own in [
+            "",
+            "x",
+            "strait.rpo=1/2;",
+            "strait.rpo=1/2/x;",
+            "strait.rpo=1/2/3/4;",
+        ] {
+            assert_eq!(Rpo::split(own), (None, own));
+        }
+        // Ahead (the end was listed before the last acknowledgement) is not negative.
+        let ahead = Rpo {
+            source_end: 5,
+            mirrored: 7,
+            timestamp_ms: 0,
+        };
+        assert_eq!(ahead.behind(), 0);
+    }
+
     use super::*;
 
     #[test]

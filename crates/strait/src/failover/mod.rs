@@ -60,6 +60,11 @@ impl OffsetMaps {
         self.lock().get(source).ok_or(Miss::Empty)?.translate(c)
     }
 
+    /// The next source offset after everything the target acknowledged for `source`.
+    pub fn mirrored(&self, source: &TopicPartition) -> Option<i64> {
+        self.lock().get(source)?.frontier().map(|f| f.upstream)
+    }
+
     /// The source partitions with a map, sorted.
     pub fn partitions(&self) -> Vec<TopicPartition> {
         let mut out: Vec<TopicPartition> = self.lock().keys().cloned().collect();
