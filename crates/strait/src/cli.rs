@@ -63,6 +63,31 @@ pub enum Command {
         after_help = "Example:\n  strait failover --config strait.toml --group orders-app --apply"
     )]
     Failover(FailoverArgs),
+    /// Consumer-group offset tools.
+    #[command(subcommand)]
+    Offsets(OffsetsCommand),
+}
+
+/// `strait offsets` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum OffsetsCommand {
+    /// Print the translated offsets of the checkpointed groups from the target alone; never
+    /// commits (`strait failover` without --apply).
+    #[command(
+        after_help = "Example:\n  strait offsets translate --config strait.toml --group orders-app"
+    )]
+    Translate(TranslateArgs),
+}
+
+/// `offsets translate` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct TranslateArgs {
+    /// The configuration (only [source] alias and [target] are used).
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// A group to translate (repeat for several); default: every checkpointed group.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub groups: Vec<String>,
 }
 
 /// `failover` arguments.
@@ -164,6 +189,11 @@ impl Command {
                 groups: args.groups.clone(),
                 apply: args.apply,
             },
+            Command::Offsets(OffsetsCommand::Translate(args)) => Action::Failover {
+                loaded: from_file(&args.config)?,
+                groups: args.groups.clone(),
+                apply: false,
+            },
             Command::Mm2(args) => {
                 let loaded = mirrormaker::mm2::load(&args.options, env)?;
                 if args.check {
@@ -185,6 +215,25 @@ mod tests {
     #[test]
     fn the_cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn offsets_translate_is_failover_without_apply() {
+        let cli = Cli::try_parse_from([
+            "strait",
+            "offsets",
+            "translate",
+            "--group",
+            "a",
+            "--group",
+            "b",
+        ])
+        .unwrap();
+        let Command::Offsets(OffsetsCommand::Translate(args)) = &cli.command else {
+            panic!("{cli:?}")
+        };
+        assert_eq!(args.groups, ["a", "b"]);
+        assert!(Cli::try_parse_from(["strait", "offsets", "translate", "--apply"]).is_err());
     }
 
     #[test]

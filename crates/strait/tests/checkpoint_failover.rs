@@ -305,6 +305,36 @@ fn a_group_fails_over_to_exactly_the_remainder() {
         "{stdout}"
     );
 
+    // `strait offsets translate` prints the same offsets and commits nothing.
+    let out = StraitCommand::new(["offsets", "translate", "--config"])
+        .arg(&config)
+        .arg("--group")
+        .arg(GROUP)
+        .output();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let translated: BTreeMap<(String, i32), i64> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f[7], "-", "translate never commits: {l}");
+            (
+                (f[1].to_string(), f[2].parse().unwrap()),
+                f[4].parse().unwrap(),
+            )
+        })
+        .collect();
+    let expected: BTreeMap<(String, i32), i64> = checkpoints
+        .iter()
+        .map(|((_, t, p), cp)| ((t.clone(), *p), cp.offset))
+        .collect();
+    assert_eq!(translated, expected, "{text}");
+
     // Kafka's own MirrorMaker 2 client reads the same offsets from the checkpoints.
     let referee = java_translate_offsets(&target, "src", GROUP);
     let ours: BTreeMap<(String, i32), i64> = checkpoints
