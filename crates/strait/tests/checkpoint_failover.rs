@@ -14,8 +14,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -117,12 +117,9 @@ fn a_group_fails_over_to_exactly_the_remainder() {
             .await
             .unwrap();
     });
-    let java = std::env::var("JAVA_HOME").map_or_else(
-        |_| PathBuf::from("java"),
-        |h| Path::new(&h).join("bin/java"),
-    );
+    let java = java();
     // A member that never commits, so any committed offset of "app-live" would be Strait's.
-    let live_member = Proc(
+    let live_member = Proc::new(
         Command::new(&java)
             .arg("-cp")
             .arg(format!("{}/*", target.lib_dir().display()))
@@ -406,7 +403,7 @@ fn a_group_fails_over_to_exactly_the_remainder() {
     );
 
     // A group with an active member on the target is never touched.
-    let _member = Proc(
+    let _member = Proc::new(
         Command::new(java)
             .arg("-cp")
             .arg(format!("{}/*", target.lib_dir().display()))
@@ -715,16 +712,6 @@ async fn members(client: &strait_wire::Client, group: &str) -> usize {
     }
 }
 
-/// A child process killed when the test ends, passed or not.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `RemoteClusterUtils.translateOffsets` on `cluster` (tests/java/TranslateOffsets.java):
 /// (topic, partition) -> offset.
 fn java_translate_offsets(
@@ -733,13 +720,10 @@ fn java_translate_offsets(
     group: &str,
 ) -> BTreeMap<(String, i32), i64> {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TranslateOffsets.java");
-    let java = std::env::var("JAVA_HOME").map_or_else(
-        |_| PathBuf::from("java"),
-        |h| Path::new(&h).join("bin/java"),
-    );
+    let java = java();
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Proc(
+    let mut child = Proc::new(
         Command::new(java)
             .arg("-cp")
             .arg(format!("{}/*", cluster.lib_dir().display()))

@@ -13,8 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,16 +27,6 @@ const PARTITIONS: i32 = 6;
 /// Records per second of each producer (spread evenly over the partitions).
 const RATE: u32 = 300;
 
-/// A child process killed when the test ends, passed or not.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -47,29 +36,16 @@ fn now_ms() -> i64 {
 
 /// Starts the Java referee producer; its acknowledgements go to `out`.
 fn probe(cluster: &Cluster, topic: &str, seconds: u64, out: &Path) -> Proc {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/PartitionProbe.java");
-    let java = std::env::var("JAVA_HOME").map_or_else(
-        |_| PathBuf::from("java"),
-        |h| Path::new(&h).join("bin/java"),
-    );
-    let child = Command::new(java)
-        .arg("-cp")
-        .arg(format!("{}/*", cluster.lib_dir().display()))
-        .arg(source)
-        .args([
-            &cluster.bootstrap(),
-            topic,
-            &PARTITIONS.to_string(),
-            &RATE.to_string(),
-            &seconds.to_string(),
-            // Long enough to ride out every outage of the test without giving up a record.
-            "delivery.timeout.ms=300000",
-        ])
-        .stdout(std::fs::File::create(out).unwrap())
-        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
-        .spawn()
-        .expect("start the Java probe");
-    Proc(child)
+    let args = [
+        cluster.bootstrap(),
+        topic.to_string(),
+        PARTITIONS.to_string(),
+        RATE.to_string(),
+        seconds.to_string(),
+        // Long enough to ride out every outage of the test without giving up a record.
+        "delivery.timeout.ms=300000".to_string(),
+    ];
+    partition_probe(cluster, &args, out)
 }
 
 /// Acknowledgement times (epoch ms) per partition from a probe's output; panics on a failed

@@ -12,13 +12,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{client, clusters, end_offsets, produce_monotonic, runtime};
+use common::{client, clusters, end_offsets, http_get, produce_monotonic, runtime};
 use strait_forward::GroupPositions;
 use strait_forward::pipeline::Positions;
 use strait_testkit::{AdminOp, Cluster, Listener, Resource};
@@ -56,7 +55,7 @@ impl Mirror {
     }
 
     fn get(&self, path: &str) -> Option<(u16, String)> {
-        get(self.metrics, path)
+        http_get(self.metrics, path)
     }
 
     /// The value of one sample (`name{labels}` exactly as exposed), if present.
@@ -132,22 +131,6 @@ impl Drop for Mirror {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// One HTTP/1.1 GET over loopback; `None` while nothing listens.
-fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_string()))
 }
 
 fn sample(text: &str, series: &str) -> Option<f64> {

@@ -20,10 +20,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -40,57 +39,18 @@ const ONE_WAY: Duration = Duration::from_millis(25);
 /// The most the target may be behind when the producer stops, in seconds of production.
 const MAX_LAG: f64 = 5.0;
 
-/// A child process killed when the test ends, passed or not.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        strait_testkit::untrack_process(self.0.id());
-    }
-}
-
 /// Kafka's own producer (`crates/strait/tests/java/PartitionProbe.java`): explicit partitions in turn, paced
 /// at `RATE`, `linger.ms=0` so batches are as small as a latency-minded producer makes them.
 fn producer(cluster: &Cluster, out: &Path) -> Proc {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/PartitionProbe.java");
-    let java = std::env::var("JAVA_HOME").map_or_else(
-        |_| PathBuf::from("java"),
-        |h| Path::new(&h).join("bin/java"),
-    );
-    let child = Command::new(java)
-        .arg("-cp")
-        .arg(format!("{}/*", cluster.lib_dir().display()))
-        .arg(source)
-        .args([
-            &cluster.bootstrap(),
-            TOPIC,
-            &PARTITIONS.to_string(),
-            &RATE.to_string(),
-            &PRODUCE_SECONDS.to_string(),
-            "linger.ms=0",
-        ])
-        .stdout(std::fs::File::create(out).unwrap())
-        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
-        .spawn()
-        .expect("start the Java producer");
-    strait_testkit::track_process(child.id());
-    Proc(child)
-}
-
-/// One HTTP/1.1 GET over loopback; `None` while nothing listens.
-fn get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+    let args = [
+        cluster.bootstrap(),
+        TOPIC.to_string(),
+        PARTITIONS.to_string(),
+        RATE.to_string(),
+        PRODUCE_SECONDS.to_string(),
+        "linger.ms=0".to_string(),
+    ];
+    partition_probe(cluster, &args, out)
 }
 
 /// The counters the figures come from, summed over their labels.
@@ -108,7 +68,7 @@ struct Scrape {
 
 impl Scrape {
     fn take(metrics: SocketAddr) -> Option<Scrape> {
-        let text = get(metrics, "/metrics")?;
+        let (_, text) = http_get(metrics, "/metrics")?;
         // `name` alone or `name{labels}`: every series of that name, summed.
         let sum = |name: &str| -> f64 {
             text.lines()
@@ -175,8 +135,7 @@ fn spawn_mirror(config: &Path) -> (Proc, PathBuf) {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
-    strait_testkit::track_process(child.id());
-    (Proc(child), log)
+    (Proc::new(child), log)
 }
 
 fn free_port() -> SocketAddr {

@@ -511,3 +511,64 @@ pub fn mtls_section(cluster: &strait_testkit::Cluster, alias: &str, user: &str) 
     }
     s
 }
+
+/// The `java` launcher: `$JAVA_HOME/bin/java`, else `java` on the PATH.
+pub fn java() -> PathBuf {
+    std::env::var("JAVA_HOME").map_or_else(
+        |_| PathBuf::from("java"),
+        |h| Path::new(&h).join("bin/java"),
+    )
+}
+
+/// A child process (a Java tool, a mirror) killed and reaped when the test ends, passed or
+/// not, and listed in the test kit's process registry meanwhile, so that `scripts/test.sh`
+/// still kills it if the test binary itself dies.
+pub struct Proc(pub Child);
+
+impl Proc {
+    pub fn new(child: Child) -> Proc {
+        strait_testkit::track_process(child.id());
+        Proc(child)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        strait_testkit::untrack_process(self.0.id());
+    }
+}
+
+/// Kafka's own producer (`tests/java/PartitionProbe.java`) against `cluster`, with `args` after
+/// the program; acknowledgements to `out`, errors to `out` with extension `err`.
+pub fn partition_probe(cluster: &Cluster, args: &[String], out: &Path) -> Proc {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/PartitionProbe.java");
+    let child = Command::new(java())
+        .arg("-cp")
+        .arg(format!("{}/*", cluster.lib_dir().display()))
+        .arg(source)
+        .args(args)
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
+        .spawn()
+        .expect("start the Java probe");
+    Proc::new(child)
+}
+
+/// One HTTP/1.1 GET over loopback: (status, body), or `None` while nothing listens.
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
