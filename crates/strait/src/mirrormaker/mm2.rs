@@ -262,6 +262,26 @@ pub(crate) fn from_properties(
             Entry::text(p.value.trim(), origin(p)),
         );
     };
+    // MM2's `*.seconds` settings become Strait durations (`"60s"`).
+    let mirror_seconds = |raw: &mut RawConfig, name: &str, p: &Property| -> Result<()> {
+        let secs: u64 = p
+            .value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| *s > 0)
+            .ok_or_else(|| Error::Invalid {
+                key: props.describe(p),
+                expected: "a positive number of seconds".into(),
+                got: format!("{:?}", p.value),
+            })?;
+        raw.set(
+            Section::Mirror,
+            name,
+            Entry::text(format!("{secs}s"), origin(p)),
+        );
+        Ok(())
+    };
     for (key, s) in &connector.entries {
         let p = s.prop;
         match key.as_str() {
@@ -304,61 +324,14 @@ pub(crate) fn from_properties(
                 mirror(&mut raw, "groups_exclude", p)
             }
             "emit.checkpoints.interval.seconds" => {
-                let secs: u64 =
-                    p.value
-                        .trim()
-                        .parse()
-                        .ok()
-                        .filter(|s| *s > 0)
-                        .ok_or_else(|| Error::Invalid {
-                            key: props.describe(p),
-                            expected: "a positive number of seconds".into(),
-                            got: format!("{:?}", p.value),
-                        })?;
-                raw.set(
-                    Section::Mirror,
-                    "checkpoint_interval",
-                    Entry::text(format!("{secs}s"), origin(p)),
-                );
+                mirror_seconds(&mut raw, "checkpoint_interval", p)?
             }
             "sync.group.offsets.enabled" => mirror(&mut raw, "sync_group_offsets", p),
             "sync.group.offsets.interval.seconds" => {
-                let secs: u64 =
-                    p.value
-                        .trim()
-                        .parse()
-                        .ok()
-                        .filter(|s| *s > 0)
-                        .ok_or_else(|| Error::Invalid {
-                            key: props.describe(p),
-                            expected: "a positive number of seconds".into(),
-                            got: format!("{:?}", p.value),
-                        })?;
-                raw.set(
-                    Section::Mirror,
-                    "sync_group_offsets_interval",
-                    Entry::text(format!("{secs}s"), origin(p)),
-                );
+                mirror_seconds(&mut raw, "sync_group_offsets_interval", p)?
             }
             "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
-            "refresh.topics.interval.seconds" => {
-                let secs: u64 =
-                    p.value
-                        .trim()
-                        .parse()
-                        .ok()
-                        .filter(|s| *s > 0)
-                        .ok_or_else(|| Error::Invalid {
-                            key: props.describe(p),
-                            expected: "a positive number of seconds".into(),
-                            got: format!("{:?}", p.value),
-                        })?;
-                raw.set(
-                    Section::Mirror,
-                    "refresh_interval",
-                    Entry::text(format!("{secs}s"), origin(p)),
-                );
-            }
+            "refresh.topics.interval.seconds" => mirror_seconds(&mut raw, "refresh_interval", p)?,
             "topic.filter.class" => {
                 let class = p.value.trim();
                 if class.rsplit('.').next() != Some("DefaultTopicFilter") {
