@@ -377,6 +377,20 @@ pub(crate) fn from_properties(
         }
     }
 
+    // MM2 checkpoints and syncs every group by default (`groups = .*`); Strait only the groups
+    // `groups` names. Asking for a sync without naming groups would otherwise do nothing, silently.
+    let sync_asked = connector
+        .get("sync.group.offsets.enabled")
+        .is_some_and(|p| p.value.trim().eq_ignore_ascii_case("true"));
+    if sync_asked && connector.get("groups").is_none() {
+        warnings.push(format!(
+            "{}: sync.group.offsets.enabled = true syncs nothing without `groups`: MirrorMaker 2 \
+             checkpoints every group by default, Strait only the groups `groups` names (it needs \
+             Describe on those source groups and Create/Write on three target topics); add \
+             `groups = .*` (or a narrower pattern) to sync them",
+            props.path.display()
+        ));
+    }
     warnings.extend(report.notes);
     if let Some(w) = ignored_warning(
         &props.path.display().to_string(),
