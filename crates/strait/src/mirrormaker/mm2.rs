@@ -493,9 +493,15 @@ emit.heartbeats.enabled = true
         assert_eq!(c.mirror.start, StartPosition::Earliest);
         assert_eq!(c.target_topic("perf-1"), "perf-1");
 
-        // Exactly one warning, listing every unsupported key.
-        assert_eq!(loaded.warnings.len(), 1, "{:#?}", loaded.warnings);
-        let w = &loaded.warnings[0];
+        // The reference file asks for a group sync without naming groups: said first. Then
+        // exactly one warning listing every unsupported key.
+        assert_eq!(loaded.warnings.len(), 2, "{:#?}", loaded.warnings);
+        assert!(
+            loaded.warnings[0].contains("syncs nothing without `groups`"),
+            "{:#?}",
+            loaded.warnings
+        );
+        let w = &loaded.warnings[1];
         for k in [
             "tasks.max",
             "checkpoints.topic.replication.factor",
