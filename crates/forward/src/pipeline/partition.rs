@@ -254,29 +254,40 @@ impl Denial {
         stop: &CancellationToken,
     ) -> bool {
         self.attempts += 1;
-        let name = partition.map(|(_, p)| p.to_string());
-        if self.attempts == 1 {
-            if let Some((observer, p)) = partition {
-                observer.partition_blocked(p, Some(&e.code));
-            }
-            tracing::error!(partition = name, error = %e, code = %e.code,
-                "access denied; retrying until the grant exists (mirroring resumes by itself)");
-        } else if self.attempts.is_power_of_two() {
-            tracing::warn!(partition = name, code = %e.code, attempts = self.attempts,
-                "still denied; retrying");
-        }
+        report_denied(partition, e, self.attempts);
         self.backoff.wait(stop).await
     }
 
     /// The partition made progress: a later denial is a new one.
     pub(crate) fn clear(&mut self, observer: &dyn Observer, partition: &TopicPartition) {
         if self.attempts > 0 {
-            tracing::info!(partition = %partition, attempts = self.attempts, "access granted again; resuming");
-            observer.partition_blocked(partition, None);
+            report_granted(observer, partition, self.attempts);
         }
         self.attempts = 0;
         self.backoff.reset();
     }
+}
+
+/// Says that an ACL denies the mirror: to the observer and the log when it starts (`attempts`
+/// 1), then in the log at attempts 2, 4, 8... `partition`: the partition it blocks (and who to
+/// tell), or `None` for the forwarder's producer id, which blocks them all.
+fn report_denied(partition: Option<(&dyn Observer, &TopicPartition)>, e: &IoError, attempts: u32) {
+    let name = partition.map(|(_, p)| p.to_string());
+    if attempts == 1 {
+        if let Some((observer, p)) = partition {
+            observer.partition_blocked(p, Some(&e.code));
+        }
+        tracing::error!(partition = name, error = %e, code = %e.code,
+            "access denied; retrying until the grant exists (mirroring resumes by itself)");
+    } else if attempts.is_power_of_two() {
+        tracing::warn!(partition = name, code = %e.code, attempts, "still denied; retrying");
+    }
+}
+
+/// Says that a denial of `attempts` attempts is over.
+fn report_granted(observer: &dyn Observer, partition: &TopicPartition, attempts: u32) {
+    tracing::info!(partition = %partition, attempts, "access granted again; resuming");
+    observer.partition_blocked(partition, None);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -677,20 +688,14 @@ async fn handle_action<S: Source, T: Target>(
             tracing::warn!(partition = %route.target, error = %e, "produce failed, resending");
         }
         Action::Denied { error, attempts } => {
-            if attempts == 1 {
-                shared
-                    .observer
-                    .partition_blocked(&route.source, Some(&error.code));
-                tracing::error!(partition = %route.source, error = %error, code = %error.code,
-                    "access denied; retrying until the grant exists (mirroring resumes by itself)");
-            } else if attempts.is_power_of_two() {
-                tracing::warn!(partition = %route.source, code = %error.code, attempts,
-                    "still denied; retrying");
-            }
+            report_denied(
+                Some((shared.observer.as_ref(), &route.source)),
+                &error,
+                attempts,
+            );
         }
         Action::Granted { attempts } => {
-            tracing::info!(partition = %route.source, attempts, "access granted again; resuming");
-            shared.observer.partition_blocked(&route.source, None);
+            report_granted(shared.observer.as_ref(), &route.source, attempts);
         }
         Action::NeedProducerId => {
             tracing::warn!(partition = %route.target,
