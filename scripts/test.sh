@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole Strait test suite, on a fresh machine: installs what is missing, fetches Apache Kafka
-# from Maven Central, then runs formatting, lints, unit + integration tests (real brokers) and a
-# short fuzz run. `.ci/run` calls exactly this script.
+# from Maven Central, then runs formatting, lints, unit + integration tests (real brokers), the Helm
+# chart checks (scripts/helm-check.sh) and a short fuzz run. `.ci/run` calls exactly this script.
 #
 # `scripts/test.sh --fast`: only the tests that need no Kafka broker (every crate's unit tests and
 # the in-memory integration tests listed below), no fmt/clippy/fuzz, nothing installed or fetched.
@@ -83,6 +83,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (unit + integration against real Kafka)"
 cargo test --workspace --locked --no-fail-fast
+
+step "Helm chart (helm lint/template, kubeconform, strait check --offline; tools from the Go module proxy on first use)"
+scripts/helm-check.sh
 
 step "fuzz (short run)"
 scripts/fuzz.sh "${STRAIT_FUZZ_SECONDS:-30}"

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Checks the Helm chart (deploy/helm/strait) without a cluster:
+#   1. `helm lint --strict` with the default values and every ci/*.yaml values file;
+#   2. `helm template` of each, validated by kubeconform against strict Kubernetes schemas
+#      (unknown fields and wrong types fail; PodMonitor/ServiceMonitor against the Prometheus
+#      Operator's own CRD schemas; a kind without a schema fails);
+#   3. what the chart promises, read from the rendered manifests (pod name as instance id,
+#      probes, security context, Secret mounts);
+#   4. the rendered strait.toml accepted by `strait check --offline` (no brokers needed);
+#   5. mistakes that must be refused: a grace period shorter than the drain, an instance id or
+#      metrics listener in the values, a misspelt Kubernetes field, an invalid strait setting.
+# Tools come from scripts/install-helm-tools.sh (Go module proxy, cached). STRAIT_BIN: the strait
+# binary to use (default: `cargo build -p strait` and target/debug/strait).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+chart=deploy/helm/strait
+
+mapfile -t tools < <(scripts/install-helm-tools.sh)
+helm=${tools[0]} kubeconform=${tools[1]} schemas=${tools[2]}
+if [ -z "${STRAIT_BIN:-}" ]; then
+  cargo build -q --locked -p strait
+  STRAIT_BIN=${CARGO_TARGET_DIR:-$root/target}/debug/strait
+fi
+out=$(mktemp -d "${TMPDIR:-/tmp}/strait-helm.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+passed=0 failed=0
+pass() { echo "ok: $*"; passed=$((passed + 1)); }
+fail() { echo "FAILED: $*" >&2; failed=$((failed + 1)); }
+
+# validate FILE: kubeconform, strict, every kind needs a schema.
+validate() {
+  "$kubeconform" -strict -summary -output text \
+    -schema-location "$schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" "$1"
+}
+
+# toml_of RENDERED: the strait.toml of the ConfigMap in a rendered manifest (the block scalar
+# under `strait.toml: |`, indented 4 spaces).
+toml_of() {
+  awk '/^kind: ConfigMap/{cm=1} cm && /^  strait.toml: \|/{on=1; next}
+       on && /^    /{print substr($0, 5); next} on && /^$/{print ""; next} on{exit}' "$1"
+}
+
+# has RENDERED PATTERN WHAT: the rendered manifest contains a line matching PATTERN.
+has() {
+  if grep -Eq -- "$2" "$1"; then pass "$3"; else fail "$3 (no line matching '$2' in $1)"; fi
+}
+
+# near RENDERED ANCHOR N PATTERN WHAT: a line matching PATTERN within N lines after ANCHOR.
+near() {
+  if grep -A"$3" -- "$2" "$1" | grep -Eq -- "$4"; then pass "$5"; else fail "$5 (no '$4' after '$2' in $1)"; fi
+}
+
+echo "helm: $("$helm" version --short)  kubeconform: $("$kubeconform" -v)  schemas: $schemas"
+
+sets=(default)
+for f in "$chart"/ci/*.yaml; do sets+=("$f"); done
+for set in "${sets[@]}"; do
+  name=$(basename "$set" .yaml)
+  args=(); [ "$set" = default ] || args=(-f "$set")
+  if "$helm" lint --strict "$chart" "${args[@]}" >"$out/lint-$name.txt" 2>&1; then
+    pass "helm lint --strict ($name)"
+  else
+    cat "$out/lint-$name.txt" >&2; fail "helm lint --strict ($name)"
+  fi
+  rendered="$out/$name.yaml"
+  if ! "$helm" template strait "$chart" --namespace mirror "${args[@]}" >"$rendered" 2>"$out/err.txt"; then
+    cat "$out/err.txt" >&2; fail "helm template ($name)"; continue
+  fi
+  pass "helm template ($name)"
+  if validate "$rendered" >"$out/kc.txt" 2>&1; then
+    pass "kubeconform -strict ($name): $(tail -1 "$out/kc.txt")"
+  else
+    cat "$out/kc.txt" >&2; fail "kubeconform -strict ($name)"
+  fi
+
+  # What the chart promises (same for every values file).
+  has "$rendered" '^kind: StatefulSet$' "$name: a StatefulSet"
+  near "$rendered" 'name: STRAIT_MIRROR_INSTANCE_ID' 3 'fieldPath: metadata.name$' "$name: mirror.instance_id is the pod name"
+  has "$rendered" '^ +path: /healthz$' "$name: /healthz liveness probe"
+  has "$rendered" '^ +path: /readyz$' "$name: /readyz readiness probe"
+  has "$rendered" '^ +readOnlyRootFilesystem: true$' "$name: read-only root filesystem"
+  has "$rendered" '^ +runAsNonRoot: true$' "$name: non-root"
+  has "$rendered" '^ +- ALL$' "$name: all capabilities dropped"
+  has "$rendered" '^ +type: RuntimeDefault$' "$name: seccomp RuntimeDefault"
+  has "$rendered" '^kind: PodDisruptionBudget$' "$name: a PodDisruptionBudget"
+  has "$rendered" '^ +publishNotReadyAddresses: true$' "$name: metrics Service keeps not-ready pods"
+
+  # The rendered configuration, as the pod strait-0 would load it: with its instance id and,
+  # where the chart passes a SASL password from a Secret, a password under that variable name.
+  toml_of "$rendered" >"$out/$name.toml"
+  pod_env=(STRAIT_MIRROR_INSTANCE_ID=strait-0)
+  while read -r var; do
+    pod_env+=("$var=from-the-secret")
+  done < <(sed -n 's/^ *- name: \(STRAIT_[A-Z]*_SASL_PASSWORD\)$/\1/p' "$rendered")
+  if env "${pod_env[@]}" "$STRAIT_BIN" check --offline --config "$out/$name.toml" \
+      >"$out/$name.effective.toml" 2>"$out/err.txt"; then
+    pass "strait check --offline accepts the rendered strait.toml ($name)"
+    has "$out/$name.effective.toml" '^instance_id = "strait-0"$' "$name: strait sees the pod name as instance_id"
+    has "$out/$name.effective.toml" '^listen = "0.0.0.0:9464"$' "$name: metrics listen on the pod's port"
+  else
+    cat "$out/$name.toml" "$out/err.txt" >&2; fail "strait check --offline ($name)"
+  fi
+done
+
+# The mTLS values: Strimzi Secrets mounted and wired into the config.
+m="$out/mtls-values"
+has "$m.yaml" '^ +secretName: europe-cluster-ca-cert$' "mtls: source cluster CA Secret mounted"
+has "$m.yaml" '^ +secretName: my-us-user$' "mtls: target user Secret mounted"
+has "$m.toml" '^"ssl.ca.location" = "/etc/strait/tls/source/ca/ca.crt"$' "mtls: source CA path in strait.toml"
+has "$m.toml" '^"ssl.key.location" = "/etc/strait/tls/target/user/user.key"$' "mtls: target key path in strait.toml"
+has "$m.toml" '^"security.protocol" = "SSL"$' "mtls: security.protocol SSL"
+has "$m.yaml" '^kind: PodMonitor$' "mtls: PodMonitor rendered"
+s="$out/scram-values"
+near "$s.yaml" 'name: STRAIT_SOURCE_SASL_PASSWORD' 4 'name: my-europe-user$' "scram: SASL password from the KafkaUser Secret"
+has "$s.toml" '^"security.protocol" = "SASL_SSL"$' "scram: security.protocol kept"
+has "$s.yaml" '^kind: ServiceMonitor$' "scram: ServiceMonitor rendered"
+
+# must_refuse WHAT MESSAGE HELM-ARGS...: `helm template` fails and says MESSAGE.
+must_refuse() {
+  local what=$1 message=$2; shift 2
+  if "$helm" template strait "$chart" "$@" >/dev/null 2>"$out/err.txt"; then
+    fail "$what: rendered, expected a refusal"
+  elif grep -q -- "$message" "$out/err.txt"; then
+    pass "$what: refused"
+  else
+    cat "$out/err.txt" >&2; fail "$what: refused for another reason"
+  fi
+}
+must_refuse "grace period shorter than drain_timeout + 15 s" "terminationGracePeriodSeconds (30) must be at least" \
+  --set config.mirror.drain_timeout=20s
+must_refuse "instance_id in the values" "config.mirror.instance_id: leave it out" \
+  --set config.mirror.instance_id=x
+must_refuse "metrics.listen in the values" "config.metrics.listen: leave it out" \
+  --set config.metrics.listen=127.0.0.1:1
+must_refuse "both PodMonitor and ServiceMonitor" "both enabled" \
+  --set metrics.podMonitor.enabled=true --set metrics.serviceMonitor.enabled=true
+
+# The validator rejects what Kubernetes would: a misspelt probe field, a string where an integer
+# belongs.
+"$helm" template strait "$chart" --set livenessProbe.periodSecond=10 >"$out/bad.yaml"
+if validate "$out/bad.yaml" >"$out/kc.txt" 2>&1; then
+  fail "kubeconform accepted a misspelt field (livenessProbe.periodSecond)"
+elif grep -q periodSecond "$out/kc.txt"; then
+  pass "kubeconform rejects a misspelt field (livenessProbe.periodSecond)"
+else
+  cat "$out/kc.txt" >&2; fail "kubeconform rejected livenessProbe.periodSecond for another reason"
+fi
+"$helm" template strait "$chart" --set-string replicas=two >"$out/bad.yaml"
+if validate "$out/bad.yaml" >"$out/kc.txt" 2>&1; then
+  fail "kubeconform accepted replicas: two"
+else
+  pass "kubeconform rejects a string as replicas"
+fi
+
+# strait refuses a bad setting passed through the values (the config check is real).
+"$helm" template strait "$chart" --set config.mirror.start=yesterday >"$out/bad.yaml"
+toml_of "$out/bad.yaml" >"$out/bad.toml"
+if "$STRAIT_BIN" check --offline --config "$out/bad.toml" >/dev/null 2>"$out/err.txt"; then
+  fail "strait check accepted mirror.start = yesterday"
+elif grep -q 'mirror.start' "$out/err.txt"; then
+  pass "strait check --offline refuses mirror.start = yesterday"
+else
+  cat "$out/err.txt" >&2; fail "strait check refused mirror.start = yesterday for another reason"
+fi
+
+echo "helm-check: $passed passed, $failed failed"
+[ "$failed" = 0 ]

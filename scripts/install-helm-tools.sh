@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs what scripts/helm-check.sh needs into a cache outside the source tree, from the Go
+# module proxy only (no other download site is used or needed):
+#   - helm (v4), built with `go install`;
+#   - kubeconform, built with `go install`;
+#   - strict JSON schemas for kubeconform, generated offline by deploy/helm/tools/schemagen from
+#     the Kubernetes OpenAPI document inside the k8s.io/kubernetes module
+#     (api/openapi-spec/swagger.json) and from the Prometheus Operator's PodMonitor and
+#     ServiceMonitor CRDs inside its module (example/prometheus-operator-crd/).
+# Prints three lines: the helm binary, the kubeconform binary, the schema directory.
+# Idempotent: a stamp file marks each complete item; a changed version or generator rebuilds it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${STRAIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strait}
+HELM_VERSION=v4.3.2
+KUBECONFORM_VERSION=v0.8.0
+K8S_VERSION=v1.37.2            # k8s.io/kubernetes: the API schemas validated against
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+mkdir -p "$cache"
+
+command -v go >/dev/null || {
+  echo "go not found: install Go (https://go.dev/doc/install; Debian's golang-go is too old for helm v4)" >&2
+  exit 3
+}
+log() { echo "install-helm-tools: $*" >&2; }
+now() { date +%s; }
+
+# go_tool NAME MODULE/PATH VERSION [LDFLAGS]: `go install` into $cache/NAME-VERSION/bin. The
+# module and build caches of the build are thrown away afterwards (helm's are ~0.5 GB and 1.2 GB,
+# and nothing else uses them); the binary is what is kept.
+go_tool() {
+  local name=$1 pkg=$2 version=$3 ldflags="-s -w ${4:-}" dir="$cache/$1-$3"
+  if [ "$(cat "$dir/.complete" 2>/dev/null)" != "$version $ldflags" ] || [ ! -x "$dir/bin/$name" ]; then
+    local t0 work; t0=$(now)
+    log "building $name $version from the Go module proxy (first time only)"
+    rm -rf "$dir.tmp"; mkdir -p "$dir.tmp/bin"
+    work=$(mktemp -d "$cache/go-build.XXXXXX")
+    # -mod=mod: resolve the tool's own go.mod, whatever GOFLAGS the machine sets.
+    if ! GOBIN="$dir.tmp/bin" GOMODCACHE="$work/mod" GOCACHE="$work/cache" GOFLAGS=-mod=mod \
+        CGO_ENABLED=0 go install -trimpath -ldflags="$ldflags" "$pkg@$version" >&2; then
+      GOMODCACHE="$work/mod" go clean -modcache 2>/dev/null || true; rm -rf "$work"
+      log "building $name $version failed"; exit 1
+    fi
+    GOMODCACHE="$work/mod" go clean -modcache 2>/dev/null || true; rm -rf "$work"
+    rm -rf "$dir"; mv "$dir.tmp" "$dir"
+    echo "$version $ldflags" > "$dir/.complete"
+    log "$name $version built in $(( $(now) - t0 ))s"
+  fi
+  echo "$dir/bin/$name"
+}
+
+# helm's own version string comes from the linker (its release builds set it the same way).
+helm=$(go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION")
+kubeconform=$(go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" "-X main.version=$KUBECONFORM_VERSION")
+
+# Schemas: regenerated when a version or the generator changes.
+gen="$root/deploy/helm/tools/schemagen"
+stamp="$K8S_VERSION $PROMETHEUS_OPERATOR_VERSION $(cat "$gen/main.go" "$gen/go.mod" | sha256sum | cut -c1-16)"
+schemas="$cache/k8s-schemas-$K8S_VERSION"
+if [ ! -f "$schemas/.complete" ] || [ "$(cat "$schemas/.complete")" != "$stamp" ]; then
+  t0=$(now)
+  log "generating Kubernetes $K8S_VERSION + Prometheus Operator $PROMETHEUS_OPERATOR_VERSION schemas (first time only)"
+  # The two modules go to a throw-away module cache: only three files of them are needed, and the
+  # unpacked k8s.io/kubernetes module alone is ~120 MB.
+  mods=$(mktemp -d "$cache/modules.XXXXXX")
+  cleanup() { GOMODCACHE="$mods" go clean -modcache 2>/dev/null || true; rm -rf "$mods"; }
+  trap cleanup EXIT
+  dir_of() { GOMODCACHE="$mods" GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+  k8s=$(dir_of "k8s.io/kubernetes@$K8S_VERSION")
+  po=$(dir_of "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
+  [ -f "$k8s/api/openapi-spec/swagger.json" ] || { log "no api/openapi-spec/swagger.json in k8s.io/kubernetes@$K8S_VERSION"; exit 1; }
+  crds="$po/example/prometheus-operator-crd"
+  rm -rf "$schemas.tmp"
+  (cd "$gen" && GOFLAGS=-mod=mod go run . \
+    -swagger "$k8s/api/openapi-spec/swagger.json" \
+    -crd "$crds/monitoring.coreos.com_podmonitors.yaml" \
+    -crd "$crds/monitoring.coreos.com_servicemonitors.yaml" \
+    -out "$schemas.tmp") >&2
+  rm -rf "$schemas"; mv "$schemas.tmp" "$schemas"
+  echo "$stamp" > "$schemas/.complete"
+  log "schemas generated in $(( $(now) - t0 ))s"
+fi
+echo "$helm"
+echo "$kubeconform"
+echo "$schemas"
