@@ -5,6 +5,8 @@
 #   scripts/bench.sh --wan      # instead: the WAN shapes (50/100 ms RTT through a delay proxy, mirror near the source
 #                               # and near the target, small batches at 3,000 and 30,000 records/s, backlog catch-up)
 #   scripts/bench.sh --wan --quick   # WAN shapes, near-source only, 15 s per rate (~10 minutes)
+#   scripts/bench.sh --failover [--quick]   # instead: consumer-group failover through MM2 and Strait (checkpoints +
+#                               # group offset sync): duplicates, losses, commit-to-target delay (quick: 120k records)
 # Every other option goes to benches/mirror/run.py (--help lists them). This script only prepares:
 #   Java + Maven (scripts/install-prereqs.sh), the Kafka 4.x and 3.9 jars (scripts/kafka-jars.sh), a Python venv with
 #   matplotlib under ${STRAIT_CACHE:-~/.cache/strait}/bench-venv, and `cargo build --release -p strait`

@@ -29,6 +29,12 @@ class RunSpec:
     compression: str  # the dataset's: MM1/MM2 producers re-compress with it
     linger_ms: int
     batch_size: int
+    # failover phase: name target topics "<source alias>.<topic>" (Strait rename = "prefix", MM2's default
+    # replication policy) instead of keeping the name, and extra settings: Strait TOML lines inside [mirror],
+    # MM2 properties (a key already in the file gets the new value in place, others are appended)
+    prefix_topics: bool = False
+    strait_mirror_extra: str = ""
+    mm2_overrides: dict[str, str] | None = None
 
 
 @dataclass
@@ -79,8 +85,8 @@ alias = "dst"
 topics = ["{spec.topic}"]
 group_id = "strait-bench-{spec.run_id}"
 start = "earliest"
-rename = "identity"
-
+rename = "{'prefix' if spec.prefix_topics else 'identity'}"
+{spec.strait_mirror_extra}
 [metrics]
 listen = "127.0.0.1:{self.metrics_port(spec)}"
 """
@@ -120,7 +126,7 @@ class MirrorMaker2(Contender):
 
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
         props = spec.dir / "mm2.properties"
-        props.write_text(
+        text = (
             f"""# MM2 dedicated mode, written by benches/mirror
 clusters = src, dst
 src.bootstrap.servers = {spec.source}
@@ -156,6 +162,20 @@ dst.producer.linger.ms = {spec.linger_ms}
 dst.producer.batch.size = {spec.batch_size}
 """
         )
+        if spec.prefix_topics:  # MM2's default policy: "<source alias>.<topic>" on the target
+            text = text.replace(
+                "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n", ""
+            )
+        for key, value in (spec.mm2_overrides or {}).items():
+            line = f"{key} = {value}"
+            lines = text.splitlines()
+            at = [i for i, ln in enumerate(lines) if ln.split("=", 1)[0].strip() == key]
+            if at:
+                lines[at[0]] = line
+                text = "\n".join(lines) + "\n"
+            else:
+                text += line + "\n"
+        props.write_text(text)
         cmd = [
             self.kafka.java,
             f"-Xmx{self.heap}",

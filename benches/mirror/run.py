@@ -145,6 +145,37 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=env("DELAY_PROXY_BIN", ""),
         help="default: $CARGO_TARGET_DIR or <repo>/target, /release/strait-delay-proxy",
     )
+    f = p.add_argument_group("Consumer-group failover (--failover: only this runs; see benches/mirror/failover.py)")
+    f.add_argument(
+        "--failover",
+        action="store_true",
+        default=env("FAILOVER", "") not in ("", "0"),
+        help="run the failover phase instead of the loopback bench: a consumer group fails over through MM2 and "
+        "through Strait (checkpoints + group offset sync); duplicates, losses and sync delay",
+    )
+    f.add_argument(
+        "--failover-records", type=int, default=env("FAILOVER_RECORDS", 0), help="records (600,000; quick 120,000)"
+    )
+    f.add_argument("--failover-value-bytes", type=int, default=env("FAILOVER_VALUE_BYTES", 100))
+    f.add_argument("--failover-compression", default=env("FAILOVER_COMPRESSION", "lz4"))
+    f.add_argument(
+        "--failover-interval",
+        type=int,
+        default=env("FAILOVER_INTERVAL", 5),
+        help="s, both mirrors: checkpoint interval and group-offset-sync interval",
+    )
+    f.add_argument(
+        "--failover-settle",
+        type=float,
+        default=env("FAILOVER_SETTLE", 12.0),
+        help="s without a change of the target group's offsets before the next step",
+    )
+    f.add_argument(
+        "--failover-wait",
+        type=float,
+        default=env("FAILOVER_WAIT", 180.0),
+        help="s to wait for translated offsets on the target before going on without them",
+    )
     p.add_argument(
         "--skip-after-failure",
         action="store_true",
@@ -198,6 +229,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.delay_proxy_bin = a.delay_proxy_bin or str(
             Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait-delay-proxy"
         )
+    if a.failover:
+        a.failover_records = a.failover_records or (120_000 if a.quick else 600_000)
+        if a.wan:
+            p.error("--failover and --wan are separate phases: run one at a time")
     a.datasets = a.datasets or ",".join(dsets.ALL)
     a.records_1k = a.records_1k or 1_000_000
     a.records_100 = a.records_100 or 5_000_000
@@ -902,16 +937,37 @@ class Bench:
             raise
         finally:
             if w.rows or w.referees:
-                text = self.write_wan_report(w)
+                text = self.write_phase_report(w, "WAN")
                 self.log(f"wrote {self.out}/results.md, results.csv")
         return text
 
-    def write_wan_report(self, w) -> str:  # noqa: ANN001 - wan.WanBench
+    def run_failover(self) -> str:
+        """The consumer-group failover phase only (--failover); see failover.py."""
+        import failover
+
+        f = failover.FailoverBench(self)
+        text = ""
+        try:
+            self.phase("setup (javac helpers, source cluster, failover topic)", f.setup)
+            self.phase("failover runs", f.run)
+        except Exception as e:  # report what we have, then fail
+            self.notes.append(f"bench aborted: {e}")
+            self.log(f"ABORTED: {e}\n{traceback.format_exc()}")
+            raise
+        finally:
+            if f.rows:
+                text = self.write_phase_report(f, "failover")
+                self.log(f"wrote {self.out}/results.md, results.csv")
+        return text
+
+    def write_phase_report(self, w, phase: str) -> str:  # noqa: ANN001 - wan.WanBench or failover.FailoverBench
+        """results.md / results.csv / environment.json of a phase that runs alone (--wan, --failover): `w` gives
+        the Markdown of its results and writes its CSV."""
         envi = self.environment()
         (self.out / "environment.json").write_text(
             json.dumps({"environment": envi, "args": vars(self.args)}, indent=2) + "\n"
         )
-        mode = "WAN quick" if self.args.quick else "WAN"
+        mode = f"{phase} quick" if self.args.quick else phase
         title = (
             f"Strait mirror bench {self.started_at:%Y-%m-%d %H:%M} ({mode}; {envi['cores']} cores, "
             f"Kafka {envi['kafka_brokers']}, Strait {envi['strait_commit']})"
@@ -930,7 +986,10 @@ class Bench:
         md.append(w.markdown())
         md += [
             "\n## Settings\n",
-            "\n".join([f"- {c.label}: {c.settings()}" for c in self.contenders] + [f"- Command: `{' '.join(sys.argv)}`"])
+            "\n".join(
+                (w.settings() if hasattr(w, "settings") else [f"- {c.label}: {c.settings()}" for c in self.contenders])
+                + [f"- Command: `{' '.join(sys.argv)}`"]
+            )
             + "\n",
             "\n## Timings\n",
             "\n".join(f"- {n}: {s:.0f} s" for n, s in self.timings)
@@ -949,6 +1008,8 @@ class Bench:
                 self.log(f"{c.label}: {self.disabled[c.name]}")
         if self.args.wan:
             return self.run_wan()
+        if self.args.failover:
+            return self.run_failover()
         try:
             self.phase("setup (javac helpers, source cluster)", self.setup)
             self.phase("preload source", self.preload)
