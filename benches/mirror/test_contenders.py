@@ -1,0 +1,69 @@
+"""Unit tests of the mirrors' config files (python3 -m unittest discover -s benches/mirror): the failover phase's
+settings must reach each mirror once, with the value asked for, in the right section."""
+
+import tempfile
+import tomllib
+import unittest
+from pathlib import Path
+
+from cluster import Kafka
+from contenders import MirrorMaker2, RunSpec, Strait
+
+
+def spec(d: Path, **kw) -> RunSpec:
+    return RunSpec("f01", d, "127.0.0.1:1", "127.0.0.1:2", "failover", "lz4", 10, 65536, **kw)
+
+
+def properties(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for ln in text.splitlines():
+        if ln.strip() and not ln.lstrip().startswith("#"):
+            k, _, v = ln.partition("=")
+            out.setdefault(k.strip(), []).append(v.strip())
+    return out
+
+
+class ContenderConfigTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+        p = Path("/nonexistent")
+        self.kafka = Kafka("java", p, p, p, p, p)
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def test_mm2_overrides_replace_in_place_and_append(self) -> None:
+        overrides = {"sync.group.offsets.enabled": "true", "groups": "app-f01-.*"}
+        MirrorMaker2(self.kafka, "1g", 2).command(spec(self.dir, prefix_topics=True, mm2_overrides=overrides))
+        props = properties((self.dir / "mm2.properties").read_text())
+        self.assertEqual(props["sync.group.offsets.enabled"], ["true"])
+        self.assertEqual(props["groups"], ["app-f01-.*"])
+        self.assertNotIn("replication.policy.class", props)  # the default policy: src.<topic>
+
+    def test_mm2_defaults_unchanged(self) -> None:
+        MirrorMaker2(self.kafka, "1g", 2).command(spec(self.dir))
+        props = properties((self.dir / "mm2.properties").read_text())
+        self.assertEqual(props["sync.group.offsets.enabled"], ["false"])
+        self.assertEqual(
+            props["replication.policy.class"], ["org.apache.kafka.connect.mirror.IdentityReplicationPolicy"]
+        )
+
+    def test_strait_failover_keys_in_mirror_section(self) -> None:
+        extra = 'groups = ["app-f01-.*"]\nsync_group_offsets = true\n'
+        Strait(Path("/bin/true"), None).command(spec(self.dir, prefix_topics=True, strait_mirror_extra=extra))
+        cfg = tomllib.loads((self.dir / "strait.toml").read_text())
+        self.assertEqual(cfg["mirror"]["rename"], "prefix")
+        self.assertEqual(cfg["mirror"]["groups"], ["app-f01-.*"])
+        self.assertIs(cfg["mirror"]["sync_group_offsets"], True)
+        self.assertIn("listen", cfg["metrics"])
+
+    def test_strait_default_identity(self) -> None:
+        Strait(Path("/bin/true"), None).command(spec(self.dir))
+        cfg = tomllib.loads((self.dir / "strait.toml").read_text())
+        self.assertEqual(cfg["mirror"]["rename"], "identity")
+        self.assertNotIn("groups", cfg["mirror"])
+
+
+if __name__ == "__main__":
+    unittest.main()
