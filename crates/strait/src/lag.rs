@@ -28,7 +28,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strait_forward::WireForwarder;
 use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -276,7 +275,7 @@ pub struct SamplerSettings {
 /// evaluates the lag of the forwarder's partitions into the gauges and readiness.
 pub struct Sampler {
     source: Client,
-    forwarder: WireForwarder,
+    forwarder: crate::mirror::MirrorForwarder,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     settings: SamplerSettings,
@@ -286,7 +285,7 @@ impl Sampler {
     /// A sampler over the mirror's source client and forwarder.
     pub fn new(
         source: Client,
-        forwarder: WireForwarder,
+        forwarder: crate::mirror::MirrorForwarder,
         metrics: Arc<Metrics>,
         readiness: Readiness,
         settings: SamplerSettings,

@@ -142,6 +142,7 @@ async fn run(config: Config) -> Result<()> {
     // Checkpoints (opt-in, mirror.groups): the offset maps are fed by the forwarder's
     // acknowledgements; persisted history is replayed before the mirror starts.
     let mut checkpointer = None;
+    let mut offset_syncs = None;
     if config.mirror.groups.is_some() {
         let maps = Arc::new(strait::failover::OffsetMaps::default());
         let started = tokio::select! {
@@ -151,6 +152,7 @@ async fn run(config: Config) -> Result<()> {
         observers.push(Arc::new(strait::failover::OffsetObserver::new(maps)));
         let stop = CancellationToken::new();
         let started = started.with_metrics(metrics.clone());
+        offset_syncs = Some(started.sync_writer());
         checkpointer = Some((tokio::spawn(started.run(stop.clone())), stop));
     }
     let observer: Arc<dyn Observer> = if observers.len() == 1 {
@@ -163,6 +165,7 @@ async fn run(config: Config) -> Result<()> {
         observer,
         metrics.clone(),
         readiness,
+        offset_syncs,
         shutdown.clone(),
     )
     .await;

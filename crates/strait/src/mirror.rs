@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use strait_forward::observe::Observer;
 use strait_forward::{
-    Compression as Codec, Forwarder, GroupPositions, Route, Settings, WireForwarder, WireSource,
-    WireTarget,
+    Compression as Codec, Forwarder, GroupPositions, Route, Settings, WireSource, WireTarget,
 };
 use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};
@@ -22,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::http::Readiness;
 use crate::lag::{Sampler, SamplerSettings};
 use crate::log_limit::{self, LogLimiter, Verdict};
@@ -86,13 +86,19 @@ async fn connect_cluster(
         })
 }
 
+/// The forwarder the mirror runs: source positions in the mirror's group on the source, gated
+/// by the offset syncs when checkpoints are on.
+pub type MirrorForwarder = Forwarder<WireSource, WireTarget, GatedPositions<GroupPositions>>;
+
 /// Runs the mirror until `shutdown` is cancelled; then drains in-flight batches, commits and
-/// leaves the group.
+/// leaves the group. With `offset_syncs` (checkpoints on), every commit of source positions
+/// first persists the offset syncs that map them.
 pub async fn run(
     config: Config,
     observer: Arc<dyn Observer>,
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    offset_syncs: Option<Arc<SyncWriter>>,
     shutdown: CancellationToken,
 ) -> Result<()> {
     // Start-up waits on clusters that may be unreachable: a signal must still end it.
@@ -105,13 +111,13 @@ pub async fn run(
         f = Forwarder::new(
             WireSource::new(source.clone()),
             WireTarget::new(target.clone()),
-            positions.clone(),
+            GatedPositions::new(positions.clone(), offset_syncs),
             settings(&config),
             observer.clone(),
         ) => f,
         _ = shutdown.cancelled() => return Ok(()),
     };
-    let forwarder: WireForwarder = forwarder.map_err(|source| Error::Start {
+    let forwarder: MirrorForwarder = forwarder.map_err(|source| Error::Start {
         alias: config.target.alias.clone(),
         source: Box::new(source),
     })?;
@@ -150,7 +156,7 @@ async fn mirror_loop(
     config: &Config,
     source: &Client,
     topics: &Topics,
-    forwarder: &WireForwarder,
+    forwarder: &MirrorForwarder,
     positions: &GroupPositions,
     observer: &Arc<dyn Observer>,
     readiness: &Readiness,
@@ -270,7 +276,7 @@ async fn member_loop(
     member: &mut GroupMember,
     selected: &BTreeMap<String, SelectedTopic>,
     topics: &Topics,
-    forwarder: &WireForwarder,
+    forwarder: &MirrorForwarder,
     positions: &GroupPositions,
     observer: &Arc<dyn Observer>,
     readiness: &Readiness,

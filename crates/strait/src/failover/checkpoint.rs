@@ -19,6 +19,7 @@ use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
 use super::format::{Checkpoint, Heartbeat, OffsetSync, Rpo};
+use super::syncs::SyncWriter;
 use super::{OffsetMaps, Sync, topic};
 use crate::config::{Config, Isolation};
 use crate::error::{Error, Result};
@@ -34,6 +35,31 @@ pub fn offset_syncs_topic(target_alias: &str) -> String {
     format!("mm2-offset-syncs.{target_alias}.internal")
 }
 
+/// Replays the offset syncs persisted in `syncs_topic` on `target` into `maps`, for the
+/// source topics `selects` accepts; returns how many. Undecodable records are skipped with a
+/// warning (another tool may share the topic).
+pub async fn replay(
+    target: &Client,
+    syncs_topic: &str,
+    maps: &OffsetMaps,
+    selects: impl Fn(&str) -> bool,
+) -> Result<usize> {
+    let mut replayed = 0usize;
+    for (key, value) in topic::read_all(target, syncs_topic).await? {
+        match OffsetSync::decode(&key, &value) {
+            Ok(s) => match TopicPartition::new(&s.topic, s.partition) {
+                Ok(tp) if selects(&s.topic) => {
+                    maps.replay(&tp, Sync::new(s.upstream_offset, s.offset));
+                    replayed += 1;
+                }
+                _ => {}
+            },
+            Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
+        }
+    }
+    Ok(replayed)
+}
+
 /// MirrorMaker 2's heartbeats topic.
 pub const HEARTBEATS_TOPIC: &str = "heartbeats";
 
@@ -41,6 +67,8 @@ pub const HEARTBEATS_TOPIC: &str = "heartbeats";
 pub struct Checkpointer {
     config: Config,
     maps: Arc<OffsetMaps>,
+    /// Shared with the mirror's commit gate ([`GatedPositions`](super::syncs::GatedPositions)).
+    writer: Arc<SyncWriter>,
     source: Client,
     target: Client,
     /// The last checkpoint written per (group, source partition): (upstream, offset) and the
@@ -88,29 +116,24 @@ impl Checkpointer {
         ] {
             topic::ensure_compacted(&target, &name, rf).await?;
         }
-        let mut replayed = 0usize;
-        for (key, value) in topic::read_all(&target, &syncs_topic).await? {
-            match OffsetSync::decode(&key, &value) {
-                Ok(s) => match TopicPartition::new(&s.topic, s.partition) {
-                    Ok(tp) if config.selects(&s.topic) => {
-                        maps.replay(&tp, Sync::new(s.upstream_offset, s.offset));
-                        replayed += 1;
-                    }
-                    _ => {}
-                },
-                Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
-            }
-        }
+        let replayed = replay(&target, &syncs_topic, &maps, |t| config.selects(t)).await?;
         tracing::info!(replayed, topic = %syncs_topic, "offset syncs replayed");
+        let writer = Arc::new(SyncWriter::new(maps.clone(), target.clone(), syncs_topic));
         Ok(Checkpointer {
             config,
             maps,
+            writer,
             source,
             target,
             written: HashMap::new(),
             last_sync: None,
             metrics: None,
         })
+    }
+
+    /// The writer of the offset syncs, for the mirror's commit gate.
+    pub fn sync_writer(&self) -> Arc<SyncWriter> {
+        self.writer.clone()
     }
 
     /// Records round latency, checkpoint ages, syncs and misses in `metrics`.
@@ -156,25 +179,7 @@ impl Checkpointer {
     /// One round: persist syncs, heartbeat, read groups, translate, write checkpoints.
     pub async fn round(&mut self) -> Result<Round> {
         let mut round = Round::default();
-        let outboxes = self.maps.take_outboxes();
-        let mut records = Vec::new();
-        for (tp, syncs) in &outboxes {
-            for s in syncs {
-                let sync = OffsetSync {
-                    topic: tp.topic().to_string(),
-                    partition: tp.partition(),
-                    upstream_offset: s.upstream,
-                    offset: s.offset,
-                };
-                records.push((sync.encode_key().map_err(fmt)?, sync.encode_value()));
-            }
-        }
-        let syncs_topic = offset_syncs_topic(&self.config.target.alias);
-        if let Err(e) = topic::append(&self.target, &syncs_topic, &records).await {
-            self.maps.restore_outboxes(outboxes);
-            return Err(e);
-        }
-        round.syncs = records.len();
+        round.syncs = self.writer.flush().await?;
 
         let beat = Heartbeat {
             source_alias: self.config.source.alias.clone(),

@@ -4,12 +4,15 @@
 //! * [`map`]: the per-partition source -> target mapping ([`OffsetMap`]), exact, bounded.
 //! * [`OffsetMaps`]: every mirrored partition's map, fed by [`OffsetObserver`] (the forwarder's
 //!   acknowledgements) and read by the checkpoint task ([`checkpoint`]).
+//! * [`syncs`]: the one writer of the offset-syncs topic, and the gate that commits source
+//!   positions only after the syncs mapping them are on the target.
 //! * [`command`]: `strait failover`, from what is on the target alone.
 
 pub mod checkpoint;
 pub mod command;
 pub mod format;
 pub mod map;
+pub mod syncs;
 pub(crate) mod topic;
 
 use std::collections::HashMap;

@@ -425,6 +425,17 @@ pub async fn produce_to_partitions(
     partitions: std::ops::Range<i32>,
     per_partition: usize,
 ) {
+    produce_numbered(client, topic, partitions, 0..per_partition).await;
+}
+
+/// Like [`produce_to_partitions`], for the records numbered `numbers` (values
+/// `<partition>-<n>`), so that successive calls write unique values.
+pub async fn produce_numbered(
+    client: &Client,
+    topic: &str,
+    partitions: std::ops::Range<i32>,
+    numbers: std::ops::Range<usize>,
+) {
     use bytes::BytesMut;
     use strait_wire::kafka_protocol::indexmap::IndexMap;
     use strait_wire::kafka_protocol::protocol::StrBytes;
@@ -438,9 +449,9 @@ pub async fn produce_to_partitions(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let mut sent = 0;
-    while sent < per_partition {
-        let n = (per_partition - sent).min(500);
+    let mut sent = numbers.start;
+    while sent < numbers.end {
+        let n = (numbers.end - sent).min(500);
         let mut batches = Vec::new();
         for p in partitions.clone() {
             let records: Vec<Record> = (sent..sent + n)

@@ -1,0 +1,134 @@
+//! Persisting the offset maps, and committing source positions only after them.
+//!
+//! A mirror that is killed re-sends, after its restart, everything after its last committed
+//! source position. For the restarted instance to translate offsets exactly, the mapping of
+//! everything up to that position must already be on the target: otherwise the range between
+//! the last persisted sync and the committed position is unknown for good (a consumer group
+//! committed there could never be checkpointed). So [`GatedPositions`] writes the offset maps'
+//! pending syncs to the offset-syncs topic **before** every commit of source positions, and a
+//! commit whose syncs cannot be written fails (and is retried by the forwarder's committer),
+//! exactly as if the source had refused it: duplicates after a crash, never an unknown range.
+//!
+//! [`SyncWriter`] is the one writer of the offset-syncs topic, shared by the commit gate and
+//! the checkpoint task, so that one partition's syncs are appended in order.
+
+use std::sync::Arc;
+
+use strait_forward::pipeline::Positions;
+use strait_forward::pipeline::io::{ErrorClass, IoError};
+use strait_wire::{Client, TopicPartition};
+
+use super::format::OffsetSync;
+use super::{OffsetMaps, Sync, topic};
+use crate::error::{Error, Result};
+
+/// Appends the offset maps' pending syncs to `mm2-offset-syncs.<target alias>.internal`.
+pub struct SyncWriter {
+    maps: Arc<OffsetMaps>,
+    target: Client,
+    topic: String,
+    /// Held from taking the outboxes to the end of the append: two flushes never interleave
+    /// one partition's syncs out of order.
+    serial: tokio::sync::Mutex<()>,
+}
+
+impl SyncWriter {
+    /// A writer of `maps`' syncs to `topic` on `target`.
+    pub fn new(maps: Arc<OffsetMaps>, target: Client, topic: String) -> SyncWriter {
+        SyncWriter {
+            maps,
+            target,
+            topic,
+            serial: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The maps it persists.
+    pub fn maps(&self) -> &Arc<OffsetMaps> {
+        &self.maps
+    }
+
+    /// Writes every pending sync; returns how many. On failure they stay pending (written by
+    /// the next flush, in order).
+    pub async fn flush(&self) -> Result<usize> {
+        let _serial = self.serial.lock().await;
+        let outboxes = self.maps.take_outboxes();
+        let records = match encode(&outboxes) {
+            Ok(r) => r,
+            Err(e) => {
+                self.maps.restore_outboxes(outboxes);
+                return Err(e);
+            }
+        };
+        if records.is_empty() {
+            return Ok(0);
+        }
+        if let Err(e) = topic::append(&self.target, &self.topic, &records).await {
+            self.maps.restore_outboxes(outboxes);
+            return Err(e);
+        }
+        Ok(records.len())
+    }
+}
+
+fn encode(outboxes: &[(TopicPartition, Vec<Sync>)]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut records = Vec::new();
+    for (tp, syncs) in outboxes {
+        for s in syncs {
+            let sync = OffsetSync {
+                topic: tp.topic().to_string(),
+                partition: tp.partition(),
+                upstream_offset: s.upstream,
+                offset: s.offset,
+            };
+            let key = sync
+                .encode_key()
+                .map_err(|e| Error::Runtime(format!("cannot encode an offset sync: {e}")))?;
+            records.push((key, sync.encode_value()));
+        }
+    }
+    Ok(records)
+}
+
+/// Source positions that are committed only once the offset syncs mapping them are on the
+/// target (see the module doc). Without a writer (checkpoints off) it is `inner` unchanged.
+#[derive(Clone)]
+pub struct GatedPositions<P> {
+    inner: P,
+    writer: Option<Arc<SyncWriter>>,
+}
+
+impl<P> GatedPositions<P> {
+    /// `inner`, gated by `writer` when there is one.
+    pub fn new(inner: P, writer: Option<Arc<SyncWriter>>) -> GatedPositions<P> {
+        GatedPositions { inner, writer }
+    }
+}
+
+impl<P: Positions> Positions for GatedPositions<P> {
+    async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
+        self.inner.load(partitions).await
+    }
+
+    async fn commit(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
+        if let Some(writer) = &self.writer {
+            // The forwarder commits a position only once everything below it was acknowledged
+            // (its batches were observed before the position moved) or skipped on purpose
+            // (markers, aborted records): the frontier may move there before the commit.
+            for (tp, next) in positions {
+                writer.maps().advance(tp, *next);
+            }
+            writer.flush().await.map_err(|e| {
+                IoError::new(
+                    ErrorClass::Retriable,
+                    "offset_syncs",
+                    format!(
+                        "source positions not committed: the offset syncs they need could not \
+                         be written to the target first ({e}); retried at the next commit"
+                    ),
+                )
+            })?;
+        }
+        self.inner.commit(positions).await
+    }
+}
