@@ -1,4 +1,4 @@
-//! The command line: `strait run|check|mirror-maker|mm2`.
+//! The command line: `strait run|check|mirror-maker|mm2|failover|offsets|import`.
 //!
 //! Exit status: 0 success, 1 runtime error, 2 configuration or usage error (the message on
 //! stderr names the key). clap's own usage errors also exit with 2.
@@ -20,6 +20,7 @@ Examples:
       --producer.config producer.properties --include 'orders|payments.*'
   strait mm2 mm2.properties --clusters us
   strait mm2 mm2.properties --check        # print the equivalent strait.toml
+  strait import strimzi kafka-mirror-maker.yaml --output strait.toml
 
 Environment: STRAIT_<SECTION>_<KEY> overrides [mirror], [metrics], [tracing] and [log] keys
 (STRAIT_MIRROR_GROUP_ID=my-group); STRAIT_SOURCE_<PROPERTY> / STRAIT_TARGET_<PROPERTY> set
@@ -66,6 +67,9 @@ pub enum Command {
     /// Consumer-group offset tools.
     #[command(subcommand)]
     Offsets(OffsetsCommand),
+    /// Convert another tool's configuration into a strait.toml (and Helm values).
+    #[command(subcommand)]
+    Import(crate::import::ImportCommand),
 }
 
 /// `strait offsets` subcommands.
@@ -163,6 +167,8 @@ pub enum Action {
         /// Commit, not only print.
         apply: bool,
     },
+    /// `strait import`: converts and prints; no configuration to load.
+    Import(crate::import::ImportCommand),
 }
 
 impl Command {
@@ -194,6 +200,7 @@ impl Command {
                 groups: args.groups.clone(),
                 apply: false,
             },
+            Command::Import(command) => Action::Import(command.clone()),
             Command::Mm2(args) => {
                 let loaded = mirrormaker::mm2::load(&args.options, env)?;
                 if args.check {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod failover;
 pub mod health;
 pub mod http;
+pub mod import;
 pub mod lag;
 pub mod log_limit;
 pub mod logging;

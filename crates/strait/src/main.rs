@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e),
     };
     match action {
+        Action::Import(command) => strait::import::run(&command),
         Action::Check(loaded) => {
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");

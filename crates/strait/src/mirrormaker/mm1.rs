@@ -73,6 +73,14 @@ fn normalise_include(raw: &str) -> String {
 
 /// Builds the configuration from MirrorMaker 1 options and files, then applies `env`.
 pub fn load(opts: &Mm1Options, env: &Environment) -> Result<Loaded> {
+    check_options(opts)?;
+    let consumer = Properties::load(&opts.consumer_config)?;
+    let producer = Properties::load(&opts.producer_config)?;
+    from_properties(opts, &consumer, &producer, env)
+}
+
+/// Rejects the options whose behaviour Strait cannot provide.
+fn check_options(opts: &Mm1Options) -> Result<()> {
     for (flag, value, why) in [
         (
             "--message.handler",
@@ -103,6 +111,18 @@ pub fn load(opts: &Mm1Options, env: &Environment) -> Result<Loaded> {
             });
         }
     }
+    Ok(())
+}
+
+/// [`load`] with the consumer and producer properties already read (`strait import strimzi`
+/// builds them from a `KafkaMirrorMaker` resource; `path` of each names where they came from).
+pub(crate) fn from_properties(
+    opts: &Mm1Options,
+    consumer: &Properties,
+    producer: &Properties,
+    env: &Environment,
+) -> Result<Loaded> {
+    check_options(opts)?;
     let mut warnings = Vec::new();
     let mut options_ignored = Vec::new();
     let include = match (&opts.include, &opts.whitelist) {
@@ -169,21 +189,21 @@ pub fn load(opts: &Mm1Options, env: &Environment) -> Result<Loaded> {
         );
     }
 
-    for (path, role, what, why) in [
+    for (props, role, what, why) in [
         (
-            &opts.consumer_config,
+            consumer,
             Role::Source,
             "consumer.config",
             "Strait reads raw record batches and commits its own positions",
         ),
         (
-            &opts.producer_config,
+            producer,
             Role::Target,
             "producer.config",
             "Strait writes the source batches with its own idempotent producer",
         ),
     ] {
-        let props = Properties::load(path)?;
+        let path = &props.path;
         let mut report = Report::default();
         for p in &props.entries {
             let origin = Origin::Compat(format!("{what} {}", props.describe(p)));
