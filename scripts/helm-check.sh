@@ -54,6 +54,14 @@ near() {
 
 echo "helm: $("$helm" version --short)  kubeconform: $("$kubeconform" -v)  schemas: $schemas"
 
+# The schema generator's own tests (file names as kubeconform asks, strictness, standalone files).
+gen=deploy/helm/tools/schemagen
+if (cd "$gen" && GOFLAGS=-mod=mod go test ./... >"$out/go-test.txt" 2>&1 && [ -z "$(gofmt -l .)" ]); then
+  pass "schemagen: go test, gofmt"
+else
+  cat "$out/go-test.txt" >&2; (cd "$gen" && gofmt -l .) >&2; fail "schemagen: go test, gofmt"
+fi
+
 sets=(default)
 for f in "$chart"/ci/*.yaml; do sets+=("$f"); done
 for set in "${sets[@]}"; do
@@ -152,6 +160,26 @@ if validate "$out/bad.yaml" >"$out/kc.txt" 2>&1; then
   fail "kubeconform accepted replicas: two"
 else
   pass "kubeconform rejects a string as replicas"
+fi
+
+# The PodMonitor is checked against the Prometheus Operator's CRD schema, not skipped.
+"$helm" template strait "$chart" --set metrics.podMonitor.enabled=true \
+  --set metrics.podMonitor.interval=often >"$out/bad.yaml"
+if validate "$out/bad.yaml" >"$out/kc.txt" 2>&1; then
+  fail "kubeconform accepted a PodMonitor with interval: often"
+elif grep -q 'PodMonitor' "$out/kc.txt"; then
+  pass "kubeconform rejects a PodMonitor with interval: often (CRD schema)"
+else
+  cat "$out/kc.txt" >&2; fail "kubeconform rejected interval: often for another reason"
+fi
+
+# The chart's "drain_timeout + 15 s" is strait's SHUTDOWN_GRACE (10 s) plus 5 s for the kubelet;
+# a changed SHUTDOWN_GRACE must change templates/_helpers.tpl (strait.checkGrace) too.
+if grep -q 'const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);' \
+    crates/strait/src/main.rs; then
+  pass "strait's SHUTDOWN_GRACE is the 10 s the chart's grace check assumes"
+else
+  fail "SHUTDOWN_GRACE in crates/strait/src/main.rs changed: update strait.checkGrace in $chart/templates/_helpers.tpl, values.yaml and README"
 fi
 
 # strait refuses a bad setting passed through the values (the config check is real).

@@ -25,33 +25,44 @@ command -v go >/dev/null || {
 log() { echo "install-helm-tools: $*" >&2; }
 now() { date +%s; }
 
-# go_tool NAME MODULE/PATH VERSION [LDFLAGS]: `go install` into $cache/NAME-VERSION/bin. The
-# module and build caches of the build are thrown away afterwards (helm's are ~0.5 GB and 1.2 GB,
-# and nothing else uses them); the binary is what is kept.
+# Scratch directories (module and build caches, unpacked modules) are removed on every exit,
+# an interrupted one included. Go makes module files read-only: `go clean -modcache` first.
+scratch=()
+cleanup() {
+  local d
+  for d in "${scratch[@]}"; do
+    GOMODCACHE="$d/mod" go clean -modcache 2>/dev/null || true
+    chmod -R u+w "$d" 2>/dev/null || true
+    rm -rf "$d"
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# go_tool NAME MODULE/PATH VERSION [LDFLAGS]: `go install` into $cache/NAME-VERSION/bin, with
+# module and build caches of its own that are thrown away afterwards (helm's are ~0.5 GB and
+# 1.2 GB, and nothing else uses them); the binary is what is kept. Prints the binary's path.
 go_tool() {
   local name=$1 pkg=$2 version=$3 ldflags="-s -w ${4:-}" dir="$cache/$1-$3"
   if [ "$(cat "$dir/.complete" 2>/dev/null)" != "$version $ldflags" ] || [ ! -x "$dir/bin/$name" ]; then
     local t0 work; t0=$(now)
     log "building $name $version from the Go module proxy (first time only)"
+    work=$(mktemp -d "$cache/go-build.XXXXXX"); scratch+=("$work")
     rm -rf "$dir.tmp"; mkdir -p "$dir.tmp/bin"
-    work=$(mktemp -d "$cache/go-build.XXXXXX")
     # -mod=mod: resolve the tool's own go.mod, whatever GOFLAGS the machine sets.
-    if ! GOBIN="$dir.tmp/bin" GOMODCACHE="$work/mod" GOCACHE="$work/cache" GOFLAGS=-mod=mod \
-        CGO_ENABLED=0 go install -trimpath -ldflags="$ldflags" "$pkg@$version" >&2; then
-      GOMODCACHE="$work/mod" go clean -modcache 2>/dev/null || true; rm -rf "$work"
-      log "building $name $version failed"; exit 1
-    fi
-    GOMODCACHE="$work/mod" go clean -modcache 2>/dev/null || true; rm -rf "$work"
+    GOBIN="$dir.tmp/bin" GOMODCACHE="$work/mod" GOCACHE="$work/cache" GOFLAGS=-mod=mod \
+      CGO_ENABLED=0 go install -trimpath -ldflags="$ldflags" "$pkg@$version" >&2 \
+      || { log "building $name $version failed"; exit 1; }
     rm -rf "$dir"; mv "$dir.tmp" "$dir"
     echo "$version $ldflags" > "$dir/.complete"
     log "$name $version built in $(( $(now) - t0 ))s"
   fi
-  echo "$dir/bin/$name"
 }
 
-# helm's own version string comes from the linker (its release builds set it the same way).
-helm=$(go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION")
-kubeconform=$(go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" "-X main.version=$KUBECONFORM_VERSION")
+# Without -X, helm prints its version as "v4.3" and kubeconform as "development".
+go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" "-X main.version=$KUBECONFORM_VERSION"
 
 # Schemas: regenerated when a version or the generator changes.
 gen="$root/deploy/helm/tools/schemagen"
@@ -62,10 +73,8 @@ if [ ! -f "$schemas/.complete" ] || [ "$(cat "$schemas/.complete")" != "$stamp" 
   log "generating Kubernetes $K8S_VERSION + Prometheus Operator $PROMETHEUS_OPERATOR_VERSION schemas (first time only)"
   # The two modules go to a throw-away module cache: only three files of them are needed, and the
   # unpacked k8s.io/kubernetes module alone is ~120 MB.
-  mods=$(mktemp -d "$cache/modules.XXXXXX")
-  cleanup() { GOMODCACHE="$mods" go clean -modcache 2>/dev/null || true; rm -rf "$mods"; }
-  trap cleanup EXIT
-  dir_of() { GOMODCACHE="$mods" GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+  mods=$(mktemp -d "$cache/modules.XXXXXX"); scratch+=("$mods")
+  dir_of() { GOMODCACHE="$mods/mod" GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
   k8s=$(dir_of "k8s.io/kubernetes@$K8S_VERSION")
   po=$(dir_of "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
   [ -f "$k8s/api/openapi-spec/swagger.json" ] || { log "no api/openapi-spec/swagger.json in k8s.io/kubernetes@$K8S_VERSION"; exit 1; }
@@ -80,6 +89,6 @@ if [ ! -f "$schemas/.complete" ] || [ "$(cat "$schemas/.complete")" != "$stamp" 
   echo "$stamp" > "$schemas/.complete"
   log "schemas generated in $(( $(now) - t0 ))s"
 fi
-echo "$helm"
-echo "$kubeconform"
+echo "$cache/helm-$HELM_VERSION/bin/helm"
+echo "$cache/kubeconform-$KUBECONFORM_VERSION/bin/kubeconform"
 echo "$schemas"
