@@ -182,6 +182,22 @@ else
   fail "SHUTDOWN_GRACE in crates/strait/src/main.rs changed: update strait.checkGrace in $chart/templates/_helpers.tpl, values.yaml and README"
 fi
 
+# staticMembership: false leaves the instance id out.
+"$helm" template strait "$chart" --set staticMembership=false >"$out/nostatic.yaml"
+if grep -q 'name: STRAIT_MIRROR_INSTANCE_ID' "$out/nostatic.yaml"; then
+  fail "staticMembership: false still sets STRAIT_MIRROR_INSTANCE_ID"
+else
+  pass "staticMembership: false sets no instance id"
+fi
+
+# The chart runs the Dockerfile's image as it is built: entrypoint /strait (the chart passes only
+# arguments) and user 65534 (runAsUser, fsGroup of the Secret files).
+if grep -qx 'ENTRYPOINT \["/strait"\]' Dockerfile && grep -qx 'USER 65534:65534' Dockerfile; then
+  pass "Dockerfile: ENTRYPOINT /strait and USER 65534:65534, as the chart assumes"
+else
+  fail "Dockerfile's ENTRYPOINT or USER changed: update args/podSecurityContext in $chart"
+fi
+
 # strait refuses a bad setting passed through the values (the config check is real).
 "$helm" template strait "$chart" --set config.mirror.start=yesterday >"$out/bad.yaml"
 toml_of "$out/bad.yaml" >"$out/bad.toml"

@@ -131,7 +131,8 @@ paths). mirror.instance_id is not written: each pod sets it from its own name
 {{- $_ := set $cfg $side $cluster -}}
 {{- end -}}
 # strait.toml rendered by the {{ .Chart.Name }} Helm chart {{ .Chart.Version }} from .Values.config;
-# keys: examples/strait.toml. mirror.instance_id comes from each pod's name (STRAIT_MIRROR_INSTANCE_ID).
+# keys: examples/strait.toml.
+{{- if .Values.staticMembership }} mirror.instance_id comes from each pod's name (STRAIT_MIRROR_INSTANCE_ID).{{ end }}
 {{- range $section := keys $cfg | sortAlpha }}
 {{- $body := get $cfg $section }}
 {{- if not (kindIs "map" $body) }}
