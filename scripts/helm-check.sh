@@ -8,7 +8,8 @@
 #      probes, security context, Secret mounts);
 #   4. the rendered strait.toml accepted by `strait check --offline` (no brokers needed);
 #   5. mistakes that must be refused: a grace period shorter than the drain, an instance id or
-#      metrics listener in the values, a misspelt Kubernetes field, an invalid strait setting.
+#      metrics listener in the values, a misspelt chart key (values.schema.json), a misspelt
+#      Kubernetes field, an invalid PodMonitor, an invalid strait setting.
 # Tools come from scripts/install-helm-tools.sh (Go module proxy, cached). STRAIT_BIN: the strait
 # binary to use (default: `cargo build -p strait` and target/debug/strait).
 set -euo pipefail
@@ -144,6 +145,10 @@ must_refuse "metrics.listen in the values" "config.metrics.listen: leave it out"
   --set config.metrics.listen=127.0.0.1:1
 must_refuse "both PodMonitor and ServiceMonitor" "both enabled" \
   --set metrics.podMonitor.enabled=true --set metrics.serviceMonitor.enabled=true
+# values.schema.json: a misspelt chart key is an error, not a silently ignored value.
+must_refuse "a misspelt chart key (secret for secrets)" "additional properties 'secret' not allowed" \
+  --set secret.source.userCert.name=my-europe-user
+must_refuse "a string as replicas" "replicas" --set-string replicas=two
 
 # The validator rejects what Kubernetes would: a misspelt probe field, a string where an integer
 # belongs.
@@ -155,11 +160,13 @@ elif grep -q periodSecond "$out/kc.txt"; then
 else
   cat "$out/kc.txt" >&2; fail "kubeconform rejected livenessProbe.periodSecond for another reason"
 fi
-"$helm" template strait "$chart" --set-string replicas=two >"$out/bad.yaml"
+"$helm" template strait "$chart" --set-string livenessProbe.periodSeconds=ten >"$out/bad.yaml"
 if validate "$out/bad.yaml" >"$out/kc.txt" 2>&1; then
-  fail "kubeconform accepted replicas: two"
+  fail "kubeconform accepted periodSeconds: ten"
+elif grep -q periodSeconds "$out/kc.txt"; then
+  pass "kubeconform rejects a string as periodSeconds"
 else
-  pass "kubeconform rejects a string as replicas"
+  cat "$out/kc.txt" >&2; fail "kubeconform rejected periodSeconds: ten for another reason"
 fi
 
 # The PodMonitor is checked against the Prometheus Operator's CRD schema, not skipped.
