@@ -18,7 +18,8 @@ cd "$root"
 chart=deploy/helm/strait
 
 mapfile -t tools < <(scripts/install-helm-tools.sh)
-helm=${tools[0]} kubeconform=${tools[1]} schemas=${tools[2]}
+helm=${tools[0]} kubeconform=${tools[1]} schema_dirs=("${tools[@]:2}")
+[ ${#schema_dirs[@]} -gt 0 ] || { echo "install-helm-tools.sh gave no schema directory" >&2; exit 1; }
 if [ -z "${STRAIT_BIN:-}" ]; then
   cargo build -q --locked -p strait
   STRAIT_BIN=${CARGO_TARGET_DIR:-$root/target}/debug/strait
@@ -30,10 +31,12 @@ passed=0 failed=0
 pass() { echo "ok: $*"; passed=$((passed + 1)); }
 fail() { echo "FAILED: $*" >&2; failed=$((failed + 1)); }
 
-# validate FILE: kubeconform, strict, every kind needs a schema.
+# validate FILE [SCHEMA_DIR]: kubeconform, strict, every kind needs a schema (default: the
+# newest Kubernetes release's schemas).
 validate() {
+  local dir=${2:-${schema_dirs[-1]}}
   "$kubeconform" -strict -summary -output text \
-    -schema-location "$schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" "$1"
+    -schema-location "$dir/{{ .ResourceKind }}{{ .KindSuffix }}.json" "$1"
 }
 
 # toml_of RENDERED: the strait.toml of the ConfigMap in a rendered manifest (the block scalar
@@ -53,7 +56,7 @@ near() {
   if grep -A"$3" -- "$2" "$1" | grep -Eq -- "$4"; then pass "$5"; else fail "$5 (no '$4' after '$2' in $1)"; fi
 }
 
-echo "helm: $("$helm" version --short)  kubeconform: $("$kubeconform" -v)  schemas: $schemas"
+echo "helm: $("$helm" version --short)  kubeconform: $("$kubeconform" -v)  schemas: ${schema_dirs[*]}"
 
 # The schema generator's own tests (file names as kubeconform asks, strictness, standalone files).
 gen=deploy/helm/tools/schemagen
@@ -78,11 +81,14 @@ for set in "${sets[@]}"; do
     cat "$out/err.txt" >&2; fail "helm template ($name)"; continue
   fi
   pass "helm template ($name)"
-  if validate "$rendered" >"$out/kc.txt" 2>&1; then
-    pass "kubeconform -strict ($name): $(tail -1 "$out/kc.txt")"
-  else
-    cat "$out/kc.txt" >&2; fail "kubeconform -strict ($name)"
-  fi
+  for dir in "${schema_dirs[@]}"; do
+    release=${dir##*/k8s-schemas-}
+    if validate "$rendered" "$dir" >"$out/kc.txt" 2>&1; then
+      pass "kubeconform -strict, Kubernetes $release ($name): $(tail -1 "$out/kc.txt")"
+    else
+      cat "$out/kc.txt" >&2; fail "kubeconform -strict, Kubernetes $release ($name)"
+    fi
+  done
 
   # What the chart promises (same for every values file).
   has "$rendered" '^kind: StatefulSet$' "$name: a StatefulSet"

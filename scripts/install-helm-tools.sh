@@ -7,14 +7,17 @@
 #     the Kubernetes OpenAPI document inside the k8s.io/kubernetes module
 #     (api/openapi-spec/swagger.json) and from the Prometheus Operator's PodMonitor and
 #     ServiceMonitor CRDs inside its module (example/prometheus-operator-crd/).
-# Prints three lines: the helm binary, the kubeconform binary, the schema directory.
+# Prints the helm binary, the kubeconform binary, then one schema directory per Kubernetes
+# release, one a line.
 # Idempotent: a stamp file marks each complete item; a changed version or generator rebuilds it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${STRAIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strait}
 HELM_VERSION=v4.3.2
 KUBECONFORM_VERSION=v0.8.0
-K8S_VERSION=v1.37.2            # k8s.io/kubernetes: the API schemas validated against
+# k8s.io/kubernetes releases whose API schemas the chart is validated against: the oldest the
+# chart supports (Chart.yaml kubeVersion) and a current one.
+K8S_VERSIONS=(v1.25.16 v1.37.2)
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 mkdir -p "$cache"
 
@@ -64,21 +67,28 @@ go_tool() {
 go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" "-X main.version=$KUBECONFORM_VERSION"
 
-# Schemas: regenerated when a version or the generator changes.
+# Schemas, one directory per Kubernetes release: regenerated when a version or the generator
+# changes. The modules go to a throw-away module cache: only a few files of them are needed, and
+# an unpacked k8s.io/kubernetes module is ~120 MB.
 gen="$root/deploy/helm/tools/schemagen"
-stamp="$K8S_VERSION $PROMETHEUS_OPERATOR_VERSION $(cat "$gen/main.go" "$gen/go.mod" | sha256sum | cut -c1-16)"
-schemas="$cache/k8s-schemas-$K8S_VERSION"
-if [ ! -f "$schemas/.complete" ] || [ "$(cat "$schemas/.complete")" != "$stamp" ]; then
+gen_hash=$(cat "$gen/main.go" "$gen/go.mod" | sha256sum | cut -c1-16)
+mods=""
+dir_of() { GOMODCACHE="$mods/mod" GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+schema_dirs=()
+for k8s_version in "${K8S_VERSIONS[@]}"; do
+  schemas="$cache/k8s-schemas-$k8s_version"
+  schema_dirs+=("$schemas")
+  stamp="$k8s_version $PROMETHEUS_OPERATOR_VERSION $gen_hash"
+  [ "$(cat "$schemas/.complete" 2>/dev/null)" != "$stamp" ] || continue
   t0=$(now)
-  log "generating Kubernetes $K8S_VERSION + Prometheus Operator $PROMETHEUS_OPERATOR_VERSION schemas (first time only)"
-  # The two modules go to a throw-away module cache: only three files of them are needed, and the
-  # unpacked k8s.io/kubernetes module alone is ~120 MB.
-  mods=$(mktemp -d "$cache/modules.XXXXXX"); scratch+=("$mods")
-  dir_of() { GOMODCACHE="$mods/mod" GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
-  k8s=$(dir_of "k8s.io/kubernetes@$K8S_VERSION")
-  po=$(dir_of "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
-  [ -f "$k8s/api/openapi-spec/swagger.json" ] || { log "no api/openapi-spec/swagger.json in k8s.io/kubernetes@$K8S_VERSION"; exit 1; }
-  crds="$po/example/prometheus-operator-crd"
+  log "generating Kubernetes $k8s_version + Prometheus Operator $PROMETHEUS_OPERATOR_VERSION schemas (first time only)"
+  if [ -z "$mods" ]; then
+    mods=$(mktemp -d "$cache/modules.XXXXXX"); scratch+=("$mods")
+    po=$(dir_of "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
+    crds="$po/example/prometheus-operator-crd"
+  fi
+  k8s=$(dir_of "k8s.io/kubernetes@$k8s_version")
+  [ -f "$k8s/api/openapi-spec/swagger.json" ] || { log "no api/openapi-spec/swagger.json in k8s.io/kubernetes@$k8s_version"; exit 1; }
   rm -rf "$schemas.tmp"
   (cd "$gen" && GOFLAGS=-mod=mod go run . \
     -swagger "$k8s/api/openapi-spec/swagger.json" \
@@ -87,8 +97,8 @@ if [ ! -f "$schemas/.complete" ] || [ "$(cat "$schemas/.complete")" != "$stamp" 
     -out "$schemas.tmp") >&2
   rm -rf "$schemas"; mv "$schemas.tmp" "$schemas"
   echo "$stamp" > "$schemas/.complete"
-  log "schemas generated in $(( $(now) - t0 ))s"
-fi
+  log "schemas for $k8s_version generated in $(( $(now) - t0 ))s"
+done
 echo "$cache/helm-$HELM_VERSION/bin/helm"
 echo "$cache/kubeconform-$KUBECONFORM_VERSION/bin/kubeconform"
-echo "$schemas"
+printf '%s\n' "${schema_dirs[@]}"
