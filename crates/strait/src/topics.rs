@@ -5,44 +5,168 @@
 //! partition count and (with `mirror.sync_topic_configs`) the source's topic-level overrides;
 //! partitions added on the source are added on the target.
 //!
+//! **Replication factor.** By default (`mirror.replication_factor = "source"`) a created topic
+//! gets the source topic's replication factor, capped by the target's broker count (with a
+//! warning naming the setting); an explicit number, or -1 for the target broker's default, wins.
+//! The broker default is a trap: a target with `default.replication.factor=1` and
+//! `min.insync.replicas=2` creates topics that refuse every `acks=all` write.
+//!
+//! **Configs.** Every topic-level override of the source topic is copied except the keys
+//! `mirror.topic_configs_exclude` matches (MirrorMaker 2's `config.properties.exclude` defaults,
+//! without `min.insync.replicas`). `min.insync.replicas` never exceeds the target topic's
+//! replication factor: a copied value above it is lowered, and a created topic whose factor is
+//! below the target cluster's default `min.insync.replicas` gets its own value, each with a
+//! warning saying why. Every `mirror.sync_topic_configs_interval` the overrides of every
+//! mirrored topic are compared again and the changed ones set on the target with
+//! IncrementalAlterConfigs (only those keys; excluded keys and keys the source does not set are
+//! never touched). A failure (missing DescribeConfigs on the source or AlterConfigs on the
+//! target) is logged once with its fix and retried at the next interval, never stopping the
+//! mirror; the recovery is logged too.
+//!
 //! A target topic deleted and created again (by Strait at the next refresh, or by someone else:
 //! its topic id changes) has lost everything mirrored into it before: that is reported as a loss
 //! event (ERROR log, `strait_loss_events_total{reason="target_topic_recreated"}`), not only as
 //! "created target topic". Deletions while Strait was not running cannot be seen.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use strait_wire::admin::{Admin, CreateTopicOutcome, NewTopic};
-use strait_wire::{Client, Error as WireError, TopicId};
+use strait_wire::admin::{
+    Admin, AlterConfigOp, ConfigEntry, ConfigSource, CreateTopicOutcome, NewTopic,
+};
+use strait_wire::{Client, ClusterMetadata, Error as WireError, TopicId};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigExclude, format_duration};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
 /// Loss-event label of a deleted and re-created target topic.
 const RECREATED: &str = "target_topic_recreated";
 
-/// Topic-level configs worth carrying to the target. Broker-specific settings (e.g. placement,
-/// throttles, tiered storage) are left out on purpose: they describe the source cluster, not
-/// the data.
-const COPIED_CONFIGS: &[&str] = &[
-    "cleanup.policy",
-    "compression.type",
-    "delete.retention.ms",
-    "max.compaction.lag.ms",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
-    "retention.bytes",
-    "retention.ms",
-    "segment.bytes",
-    "segment.ms",
-];
+/// The config key that must never exceed the replication factor.
+const MIN_ISR: &str = "min.insync.replicas";
+
+/// The replication factor for a topic Strait creates, and a warning when the source's factor
+/// had to be capped. `explicit` is `mirror.replication_factor` when set to a number (-1 = the
+/// target broker's default): it wins, as written. Otherwise the source topic's factor, at most
+/// the target's broker count (`target_brokers`, 0 = unknown).
+pub(crate) fn choose_replication_factor(
+    explicit: Option<i16>,
+    source_rf: Option<i16>,
+    target_brokers: usize,
+    target_topic: &str,
+) -> (i16, Option<String>) {
+    if let Some(n) = explicit {
+        return (n, None);
+    }
+    let Some(rf) = source_rf.filter(|rf| *rf > 0) else {
+        // The source's metadata named no replicas: let the target decide.
+        return (-1, None);
+    };
+    let brokers = i16::try_from(target_brokers).unwrap_or(i16::MAX);
+    if brokers > 0 && rf > brokers {
+        return (
+            brokers,
+            Some(format!(
+                "the source topic has replication factor {rf} but the target cluster has {brokers} broker(s): creating {target_topic} with replication factor {brokers}, so the mirror is less durable than the source; add target brokers, or set mirror.replication_factor to choose the factor yourself"
+            )),
+        );
+    }
+    (rf, None)
+}
+
+/// The source topic's configs to copy: its own overrides (not defaults, not read-only, not
+/// secret), minus the excluded keys.
+pub(crate) fn copied_configs<'a>(
+    source: impl IntoIterator<Item = &'a ConfigEntry>,
+    exclude: &ConfigExclude,
+) -> BTreeMap<String, String> {
+    source
+        .into_iter()
+        .filter(|e| e.source == ConfigSource::Topic && !e.read_only && !e.sensitive)
+        .filter(|e| !exclude.excludes(&e.name))
+        .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+        .collect()
+}
+
+/// Lowers a copied `min.insync.replicas` above the target topic's replication factor `rf`
+/// (unknown when not positive) to `rf`, and says why: above it, every `acks=all` write would be
+/// refused with NOT_ENOUGH_REPLICAS.
+pub(crate) fn fit_min_isr(
+    configs: &mut BTreeMap<String, String>,
+    rf: i16,
+    target_topic: &str,
+) -> Option<String> {
+    let value = configs.get(MIN_ISR)?;
+    let min_isr: i64 = value.trim().parse().ok()?;
+    if rf <= 0 || min_isr <= i64::from(rf) {
+        return None;
+    }
+    configs.insert(MIN_ISR.to_string(), rf.to_string());
+    Some(min_isr_lowered(
+        target_topic,
+        min_isr,
+        rf,
+        "the source topic's",
+    ))
+}
+
+fn min_isr_lowered(target_topic: &str, min_isr: i64, rf: i16, whose: &str) -> String {
+    format!(
+        "{MIN_ISR} of {target_topic} lowered from {whose} {min_isr} to {rf}: it may not \
+         exceed the topic's replication factor ({rf}), or the topic refuses every acks=all \
+         write (NOT_ENOUGH_REPLICAS); add \"min\\\\.insync\\\\.replicas\" to \
+         mirror.topic_configs_exclude to leave it alone"
+    )
+}
+
+/// The changes that give the target topic the copied source configs: a SET for each key whose
+/// target value differs. Nothing is ever deleted: a key the source no longer overrides keeps
+/// its value on the target.
+pub(crate) fn config_changes<'a>(
+    wanted: &BTreeMap<String, String>,
+    target_value: impl Fn(&str) -> Option<&'a str>,
+) -> Vec<AlterConfigOp> {
+    wanted
+        .iter()
+        .filter(|(k, v)| target_value(k) != Some(v.as_str()))
+        .map(|(k, v)| AlterConfigOp::Set {
+            name: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
+}
+
+/// The smallest replica count over the topic's partitions in `md` (0 when unknown).
+fn replica_count(md: &ClusterMetadata, topic: &str) -> i16 {
+    md.topic(topic)
+        .and_then(|t| t.partitions.iter().map(|p| p.replicas.len()).min())
+        .and_then(|n| i16::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+/// What failed in one topic's config sync, with the fix.
+fn config_sync_failure(what: &str, cluster: &str, e: &WireError, interval: Duration) -> String {
+    let fix = match e {
+        WireError::Authorization {
+            operation,
+            resource,
+            ..
+        } => format!(
+            "grant {operation} on {resource} on the {cluster} cluster to the mirror's principal"
+        ),
+        _ if e.code() == Some(strait_wire::ResponseError::InvalidConfig) => {
+            "if a copied value is the cause, exclude its key with mirror.topic_configs_exclude"
+                .to_string()
+        }
+        _ => "check the cluster".to_string(),
+    };
+    format!(
+        "{what}: {e}; {fix}. Strait tries again every {} (mirror.sync_topic_configs_interval)",
+        format_duration(interval)
+    )
+}
 
 /// One source topic selected for mirroring.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +210,16 @@ pub struct Topics {
     config: Config,
     metrics: Option<Arc<Metrics>>,
     history: Mutex<TargetHistory>,
+    /// Replication factor of each selected source topic, from the last discovery.
+    source_rf: Mutex<HashMap<String, i16>>,
+    config_sync: Mutex<ConfigSyncState>,
+}
+
+/// When configs were last synced, and which target topics' syncs are failing (and how).
+#[derive(Debug, Default)]
+struct ConfigSyncState {
+    last: Option<Instant>,
+    failing: HashMap<String, String>,
 }
 
 impl Topics {
@@ -101,6 +235,8 @@ impl Topics {
             config,
             metrics: None,
             history: Mutex::new(TargetHistory::default()),
+            source_rf: Mutex::new(HashMap::new()),
+            config_sync: Mutex::new(ConfigSyncState::default()),
         }
     }
 
@@ -118,7 +254,7 @@ impl Topics {
     fn report_recreated(&self, topic: &SelectedTopic, how: &str) {
         tracing::error!(
             topic = %topic.target, source_topic = %topic.source,
-            "target topic {} {how}: every record mirrored into it before the deletion is gone from              the target (data loss on the target). The mirror continues from its committed source              positions; to copy the source topic again, stop strait and reset the group's positions              (kafka-consumer-groups.sh --group {} --topic {} --reset-offsets --to-earliest --execute              on the source cluster)",
+            "target topic {} {how}: every record mirrored into it before the deletion is gone from the target (data loss on the target). The mirror continues from its committed source positions; to copy the source topic again, stop strait and reset the group's positions (kafka-consumer-groups.sh --group {} --topic {} --reset-offsets --to-earliest --execute on the source cluster)",
             topic.target, self.config.mirror.group_id, topic.source
         );
         if let Some(m) = &self.metrics {
@@ -126,14 +262,29 @@ impl Topics {
         }
     }
 
+    fn config_sync_state(&self) -> std::sync::MutexGuard<'_, ConfigSyncState> {
+        self.config_sync.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The source topic's replication factor seen at the last discovery.
+    fn source_replication_factor(&self, topic: &str) -> Option<i16> {
+        self.source_rf
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(topic)
+            .copied()
+    }
+
     /// The source topics that match, by source name.
     pub async fn discover(&self) -> Result<BTreeMap<String, SelectedTopic>> {
         let md = self.source.metadata(None).await.map_err(Error::Wire)?;
         let mut selected = BTreeMap::new();
+        let mut rfs = HashMap::new();
         for topic in md.topics.values() {
             if topic.is_internal || topic.error.is_some() || !self.config.selects(&topic.name) {
                 continue;
             }
+            rfs.insert(topic.name.to_string(), replica_count(&md, &topic.name));
             selected.insert(
                 topic.name.to_string(),
                 SelectedTopic {
@@ -143,6 +294,7 @@ impl Topics {
                 },
             );
         }
+        *self.source_rf.lock().unwrap_or_else(|p| p.into_inner()) = rfs;
         Ok(selected)
     }
 
@@ -158,6 +310,7 @@ impl Topics {
             .metadata(Some(&names))
             .await
             .map_err(Error::Wire)?;
+        let mut created = BTreeSet::new();
         for topic in selected.values() {
             let found = md.topic(&topic.target).filter(|t| t.error.is_none());
             if let Some(t) = found {
@@ -173,7 +326,10 @@ impl Topics {
             }
             let existing = found.map(|t| t.partitions.len());
             match existing {
-                None if self.config.mirror.create_topics => self.create(topic).await?,
+                None if self.config.mirror.create_topics => {
+                    self.create(topic, md.brokers.len()).await?;
+                    created.insert(topic.target.clone());
+                }
                 None => {
                     return Err(Error::Runtime(format!(
                         "target topic {} (for source topic {}) does not exist and mirror.create_topics is false; \
@@ -208,7 +364,130 @@ impl Topics {
                 Some(_) => {}
             }
         }
+        let m = &self.config.mirror;
+        if m.sync_topic_configs {
+            let due = {
+                let mut state = self.config_sync_state();
+                let due = state
+                    .last
+                    .is_none_or(|t| t.elapsed() >= m.sync_topic_configs_interval);
+                if due {
+                    state.last = Some(Instant::now());
+                }
+                due
+            };
+            if due {
+                for topic in selected.values() {
+                    // A topic created in this round already has the source's configs.
+                    if !created.contains(&topic.target) {
+                        self.sync_configs(topic, replica_count(&md, &topic.target))
+                            .await;
+                    }
+                }
+            }
+        }
         Ok(selected)
+    }
+
+    /// Copies the changed configs of one mirrored topic. Never fails the mirror: a failure is
+    /// logged (once, with its fix) and retried at the next interval.
+    async fn sync_configs(&self, topic: &SelectedTopic, target_rf: i16) {
+        let result = self.sync_configs_once(topic, target_rf).await;
+        let mut state = self.config_sync_state();
+        match result {
+            Ok(changed) => {
+                if state.failing.remove(&topic.target).is_some() {
+                    tracing::info!(topic = %topic.target, "topic config sync works again");
+                }
+                if !changed.is_empty() {
+                    tracing::info!(
+                        topic = %topic.target, source_topic = %topic.source, keys = ?changed,
+                        "copied changed topic configs to the target topic"
+                    );
+                }
+            }
+            Err(message) => {
+                let again = state.failing.get(&topic.target) == Some(&message);
+                if again {
+                    tracing::debug!(topic = %topic.target, "{message}");
+                } else {
+                    tracing::warn!(topic = %topic.target, "{message}");
+                    state.failing.insert(topic.target.clone(), message);
+                }
+            }
+        }
+    }
+
+    async fn sync_configs_once(
+        &self,
+        topic: &SelectedTopic,
+        target_rf: i16,
+    ) -> std::result::Result<Vec<String>, String> {
+        let m = &self.config.mirror;
+        let interval = m.sync_topic_configs_interval;
+        let source = self
+            .source_admin
+            .describe_topic_configs(&topic.source)
+            .await
+            .map_err(|e| {
+                config_sync_failure(
+                    &format!("cannot read the configs of source topic {}", topic.source),
+                    "source",
+                    &e,
+                    interval,
+                )
+            })?;
+        let mut wanted = copied_configs(source.entries(), &m.topic_configs_exclude);
+        let target = self
+            .target_admin
+            .describe_topic_configs(&topic.target)
+            .await
+            .map_err(|e| {
+                config_sync_failure(
+                    &format!("cannot read the configs of target topic {}", topic.target),
+                    "target",
+                    &e,
+                    interval,
+                )
+            })?;
+        let lowered = fit_min_isr(&mut wanted, target_rf, &topic.target).or_else(|| {
+            // Not copied: the target cluster's default may still exceed the factor.
+            if m.topic_configs_exclude.excludes(MIN_ISR) {
+                return None;
+            }
+            let mut own: BTreeMap<String, String> = target
+                .value(MIN_ISR)
+                .map(|v| (MIN_ISR.to_string(), v.to_string()))
+                .into_iter()
+                .collect();
+            let w = fit_min_isr(&mut own, target_rf, &topic.target)?;
+            wanted.extend(own);
+            Some(w.replace("the source topic's", "the target cluster's default"))
+        });
+        if let Some(w) = lowered
+            && target.value(MIN_ISR) != wanted.get(MIN_ISR).map(String::as_str)
+        {
+            tracing::warn!(topic = %topic.target, "{w}");
+        }
+        let changes = config_changes(&wanted, |k| target.value(k));
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.target_admin
+            .incremental_alter_topic_configs(&topic.target, &changes)
+            .await
+            .map_err(|e| {
+                config_sync_failure(
+                    &format!(
+                        "cannot copy configs to target topic {} (IncrementalAlterConfigs)",
+                        topic.target
+                    ),
+                    "target",
+                    &e,
+                    interval,
+                )
+            })?;
+        Ok(changes.iter().map(|c| c.name().to_string()).collect())
     }
 
     /// Gives a new topic (or new partitions) a moment to get leaders, so the first produce does
@@ -230,49 +509,82 @@ impl Topics {
         }
     }
 
-    async fn create(&self, topic: &SelectedTopic) -> Result<()> {
-        let mut new = NewTopic::new(
-            topic.target.clone(),
-            topic.partitions,
-            self.config.mirror.replication_factor,
+    async fn create(&self, topic: &SelectedTopic, target_brokers: usize) -> Result<()> {
+        let m = &self.config.mirror;
+        let explicit = (!m.replication_factor_from_source).then_some(m.replication_factor);
+        let (rf, capped) = choose_replication_factor(
+            explicit,
+            self.source_replication_factor(&topic.source),
+            target_brokers,
+            &topic.target,
         );
-        if self.config.mirror.sync_topic_configs {
+        if let Some(w) = capped {
+            tracing::warn!(topic = %topic.target, source_topic = %topic.source, "{w}");
+        }
+        let mut configs = BTreeMap::new();
+        if m.sync_topic_configs {
             match self
                 .source_admin
                 .describe_topic_configs(&topic.source)
                 .await
             {
-                Ok(configs) => {
-                    for entry in configs.overrides() {
-                        if COPIED_CONFIGS.contains(&entry.name.as_str())
-                            && let Some(value) = &entry.value
-                        {
-                            new = new.with_config(entry.name.clone(), value.clone());
-                        }
-                    }
-                }
+                Ok(source) => configs = copied_configs(source.entries(), &m.topic_configs_exclude),
                 Err(e @ WireError::Authorization { .. }) => tracing::warn!(
                     topic = %topic.source, error = %e,
                     "cannot read the source topic's configuration; creating the target topic with broker defaults \
-                     (grant DescribeConfigs on the source topic to copy retention, cleanup policy and limits)"
+                     (grant DescribeConfigs on the source topic to copy retention, cleanup policy and limits; \
+                     the periodic config sync copies them once it is granted)"
                 ),
                 Err(e) => return Err(Error::Wire(e)),
             }
+            if let Some(w) = fit_min_isr(&mut configs, rf, &topic.target) {
+                tracing::warn!(topic = %topic.target, "{w}");
+            }
+        }
+        let mut new = NewTopic::new(topic.target.clone(), topic.partitions, rf);
+        for (k, v) in &configs {
+            new = new.with_config(k.clone(), v.clone());
         }
         match self.target_admin.create_topic(&new).await {
-            Ok(CreateTopicOutcome::Created { topic_id, .. }) => {
+            Ok(CreateTopicOutcome::Created {
+                topic_id,
+                replication_factor,
+                ..
+            }) => {
                 if self.history().created(&topic.target, topic_id) {
                     self.report_recreated(topic, "was deleted; strait created it again");
                 }
-                tracing::info!(topic = %topic.target, partitions = topic.partitions, "created target topic");
+                let rf = replication_factor.unwrap_or(rf);
+                tracing::info!(
+                    topic = %topic.target, partitions = topic.partitions, replication_factor = rf,
+                    configs = ?configs.keys().collect::<Vec<_>>(), "created target topic"
+                );
                 self.await_leaders(&topic.target, topic.partitions).await;
+                if m.sync_topic_configs {
+                    // Checks the created topic at once: a factor below the target cluster's
+                    // default min.insync.replicas gets the topic its own value.
+                    self.sync_configs(topic, rf).await;
+                }
                 Ok(())
             }
             Ok(_) => Ok(()),
             Err(source) => Err(Error::Admin {
                 action: format!(
-                    "cannot create target topic {} for source topic {}",
-                    topic.target, topic.source
+                    "cannot create target topic {} for source topic {} (replication factor {rf}{})",
+                    topic.target,
+                    topic.source,
+                    match configs.is_empty() {
+                        true => String::new(),
+                        false => format!(
+                            ", configs copied from the source: {}; exclude a key the target \
+                             refuses with mirror.topic_configs_exclude",
+                            configs
+                                .iter()
+                                .map(|(k, v)| format!("{k}={v}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    }
                 ),
                 source: Box::new(source),
             }),
@@ -287,6 +599,168 @@ mod tests {
 
     fn id(n: u8) -> Option<TopicId> {
         TopicId::from_bytes([n; 16])
+    }
+
+    fn exclude(patterns: &[&str]) -> ConfigExclude {
+        ConfigExclude::new(
+            patterns.iter().map(|s| s.to_string()).collect(),
+            "mirror.topic_configs_exclude",
+        )
+        .unwrap()
+    }
+
+    fn entry(name: &str, value: &str, source: ConfigSource) -> ConfigEntry {
+        ConfigEntry {
+            name: name.into(),
+            value: Some(value.into()),
+            source,
+            read_only: false,
+            sensitive: false,
+        }
+    }
+
+    #[test]
+    fn replication_factor_follows_the_source_capped_by_the_target() {
+        // (name, explicit setting, source rf, target brokers) -> (factor, warned)
+        type Case = (&'static str, Option<i16>, Option<i16>, usize, i16, bool);
+        #[rustfmt::skip]
+        let cases: &[Case] = &[
+            ("source's factor", None, Some(3), 3, 3, false),
+            ("source's factor on a bigger target", None, Some(2), 5, 2, false),
+            ("capped by a 1-broker target", None, Some(3), 1, 1, true),
+            ("capped by a 2-broker target", None, Some(3), 2, 2, true),
+            ("broker count unknown", None, Some(3), 0, 3, false),
+            ("source names no replicas", None, Some(0), 3, -1, false),
+            ("explicit wins over the source", Some(2), Some(3), 3, 2, false),
+            ("explicit wins even above the broker count", Some(3), Some(1), 1, 3, false),
+            ("explicit broker default", Some(-1), Some(3), 3, -1, false),
+        ];
+        for (name, explicit, source, brokers, want, warned) in cases {
+            let (rf, warning) = choose_replication_factor(*explicit, *source, *brokers, "t");
+            assert_eq!((rf, warning.is_some()), (*want, *warned), "{name}");
+            if let Some(w) = warning {
+                assert!(w.contains("mirror.replication_factor"), "{name}: {w}");
+                assert!(w.contains("replication factor 3"), "{name}: {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn min_insync_replicas_never_exceeds_the_factor() {
+        let with = |v: &str| BTreeMap::from([(MIN_ISR.to_string(), v.to_string())]);
+        // Lowered to a smaller factor, with the reason.
+        let mut c = with("2");
+        let w = fit_min_isr(&mut c, 1, "dst.orders").unwrap();
+        assert_eq!(c[MIN_ISR], "1");
+        assert!(w.contains("lowered from the source topic's 2 to 1"), "{w}");
+        assert!(w.contains("NOT_ENOUGH_REPLICAS"), "{w}");
+        // Kept when it fits, when the factor is unknown (-1), or when it is absent.
+        for (value, rf) in [("2", 3), ("3", 3), ("2", -1)] {
+            let mut c = with(value);
+            assert!(fit_min_isr(&mut c, rf, "t").is_none());
+            assert_eq!(c[MIN_ISR], value);
+        }
+        let mut c = BTreeMap::from([("retention.ms".to_string(), "1".to_string())]);
+        assert!(fit_min_isr(&mut c, 1, "t").is_none());
+        assert!(!c.contains_key(MIN_ISR));
+    }
+
+    #[test]
+    fn copies_overrides_except_excluded_defaults_and_secrets() {
+        let default_exclude: Vec<&str> = crate::config::DEFAULT_CONFIGS_EXCLUDE.to_vec();
+        let mut secret = entry("sasl.secret", "x", ConfigSource::Topic);
+        secret.sensitive = true;
+        secret.value = None;
+        let mut read_only = entry("some.read.only", "x", ConfigSource::Topic);
+        read_only.read_only = true;
+        let source = [
+            entry("retention.ms", "7200000", ConfigSource::Topic),
+            entry(MIN_ISR, "2", ConfigSource::Topic),
+            entry("segment.bytes", "1048576", ConfigSource::Topic),
+            entry(
+                "message.timestamp.type",
+                "LogAppendTime",
+                ConfigSource::Topic,
+            ),
+            entry(
+                "unclean.leader.election.enable",
+                "true",
+                ConfigSource::Topic,
+            ),
+            entry(
+                "leader.replication.throttled.replicas",
+                "0:1",
+                ConfigSource::Topic,
+            ),
+            entry("cleanup.policy", "delete", ConfigSource::Default),
+            entry("max.message.bytes", "2000000", ConfigSource::StaticBroker),
+            secret,
+            read_only,
+        ];
+        let copied = copied_configs(&source, &exclude(&default_exclude));
+        assert_eq!(
+            copied.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["min.insync.replicas", "retention.ms", "segment.bytes"]
+        );
+        // MirrorMaker 2's own default list (with min.insync.replicas) and a regex.
+        let mut mm2 = default_exclude.clone();
+        mm2.push(r"min\.insync\.replicas");
+        mm2.push(r"segment\..*");
+        let copied = copied_configs(&source, &exclude(&mm2));
+        assert_eq!(copied.keys().collect::<Vec<_>>(), ["retention.ms"]);
+        // Patterns match whole keys.
+        let copied = copied_configs(&source, &exclude(&["retention"]));
+        assert!(copied.contains_key("retention.ms"));
+    }
+
+    #[test]
+    fn changes_set_only_what_differs_and_never_delete() {
+        let wanted = BTreeMap::from([
+            ("retention.ms".to_string(), "1000".to_string()),
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            (MIN_ISR.to_string(), "1".to_string()),
+        ]);
+        let target = BTreeMap::from([
+            ("retention.ms", "604800000"),
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "1"),
+        ]);
+        let changes = config_changes(&wanted, |k| target.get(k).copied());
+        assert_eq!(
+            changes,
+            [
+                AlterConfigOp::Set {
+                    name: MIN_ISR.into(),
+                    value: "1".into()
+                },
+                AlterConfigOp::Set {
+                    name: "retention.ms".into(),
+                    value: "1000".into()
+                },
+            ]
+        );
+        assert!(config_changes(&BTreeMap::new(), |k| target.get(k).copied()).is_empty());
+    }
+
+    #[test]
+    fn sync_failures_say_what_to_grant_and_that_it_retries() {
+        let denied = WireError::Authorization {
+            code: strait_wire::ResponseError::TopicAuthorizationFailed,
+            principal: Some("User:mirror".into()),
+            operation: "AlterConfigs".into(),
+            resource: "Topic:dst.orders".into(),
+        };
+        let m = config_sync_failure(
+            "cannot copy configs to target topic dst.orders",
+            "target",
+            &denied,
+            Duration::from_secs(600),
+        );
+        assert!(
+            m.contains("grant AlterConfigs on Topic:dst.orders on the target cluster"),
+            "{m}"
+        );
+        assert!(m.contains("tries again every 10m"), "{m}");
     }
 
     #[test]

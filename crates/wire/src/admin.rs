@@ -15,9 +15,12 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, TopicName,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -187,6 +190,33 @@ pub enum ConfigResource {
     Topic(String),
     /// One broker, by node id.
     Broker(i32),
+}
+
+/// One change of IncrementalAlterConfigs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AlterConfigOp {
+    /// Sets `name` to `value` on the resource.
+    Set {
+        /// The key.
+        name: String,
+        /// The new value.
+        value: String,
+    },
+    /// Removes the resource's own value of `name` (back to the broker's default).
+    Delete {
+        /// The key.
+        name: String,
+    },
+}
+
+impl AlterConfigOp {
+    /// The key this change is about.
+    pub fn name(&self) -> &str {
+        match self {
+            AlterConfigOp::Set { name, .. } | AlterConfigOp::Delete { name } => name,
+        }
+    }
 }
 
 /// ACL resource types.
@@ -939,6 +969,85 @@ impl Admin {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         entries.dedup_by(|a, b| a.name == b.name);
         Ok(Configs { entries })
+    }
+
+    /// Changes some configuration keys of `topic` and leaves the others alone
+    /// (IncrementalAlterConfigs, Kafka 2.3+). Needs AlterConfigs on the topic.
+    pub async fn incremental_alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[AlterConfigOp],
+    ) -> Result<()> {
+        validate_topic_name(topic)?;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.retrying("IncrementalAlterConfigs", || {
+            self.incremental_alter_topic_configs_once(topic, changes)
+        })
+        .await
+    }
+
+    async fn incremental_alter_topic_configs_once(
+        &self,
+        topic: &str,
+        changes: &[AlterConfigOp],
+    ) -> Result<()> {
+        let conn = self.client.any_broker().await?;
+        let version = conn.pick_version::<IncrementalAlterConfigsRequest>(0..=1)?;
+        let mut r = AlterConfigsResource::default();
+        r.resource_type = 2; // TOPIC
+        r.resource_name = str_bytes(topic);
+        r.configs = changes
+            .iter()
+            .map(|c| {
+                let mut a = AlterableConfig::default();
+                a.name = str_bytes(c.name());
+                match c {
+                    AlterConfigOp::Set { value, .. } => {
+                        a.config_operation = 0;
+                        a.value = Some(str_bytes(value));
+                    }
+                    AlterConfigOp::Delete { .. } => {
+                        a.config_operation = 1;
+                        a.value = None;
+                    }
+                }
+                a
+            })
+            .collect();
+        let mut req = IncrementalAlterConfigsRequest::default();
+        req.resources = vec![r];
+        let resp = conn.send(req, version).await?;
+        let Some(result) = resp
+            .responses
+            .into_iter()
+            .find(|r| r.resource_name.as_str() == topic)
+        else {
+            return Err(Error::Protocol {
+                broker: conn.broker().to_owned(),
+                message: format!("IncrementalAlterConfigs response does not mention Topic:{topic}"),
+            });
+        };
+        match ResponseError::try_from_code(result.error_code) {
+            None => Ok(()),
+            Some(
+                code @ (ResponseError::TopicAuthorizationFailed
+                | ResponseError::ClusterAuthorizationFailed),
+            ) => Err(authorization(
+                &conn,
+                code,
+                "AlterConfigs",
+                format!("Topic:{topic}"),
+            )),
+            Some(code) => Err(Error::Broker {
+                code,
+                context: with_message(
+                    format!("IncrementalAlterConfigs for Topic:{topic}"),
+                    result.error_message.as_ref(),
+                ),
+            }),
+        }
     }
 
     /// The ACLs matching `filter`. Needs Describe on the cluster; a cluster without an

@@ -34,7 +34,10 @@ use std::time::Duration;
 
 pub use env::Environment;
 use raw::{Entry, Origin, RawCluster, RawConfig, RawValue, Section, suggestion};
-pub use topics::{DEFAULT_EXCLUDE, DEFAULT_INCLUDE, Rename, TopicSelection};
+pub use topics::{
+    ConfigExclude, DEFAULT_CONFIGS_EXCLUDE, DEFAULT_EXCLUDE, DEFAULT_INCLUDE, Rename,
+    TopicSelection,
+};
 use value::Field;
 pub use value::{ByteSize, format_duration};
 
@@ -232,12 +235,24 @@ pub struct Mirror {
     /// same id gets its partitions back at once instead of after the session timeout. Unique per
     /// process.
     pub instance_id: Option<String>,
-    /// Replication factor for created topics; -1 = the target broker's default.
+    /// Replication factor for created topics; -1 = the target broker's default. With
+    /// `replication_factor_from_source` (`replication_factor = "source"`, the default) created
+    /// mirror topics take the source topic's factor instead and this is -1 (Strait's own
+    /// checkpoint topics then get the broker's default).
     pub replication_factor: i16,
+    /// `replication_factor = "source"` (the default): a created topic gets the source topic's
+    /// replication factor, capped by the target's broker count.
+    pub replication_factor_from_source: bool,
     /// Create missing target topics (same partition count as the source).
     pub create_topics: bool,
-    /// Copy topic configs (retention, cleanup policy...) to the target.
+    /// Copy topic configs (retention, cleanup policy...) to the target, at creation and then
+    /// every `sync_topic_configs_interval`.
     pub sync_topic_configs: bool,
+    /// How often the configs of mirrored topics are compared and changed ones copied again
+    /// (MirrorMaker 2's `sync.topic.configs.interval.seconds`).
+    pub sync_topic_configs_interval: Duration,
+    /// Topic config keys never copied (MirrorMaker 2's `config.properties.exclude`).
+    pub topic_configs_exclude: ConfigExclude,
     /// Source isolation level.
     pub isolation: Isolation,
     /// Target compression.
@@ -371,6 +386,9 @@ pub mod defaults {
     /// `mirror.sync_group_offsets_interval` (MirrorMaker 2's
     /// `sync.group.offsets.interval.seconds` is 60).
     pub const SYNC_GROUP_OFFSETS_INTERVAL: Duration = Duration::from_secs(5);
+    /// `mirror.sync_topic_configs_interval` (MirrorMaker 2's
+    /// `sync.topic.configs.interval.seconds` is 600 too).
+    pub const SYNC_TOPIC_CONFIGS_INTERVAL: Duration = Duration::from_secs(600);
     /// `metrics.listen`.
     pub const METRICS_LISTEN: &str = "127.0.0.1:9464";
     /// `metrics.lag_interval`.
@@ -544,10 +562,21 @@ impl Config {
         );
         mirror.insert(
             "replication_factor".into(),
-            i64::from(m.replication_factor).into(),
+            match m.replication_factor_from_source {
+                true => "source".into(),
+                false => i64::from(m.replication_factor).into(),
+            },
         );
         mirror.insert("create_topics".into(), m.create_topics.into());
         mirror.insert("sync_topic_configs".into(), m.sync_topic_configs.into());
+        mirror.insert(
+            "sync_topic_configs_interval".into(),
+            format_duration(m.sync_topic_configs_interval).into(),
+        );
+        mirror.insert(
+            "topic_configs_exclude".into(),
+            strings(m.topic_configs_exclude.patterns()),
+        );
         mirror.insert("isolation".into(), m.isolation.as_str().into());
         mirror.insert("compression".into(), m.compression.as_str().into());
         mirror.insert(
@@ -809,6 +838,30 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         Ok(d)
     })?
     .unwrap_or(defaults::SYNC_GROUP_OFFSETS_INTERVAL);
+    // "source" (the default) = the source topic's factor; None here.
+    let replication_factor = get(raw, s, "replication_factor", |f| {
+        const EXPECTED: &str = "\"source\" (the source topic's factor, capped by the target's \
+                                broker count), -1 (the target broker's default) or a positive integer";
+        if f.string().is_ok_and(|v| v.trim().eq_ignore_ascii_case("source")) {
+            return Ok(None);
+        }
+        let n = f.integer(EXPECTED)?;
+        i16::try_from(n)
+            .ok()
+            .filter(|n| *n == -1 || *n > 0)
+            .map(Some)
+            .ok_or_else(|| f.invalid(EXPECTED))
+    })?
+    .flatten();
+    let topic_configs_exclude = ConfigExclude::new(
+        get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
+            DEFAULT_CONFIGS_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        }),
+        &described("topic_configs_exclude"),
+    )?;
     Ok(Mirror {
         groups,
         checkpoint_interval,
@@ -862,17 +915,19 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             Ok(d)
         })?
         .unwrap_or(defaults::DRAIN_TIMEOUT),
-        replication_factor: get(raw, s, "replication_factor", |f| {
-            const EXPECTED: &str = "-1 (the target broker's default) or a positive integer";
-            let n = f.integer(EXPECTED)?;
-            i16::try_from(n)
-                .ok()
-                .filter(|n| *n == -1 || *n > 0)
-                .ok_or_else(|| f.invalid(EXPECTED))
-        })?
-        .unwrap_or(-1),
+        replication_factor: replication_factor.unwrap_or(-1),
+        replication_factor_from_source: replication_factor.is_none(),
         create_topics: get(raw, s, "create_topics", |f| f.boolean())?.unwrap_or(true),
         sync_topic_configs: get(raw, s, "sync_topic_configs", |f| f.boolean())?.unwrap_or(true),
+        sync_topic_configs_interval: get(raw, s, "sync_topic_configs_interval", |f| {
+            let d = f.duration()?;
+            if d < Duration::from_millis(100) {
+                return Err(f.invalid("a duration of at least 100ms, e.g. \"10m\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::SYNC_TOPIC_CONFIGS_INTERVAL),
+        topic_configs_exclude,
         isolation: get(raw, s, "isolation", |f| f.choice(ISOLATION))?
             .unwrap_or(Isolation::ReadCommitted),
         compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?

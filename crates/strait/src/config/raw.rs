@@ -108,6 +108,8 @@ impl Section {
                 "replication_factor",
                 "create_topics",
                 "sync_topic_configs",
+                "sync_topic_configs_interval",
+                "topic_configs_exclude",
                 "isolation",
                 "compression",
                 "on_offset_out_of_range",

@@ -33,6 +33,8 @@ refresh_interval = "500ms"
 replication_factor = 3
 create_topics = false
 sync_topic_configs = false
+sync_topic_configs_interval = "30s"
+topic_configs_exclude = ["retention\\..*"]
 isolation = "read_uncommitted"
 compression = "zstd"
 on_offset_out_of_range = "earliest"
@@ -112,8 +114,13 @@ fn every_key_is_read() {
     assert_eq!(m.memory_budget, ByteSize(1 << 30));
     assert_eq!(m.refresh_interval, Duration::from_millis(500));
     assert_eq!(m.replication_factor, 3);
+    assert!(!m.replication_factor_from_source);
     assert!(!m.create_topics);
     assert!(!m.sync_topic_configs);
+    assert_eq!(m.sync_topic_configs_interval, Duration::from_secs(30));
+    assert_eq!(m.topic_configs_exclude.patterns(), [r"retention\..*"]);
+    assert!(m.topic_configs_exclude.excludes("retention.ms"));
+    assert!(!m.topic_configs_exclude.excludes("min.insync.replicas"));
     assert_eq!(m.isolation, Isolation::ReadUncommitted);
     assert_eq!(m.compression, Compression::Zstd);
     assert_eq!(m.on_offset_out_of_range, OffsetOutOfRange::Earliest);
@@ -152,7 +159,26 @@ fn defaults() {
     assert_eq!(m.memory_budget, ByteSize(256 << 20));
     assert_eq!(m.refresh_interval, Duration::from_secs(10));
     assert_eq!(m.replication_factor, -1);
+    assert!(m.replication_factor_from_source);
     assert!(m.create_topics && m.sync_topic_configs);
+    assert_eq!(m.sync_topic_configs_interval, Duration::from_secs(600));
+    assert_eq!(
+        m.topic_configs_exclude.patterns(),
+        crate::config::DEFAULT_CONFIGS_EXCLUDE
+    );
+    assert!(
+        m.topic_configs_exclude
+            .excludes("unclean.leader.election.enable")
+    );
+    assert!(!m.topic_configs_exclude.excludes("min.insync.replicas"));
+    let explicit_default =
+        parse(&format!("{MINIMAL}\n[mirror]\nreplication_factor = -1\n")).unwrap();
+    assert!(!explicit_default.mirror.replication_factor_from_source);
+    let source = parse(&format!(
+        "{MINIMAL}\n[mirror]\nreplication_factor = \"source\"\n"
+    ))
+    .unwrap();
+    assert!(source.mirror.replication_factor_from_source);
     assert_eq!(m.isolation, Isolation::ReadCommitted);
     assert_eq!(m.compression, Compression::Keep);
     assert_eq!(m.on_offset_out_of_range, OffsetOutOfRange::Fail);
@@ -199,7 +225,7 @@ fn bad_values_name_the_key_and_the_expected_form() {
         ),
         (
             "[mirror]\nreplication_factor = 0",
-            "mirror.replication_factor: expected -1",
+            "mirror.replication_factor: expected \"source\"",
         ),
         (
             "[mirror]\nmemory_budget = \"lots\"",

@@ -21,6 +21,50 @@ pub const DEFAULT_INCLUDE: &[&str] = &[".*"];
 /// The default `mirror.topics_exclude` (MirrorMaker 2's topic-filter defaults).
 pub const DEFAULT_EXCLUDE: &[&str] = &[r".*[-.]internal", r".*\.replica", r"__.*"];
 
+/// The default `mirror.topic_configs_exclude`: MirrorMaker 2's `config.properties.exclude`
+/// default except `min.insync.replicas`, which Strait copies (lowered to the target topic's
+/// replication factor when that is smaller), because it also copies the replication factor.
+pub const DEFAULT_CONFIGS_EXCLUDE: &[&str] = &[
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+];
+
+/// Topic config keys that are never copied to the target: regular expressions matching the
+/// whole key, as MirrorMaker 2's `config.properties.exclude`.
+#[derive(Debug, Clone)]
+pub struct ConfigExclude {
+    patterns: Vec<String>,
+    set: RegexSet,
+}
+
+impl ConfigExclude {
+    /// Compiles the patterns; `key` names them in errors.
+    pub(crate) fn new(patterns: Vec<String>, key: &str) -> Result<ConfigExclude> {
+        let patterns: Vec<String> = patterns
+            .into_iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        Ok(ConfigExclude {
+            set: compile(&patterns, key)?,
+            patterns,
+        })
+    }
+
+    /// The patterns as written.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// True when the config key `name` must not be copied.
+    pub fn excludes(&self, name: &str) -> bool {
+        self.set.is_match(name)
+    }
+}
+
 /// True for names MirrorMaker 2 treats as internal and never replicates.
 pub fn is_internal_topic(topic: &str) -> bool {
     topic.starts_with("__")

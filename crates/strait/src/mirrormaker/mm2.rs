@@ -13,8 +13,9 @@
 //! | `topics`, `topics.exclude` (`topics.blacklist`), also as `A->B.topics...` | `mirror.topics`, `mirror.topics_exclude` |
 //! | `replication.policy.class` | `DefaultReplicationPolicy` (default) -> `rename = "prefix"`, `IdentityReplicationPolicy` -> `"identity"`; others: error |
 //! | `replication.policy.separator` | `mirror.separator` |
-//! | `replication.factor` | `mirror.replication_factor` |
-//! | `sync.topic.configs.enabled` | `mirror.sync_topic_configs` |
+//! | `replication.factor` | `mirror.replication_factor` (unset: Strait takes the source topic's factor, capped by the target's broker count; MM2's default is a fixed 2) |
+//! | `sync.topic.configs.enabled`, `sync.topic.configs.interval.seconds` | `mirror.sync_topic_configs`, `mirror.sync_topic_configs_interval` |
+//! | `config.properties.exclude` (`config.properties.blacklist`) | `mirror.topic_configs_exclude` (unset: MM2's default list without `min.insync.replicas`, which Strait copies, lowered to the target's replication factor when needed) |
 //! | `groups`, `groups.exclude` (`groups.blacklist`) | `mirror.groups`, `mirror.groups_exclude`: checkpoints only when `groups` is set (MM2 defaults to `.*`) |
 //! | `emit.checkpoints.interval.seconds` | `mirror.checkpoint_interval` |
 //! | `sync.group.offsets.enabled`, `sync.group.offsets.interval.seconds` | `mirror.sync_group_offsets`, `mirror.sync_group_offsets_interval` (for the groups `groups` names) |
@@ -331,6 +332,15 @@ pub(crate) fn from_properties(
                 mirror_seconds(&mut raw, "sync_group_offsets_interval", p)?
             }
             "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
+            "sync.topic.configs.interval.seconds" => {
+                mirror_seconds(&mut raw, "sync_topic_configs_interval", p)?
+            }
+            "config.properties.exclude" => mirror(&mut raw, "topic_configs_exclude", p),
+            "config.properties.blacklist"
+                if connector.get("config.properties.exclude").is_none() =>
+            {
+                mirror(&mut raw, "topic_configs_exclude", p)
+            }
             "refresh.topics.interval.seconds" => mirror_seconds(&mut raw, "refresh_interval", p)?,
             "topic.filter.class" => {
                 let class = p.value.trim();
@@ -714,6 +724,58 @@ A->B.topics.exclude = payments
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn topic_config_settings_are_mapped() {
+        let base = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n";
+        // Unset: Strait's defaults (the source's replication factor, MM2's exclude list
+        // without min.insync.replicas, 10 minutes).
+        let c = load_text(base, &[]).unwrap().config;
+        assert!(c.mirror.replication_factor_from_source);
+        assert!(
+            !c.mirror
+                .topic_configs_exclude
+                .excludes("min.insync.replicas")
+        );
+        assert!(
+            c.mirror
+                .topic_configs_exclude
+                .excludes("unclean.leader.election.enable")
+        );
+        assert_eq!(
+            c.mirror.sync_topic_configs_interval,
+            Duration::from_secs(600)
+        );
+
+        let loaded = load_text(
+            &format!(
+                "{base}sync.topic.configs.interval.seconds = 30\n\
+                 config.properties.exclude = min\\.insync\\.replicas, retention\\..*\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let m = &loaded.config.mirror;
+        assert_eq!(m.sync_topic_configs_interval, Duration::from_secs(30));
+        // Java properties files drop a backslash before `.`, as MM2 reads them.
+        assert_eq!(
+            m.topic_configs_exclude.patterns(),
+            ["min.insync.replicas", "retention..*"]
+        );
+        assert!(m.topic_configs_exclude.excludes("retention.ms"));
+        assert!(!m.topic_configs_exclude.excludes("cleanup.policy"));
+
+        // The old name, when the new one is absent.
+        let m = load_text(
+            &format!("{base}config.properties.blacklist = segment\\.bytes\n"),
+            &[],
+        )
+        .unwrap()
+        .config
+        .mirror;
+        assert_eq!(m.topic_configs_exclude.patterns(), ["segment.bytes"]);
     }
 
     #[test]
