@@ -180,6 +180,19 @@ pub enum Error {
     /// A caller passed an invalid argument (e.g. a negative partition).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// A transactional producer was fenced, or its transaction can no longer commit.
+    #[error("transactional producer `{transactional_id}`: {message}")]
+    Transaction {
+        /// The transactional id.
+        transactional_id: String,
+        /// Fenced (stop) or abortable (abort, then redo from the last committed positions).
+        failure: crate::txn::TxnFailure,
+        /// The broker's error code behind it, if any.
+        code: Option<ResponseError>,
+        /// What happened and what to do.
+        message: String,
+    },
 }
 
 impl Error {
@@ -200,6 +213,10 @@ impl Error {
             Error::Connect { .. } => ErrorClass::Retriable,
             // The request may have reached the broker.
             Error::Timeout { .. } | Error::Disconnected { .. } => ErrorClass::Ambiguous,
+            Error::Transaction { failure, .. } => match failure {
+                crate::txn::TxnFailure::Fenced => ErrorClass::Fenced,
+                crate::txn::TxnFailure::Abortable => ErrorClass::Abortable,
+            },
             Error::Config { .. }
             | Error::Tls { .. }
             | Error::Authentication { .. }
@@ -221,6 +238,7 @@ impl Error {
             Error::Broker { code, .. }
             | Error::Authorization { code, .. }
             | Error::RecordsRejected { code, .. } => Some(*code),
+            Error::Transaction { code, .. } => *code,
             _ => None,
         }
     }
@@ -292,6 +310,12 @@ pub enum ErrorClass {
     /// Retrying cannot help: needs a fix by an operator or the caller (invalid record, bad
     /// configuration, unsupported version, ...).
     Fatal,
+    /// A transactional producer was fenced: a newer producer with the same transactional id
+    /// took over. Stop this one (a zombie); nothing of its open transaction becomes visible.
+    Fenced,
+    /// A transaction can no longer commit: abort it (the transactional producer stays usable),
+    /// then redo its work from the last committed positions.
+    Abortable,
 }
 
 impl ErrorClass {
@@ -328,6 +352,10 @@ impl ErrorClass {
             E::RequestTimedOut | E::NetworkException | E::NotEnoughReplicasAfterAppend => {
                 ErrorClass::Ambiguous
             }
+            // Not retriable in Kafka's exception hierarchy, yet every client retries it: the
+            // transaction coordinator is still finishing the previous transaction (or aborting
+            // the one a fenced producer left open) and asks to come back.
+            E::ConcurrentTransactions => ErrorClass::Retriable,
             c if c.is_retriable() => ErrorClass::Retriable,
             _ => ErrorClass::Fatal,
         }
@@ -499,6 +527,15 @@ fn authorization_message(
             p.shell()
         );
     }
+    // Every transactional request checks Write on the id (FindCoordinator Describe, which
+    // Write implies); the produce and offset requests check the topics and the group.
+    let also = if kind == "TransactionalId" {
+        " (Write on the transactional id implies the Describe that FindCoordinator needs; a \
+         transactional producer also needs Write on the topics it writes and Read on the group \
+         it commits offsets to, and no IdempotentWrite on the cluster)"
+    } else {
+        ""
+    };
     let flag = match kind {
         "Topic" => format!("--topic {name}"),
         "Group" => format!("--group {name}"),
@@ -509,7 +546,7 @@ fn authorization_message(
     format!(
         "not authorized ({}): {} may not {operation} {resource}; grant it, e.g. \
          kafka-acls.sh --bootstrap-server <broker> --add --allow-principal {} --operation \
-         {operation} {flag}{caveat}",
+         {operation} {flag}{also}{caveat}",
         error_name(code),
         p.name,
         p.shell()
@@ -669,6 +706,7 @@ mod tests {
             (E::NotEnoughReplicasAfterAppend, ErrorClass::Ambiguous),
             (E::NotEnoughReplicas, ErrorClass::Retriable),
             (E::CoordinatorLoadInProgress, ErrorClass::Retriable),
+            (E::ConcurrentTransactions, ErrorClass::Retriable),
             (E::ThrottlingQuotaExceeded, ErrorClass::Retriable),
             (E::CorruptMessage, ErrorClass::Retriable),
             (E::InvalidRecord, ErrorClass::Fatal),
@@ -688,14 +726,17 @@ mod tests {
     }
 
     /// Retriable classes are exactly Kafka's retriable codes plus BROKER_NOT_AVAILABLE (what
-    /// the client has always retried), for every code the protocol defines.
+    /// the client has always retried) and CONCURRENT_TRANSACTIONS (what every transactional
+    /// producer retries), for every code the protocol defines.
     #[test]
     fn retriable_classes_match_kafka_plus_broker_not_available() {
         for n in -1..=200i16 {
             let Some(code) = ResponseError::try_from_code(n) else {
                 continue;
             };
-            let expected = code.is_retriable() || code == ResponseError::BrokerNotAvailable;
+            let expected = code.is_retriable()
+                || code == ResponseError::BrokerNotAvailable
+                || code == ResponseError::ConcurrentTransactions;
             assert_eq!(
                 ErrorClass::of(code).is_retriable(),
                 expected,

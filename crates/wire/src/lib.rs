@@ -15,6 +15,11 @@
 //! - [`Client`]: a cluster. Metadata cache, a connection per broker with reconnect backoff,
 //!   and typed operations that route partitions to leaders and retry: [`Client::produce`],
 //!   [`Client::fetch`], [`Client::list_offsets`], [`Client::init_producer_id`].
+//! - [`TransactionalProducer`] ([`Client::transactional_producer`]): Kafka transactions over
+//!   caller-built batches: init (fencing older producers with the same transactional id),
+//!   begin, produce (partitions added to the transaction first), offsets committed inside the
+//!   transaction (AddOffsetsToTxn + TxnOffsetCommit, KIP-447 generation), commit or abort. The
+//!   protocol itself is [`TxnMachine`], a state machine without I/O (module [`txn`]).
 //! - [`Error`]: one error type; [`Error::class`] ([`ErrorClass`]) says what to do about a failure
 //!   (refresh metadata, find the coordinator again, resend only if idempotent, give up), and
 //!   [`Backoff`] computes retry delays (pure: the caller sleeps).
@@ -74,6 +79,8 @@ pub(crate) mod route;
 pub(crate) mod sasl;
 pub(crate) mod tls;
 pub mod topic;
+pub mod txn;
+pub mod txn_producer;
 pub(crate) mod version;
 
 pub use backoff::Backoff;
@@ -92,6 +99,8 @@ pub use produce::{
 };
 pub use producer_id::ProducerIdentity;
 pub use topic::{TopicId, TopicPartition};
+pub use txn::{TxnFailure, TxnMachine, TxnState};
+pub use txn_producer::TransactionalProducer;
 
 /// The codec crate this client is built on, re-exported so callers of [`Connection::send`] use
 /// the same version.

@@ -198,7 +198,16 @@ impl Connection {
             }
         }
         let use_ids = !topics.is_empty() && topics.iter().all(|(_, id, _)| id.is_some());
-        let version = self.pick_version::<ProduceRequest>(3..=if use_ids { 13 } else { 12 })?;
+        // Produce v12 announces KIP-890's second transaction protocol (the broker adds the
+        // partition to the transaction itself); `txn.rs` runs the first one, in which the
+        // producer adds partitions, so transactional batches go as v11, as Java's producer sends
+        // them when that protocol is off.
+        let max = match (&options.transactional_id, use_ids) {
+            (Some(_), _) => 11,
+            (None, true) => 13,
+            (None, false) => 12,
+        };
+        let version = self.pick_version::<ProduceRequest>(3..=max)?;
         let with_ids = version >= 13;
         let timeout = options.timeout.unwrap_or(self.request_timeout());
         let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
