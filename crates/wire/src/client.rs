@@ -314,11 +314,32 @@ impl Client {
         };
         let slot = self.slot(kind, node_id);
         let mut st = slot.state.lock().await;
+        let now = tokio::time::Instant::now();
+        // A connection whose SASL session is due for renewal stays usable until it expires, in
+        // case its replacement cannot be opened yet.
+        let mut renewing = None;
         if let Some(c) = &st.conn
             && !c.is_closed()
             && st.addr == addr
         {
-            return Ok(c.clone());
+            if !c.renewal_due(now) {
+                return Ok(c.clone());
+            }
+            if !c.session_expired(now) {
+                renewing = Some(c.clone());
+            }
+            tracing::debug!(
+                broker = %addr,
+                "the SASL session is ending (connections.max.reauth.ms): re-authenticating on a \
+                 new connection; requests in flight finish on the old one"
+            );
+        }
+        if let Some(old) = &renewing
+            && st
+                .last_failure
+                .is_some_and(|(at, wait)| at.elapsed() < wait)
+        {
+            return Ok(old.clone());
         }
         st.conn = None;
         if let Some((at, wait)) = st.last_failure
@@ -352,7 +373,16 @@ impl Client {
                     })
                     .next_delay();
                 st.last_failure = Some((Instant::now(), wait));
-                Err(e)
+                match renewing {
+                    Some(old) => {
+                        tracing::debug!(broker = %addr, error = %e,
+                            "re-authenticating on a new connection failed; the old one serves \
+                             until its session ends");
+                        st.conn = Some(old.clone());
+                        Ok(old)
+                    }
+                    None => Err(e),
+                }
             }
         }
     }

@@ -73,6 +73,30 @@ struct Shared {
     pending: Arc<Pending>,
     queue: mpsc::Sender<Bytes>,
     cancel: CancellationToken,
+    /// The SASL session's lifetime, when the broker limits it (KIP-368).
+    session: Option<SaslSession>,
+}
+
+/// A SASL session the broker ends at `expires` (`connections.max.reauth.ms`, or the
+/// credential's own lifetime). Instead of re-authenticating in place, which would stop every
+/// request pipelined on the connection, the [`Client`](crate::Client) opens a fresh, newly
+/// authenticated connection from `renew_at` on and lets requests already sent on this one finish.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SaslSession {
+    renew_at: Instant,
+    expires: Instant,
+}
+
+impl SaslSession {
+    /// Renewal is due at 85-95 % of the lifetime (as the Java client re-authenticates), jittered
+    /// so that the connections of many clients authenticated together do not renew together.
+    fn new(authenticated: Instant, lifetime: Duration) -> SaslSession {
+        let share = rand::random_range(0.85..0.95);
+        SaslSession {
+            renew_at: authenticated + lifetime.mul_f64(share),
+            expires: authenticated + lifetime,
+        }
+    }
 }
 
 impl Drop for Shared {
@@ -262,9 +286,13 @@ impl Connection {
             tls,
         };
         let versions = hs.api_versions().await?;
+        let mut session = None;
         if let Some(sasl) = cfg.sasl() {
-            hs.authenticate(&versions, sasl.mechanism, &sasl.username, &sasl.password)
-                .await?;
+            let authenticated = Instant::now();
+            session = hs
+                .authenticate(&versions, sasl.mechanism, &sasl.username, &sasl.password)
+                .await?
+                .map(|lifetime| SaslSession::new(authenticated, lifetime));
         }
         let principal = cfg
             .sasl_principal()
@@ -309,8 +337,26 @@ impl Connection {
                 pending,
                 queue,
                 cancel,
+                session,
             }),
         })
+    }
+
+    /// True when `other` is a clone of this connection (the same socket).
+    pub fn same_as(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// True once the broker-limited SASL session should be renewed: new requests belong on a
+    /// new connection (see [`SaslSession`]).
+    pub(crate) fn renewal_due(&self, now: Instant) -> bool {
+        self.inner.session.is_some_and(|s| now >= s.renew_at)
+    }
+
+    /// True once the broker-limited SASL session has ended: the broker closes the connection
+    /// at its next request.
+    pub(crate) fn session_expired(&self, now: Instant) -> bool {
+        self.inner.session.is_some_and(|s| now >= s.expires)
     }
 
     /// The broker's node id, if known (bootstrap connections learn it from metadata).
@@ -709,7 +755,7 @@ impl Handshake<'_> {
         mechanism: SaslMechanism,
         username: &str,
         password: &str,
-    ) -> Result<()> {
+    ) -> Result<Option<Duration>> {
         let mech = mechanism.name();
         let auth_err = |message: String| Error::Authentication {
             broker: self.broker.to_owned(),
@@ -769,7 +815,7 @@ impl Handshake<'_> {
                     .unwrap_or("the broker rejected the credentials")
             )
         };
-        match ScramHash::for_mechanism(mechanism) {
+        let lifetime_ms = match ScramHash::for_mechanism(mechanism) {
             None => {
                 let resp = self
                     .sasl_round(sasl::plain_token(username, password), auth_version)
@@ -777,6 +823,7 @@ impl Handshake<'_> {
                 if resp.error_code != 0 {
                     return Err(auth_err(credentials_hint(resp.error_message)));
                 }
+                resp.session_lifetime_ms
             }
             Some(hash) => {
                 let scram = ScramClient::new(hash, username, password);
@@ -792,10 +839,21 @@ impl Handshake<'_> {
                     return Err(auth_err(credentials_hint(last.error_message)));
                 }
                 fin.verify(&last.auth_bytes).map_err(auth_err)?;
+                last.session_lifetime_ms
             }
-        }
-        tracing::debug!(broker = self.broker, mechanism = mech, "SASL authenticated");
-        Ok(())
+        };
+        tracing::debug!(
+            broker = self.broker,
+            mechanism = mech,
+            session_lifetime_ms = lifetime_ms,
+            "SASL authenticated"
+        );
+        // KIP-368: a broker with connections.max.reauth.ms gives the session a lifetime (0 =
+        // none) and closes the connection at the first request after it ends.
+        Ok(u64::try_from(lifetime_ms)
+            .ok()
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis))
     }
 
     async fn sasl_round(
