@@ -18,6 +18,9 @@ use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
 
 use crate::error::{Error, Result};
 
+/// How long a newly created internal topic may take to get a leader.
+const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Records per produced batch: far below any `max.message.bytes` for these small records.
 const RECORDS_PER_BATCH: usize = 1000;
 
@@ -29,12 +32,25 @@ pub(crate) async fn ensure_compacted(
     replication_factor: i16,
 ) -> Result<()> {
     let topic = NewTopic::new(name, 1, replication_factor).with_config("cleanup.policy", "compact");
-    Admin::new(client).create_topic(&topic).await.map_err(|e| {
+    let admin = Admin::new(client);
+    admin.create_topic(&topic).await.map_err(|e| {
         Error::Runtime(format!(
             "cannot create the internal topic {name} on the target: {e}; grant Create on it \
                  or create it (1 partition, cleanup.policy=compact)"
         ))
     })?;
+    // A topic just created is not served at once (UNKNOWN_TOPIC_OR_PARTITION until its
+    // leader is elected); it is read back right after.
+    let served = admin
+        .wait_for_leaders(name, 1, LEADER_WAIT)
+        .await
+        .map_err(|e| Error::Runtime(format!("waiting for the internal topic {name}: {e}")))?;
+    if !served {
+        return Err(Error::Runtime(format!(
+            "the internal topic {name} on the target has no leader after {LEADER_WAIT:?}; \
+             check the target brokers (kafka-topics.sh --describe --topic {name})"
+        )));
+    }
     Ok(())
 }
 
