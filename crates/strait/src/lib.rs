@@ -8,6 +8,7 @@
 //! Does not own: the Kafka protocol (`strait-wire`) or moving record batches (`strait-forward`).
 //! This crate turns configuration into the inputs those crates need and reports what they do.
 
+pub mod acls;
 pub mod check;
 pub mod cli;
 pub mod config;

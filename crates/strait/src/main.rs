@@ -156,6 +156,8 @@ async fn run(config: Config) -> Result<()> {
         offset_syncs = Some(started.sync_writer());
         checkpointer = Some((tokio::spawn(started.run(stop.clone())), stop));
     }
+    // ACL sync and mirror protection (opt-in): a background task that never stops the mirror.
+    let acl_sync = strait::acls::spawn(&config, shutdown.child_token());
     let observer: Arc<dyn Observer> = if observers.len() == 1 {
         metrics.clone()
     } else {
@@ -174,6 +176,9 @@ async fn run(config: Config) -> Result<()> {
     if let Some((task, stop)) = checkpointer {
         stop.cancel();
         let _ = task.await;
+    }
+    if let Some(task) = acl_sync {
+        task.abort();
     }
     if let Some(h) = otel {
         match h.shutdown().await {

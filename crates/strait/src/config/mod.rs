@@ -278,6 +278,17 @@ pub struct Mirror {
     pub sync_group_offsets: bool,
     /// How often group offsets are synced (at the next checkpoint round after it elapsed).
     pub sync_group_offsets_interval: Duration,
+    /// Copy the topic ACLs of mirrored topics to the target (`mirror.sync_topic_acls`,
+    /// MirrorMaker 2's `sync.topic.acls.enabled`); see docs/acls.md.
+    pub sync_topic_acls: bool,
+    /// How often ACLs are synced and mirrors protected (`sync.topic.acls.interval.seconds`).
+    pub sync_topic_acls_interval: Duration,
+    /// DENY WRITE on mirrored target topics for every principal but the mirror's
+    /// (`mirror.protect_mirrors`).
+    pub protect_mirrors: bool,
+    /// The principal the target brokers see for Strait (`mirror.target_principal`); `None`:
+    /// derived from the target client settings as `strait check` prints it.
+    pub target_principal: Option<String>,
 }
 
 /// The `[metrics]` section.
@@ -386,6 +397,9 @@ pub mod defaults {
     /// `mirror.sync_group_offsets_interval` (MirrorMaker 2's
     /// `sync.group.offsets.interval.seconds` is 60).
     pub const SYNC_GROUP_OFFSETS_INTERVAL: Duration = Duration::from_secs(5);
+    /// `mirror.sync_topic_acls_interval` (MirrorMaker 2's `sync.topic.acls.interval.seconds`
+    /// is 600 too).
+    pub const SYNC_TOPIC_ACLS_INTERVAL: Duration = Duration::from_secs(600);
     /// `mirror.sync_topic_configs_interval` (MirrorMaker 2's
     /// `sync.topic.configs.interval.seconds` is 600 too).
     pub const SYNC_TOPIC_CONFIGS_INTERVAL: Duration = Duration::from_secs(600);
@@ -585,6 +599,17 @@ impl Config {
         );
         mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
         mirror.insert("batch_size".into(), m.batch_size.to_string().into());
+        if m.sync_topic_acls || m.protect_mirrors {
+            mirror.insert("sync_topic_acls".into(), m.sync_topic_acls.into());
+            mirror.insert(
+                "sync_topic_acls_interval".into(),
+                format_duration(m.sync_topic_acls_interval).into(),
+            );
+            mirror.insert("protect_mirrors".into(), m.protect_mirrors.into());
+            if let Some(p) = &m.target_principal {
+                mirror.insert("target_principal".into(), p.clone().into());
+            }
+        }
         if let Some(groups) = &m.groups {
             mirror.insert("groups".into(), strings(groups.include()));
             mirror.insert("groups_exclude".into(), strings(groups.exclude()));
@@ -867,6 +892,17 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         checkpoint_interval,
         sync_group_offsets: get(raw, s, "sync_group_offsets", |f| f.boolean())?.unwrap_or(false),
         sync_group_offsets_interval,
+        sync_topic_acls: get(raw, s, "sync_topic_acls", |f| f.boolean())?.unwrap_or(false),
+        sync_topic_acls_interval: get(raw, s, "sync_topic_acls_interval", |f| {
+            let d = f.duration()?;
+            if d < Duration::from_millis(100) {
+                return Err(f.invalid("a duration of at least 100ms, e.g. \"10m\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::SYNC_TOPIC_ACLS_INTERVAL),
+        protect_mirrors: get(raw, s, "protect_mirrors", |f| f.boolean())?.unwrap_or(false),
+        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
         topics,
         rename,
         start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),

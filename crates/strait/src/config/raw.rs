@@ -121,6 +121,10 @@ impl Section {
                 "checkpoint_interval",
                 "sync_group_offsets",
                 "sync_group_offsets_interval",
+                "sync_topic_acls",
+                "sync_topic_acls_interval",
+                "protect_mirrors",
+                "target_principal",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout"],
             Section::Tracing => &[

@@ -16,12 +16,13 @@
 //! | `replication.factor` | `mirror.replication_factor` (unset: Strait takes the source topic's factor, capped by the target's broker count; MM2's default is a fixed 2) |
 //! | `sync.topic.configs.enabled`, `sync.topic.configs.interval.seconds` | `mirror.sync_topic_configs`, `mirror.sync_topic_configs_interval` |
 //! | `config.properties.exclude` (`config.properties.blacklist`) | `mirror.topic_configs_exclude` (unset: MM2's default list without `min.insync.replicas`, which Strait copies, lowered to the target's replication factor when needed) |
+//! | `sync.topic.acls.enabled`, `sync.topic.acls.interval.seconds` | `mirror.sync_topic_acls` (unset: off in Strait, on in MM2; see docs/acls.md), `mirror.sync_topic_acls_interval` |
 //! | `groups`, `groups.exclude` (`groups.blacklist`) | `mirror.groups`, `mirror.groups_exclude`: checkpoints only when `groups` is set (MM2 defaults to `.*`) |
 //! | `emit.checkpoints.interval.seconds` | `mirror.checkpoint_interval` |
 //! | `sync.group.offsets.enabled`, `sync.group.offsets.interval.seconds` | `mirror.sync_group_offsets`, `mirror.sync_group_offsets_interval` (for the groups `groups` names) |
 //! | `refresh.topics.interval.seconds` | `mirror.refresh_interval` |
 //! | no consumer `group.id` | `mirror.group_id = "strait-A-B"` (one group per flow) |
-//! | other checkpoint/heartbeat/offset-sync settings, ACL sync, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
+//! | other checkpoint/heartbeat/offset-sync settings, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
 //! | `config.providers`, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
 //!
 //! Connector-level keys may be given globally or per flow (`A->B.topics`); the flow's value wins,
@@ -75,7 +76,7 @@ impl<'a> Layered<'a> {
 
 const WHY_IGNORED: &str = "Strait mirrors records and topic configurations, and writes \
     checkpoints, offset syncs and heartbeats (to the target), and syncs group offsets, only for \
-    the groups `groups` names; it does not sync ACLs, and needs no Kafka Connect worker";
+    the groups `groups` names, and needs no Kafka Connect worker";
 
 /// Builds the configuration from an mm2.properties file, then applies `env`.
 pub fn load(opts: &Mm2Options, env: &Environment) -> Result<Loaded> {
@@ -332,6 +333,10 @@ pub(crate) fn from_properties(
                 mirror_seconds(&mut raw, "sync_group_offsets_interval", p)?
             }
             "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
+            "sync.topic.acls.enabled" => mirror(&mut raw, "sync_topic_acls", p),
+            "sync.topic.acls.interval.seconds" => {
+                mirror_seconds(&mut raw, "sync_topic_acls_interval", p)?
+            }
             "sync.topic.configs.interval.seconds" => {
                 mirror_seconds(&mut raw, "sync_topic_configs_interval", p)?
             }
@@ -521,12 +526,11 @@ emit.heartbeats.enabled = true
             "status.storage.replication.factor",
             "config.storage.replication.factor",
             "refresh.groups.interval.seconds",
-            "sync.topic.acls.enabled",
             "emit.heartbeats.enabled",
         ] {
             assert!(w.contains(k), "{k} missing from: {w}");
         }
-        assert!(w.starts_with("mm2.properties: ignoring 10 settings"), "{w}");
+        assert!(w.starts_with("mm2.properties: ignoring 9 settings"), "{w}");
         assert_eq!(c.mirror.checkpoint_interval, Duration::from_secs(5));
         assert!(c.mirror.sync_group_offsets);
         assert_eq!(c.mirror.sync_group_offsets_interval, Duration::from_secs(5));

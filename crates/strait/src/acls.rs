@@ -1,0 +1,813 @@
+//! ACL sync (`mirror.sync_topic_acls`, MirrorMaker 2's `sync.topic.acls.enabled`) and mirror
+//! protection (`mirror.protect_mirrors`). See docs/acls.md, "Copying ACLs to the target".
+//!
+//! A background task, on start and every `mirror.sync_topic_acls_interval`:
+//! 1. lists the mirrored topics (the source topics the mirror selects);
+//! 2. with `sync_topic_acls`, reads the source's topic ACLs and derives the target ACLs with
+//!    [`target_acls`] (MM2's rules, plus PREFIXED patterns and a safer DENY rule);
+//! 3. with `protect_mirrors`, derives a DENY WRITE on each mirrored target topic for every other
+//!    principal that an ALLOW ACL lets write to it ([`protect_acls`]);
+//! 4. creates what the target lacks. It never deletes an ACL (MM2 does not either).
+//!
+//! Nothing here stops the mirror: missing rights and broker errors are logged as warnings that
+//! say which right is missing, and the next round tries again.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use strait_wire::admin::{
+    AclBinding, AclFilter, AclOperation, AclPermission, Admin, PatternType, ResourceType,
+};
+use strait_wire::error::acl_principal;
+use strait_wire::kafka_protocol::messages::CreateAclsRequest;
+use strait_wire::kafka_protocol::messages::create_acls_request::AclCreation;
+use strait_wire::kafka_protocol::protocol::StrBytes;
+use strait_wire::{Client, ResponseError};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+
+/// Why a round could not do (all of) its work. Never fatal: the task logs it and retries.
+#[derive(Debug, thiserror::Error)]
+pub enum AclSyncError {
+    /// DescribeAcls denied on the source.
+    #[error(
+        "cannot read the topic ACLs of source cluster {alias}: {principal} lacks Describe on \
+         the cluster ({source}); grant it (kafka-acls.sh --add --allow-principal {principal} \
+         --operation Describe --cluster) or set mirror.sync_topic_acls = false. Mirroring \
+         continues; no ACL is copied until then"
+    )]
+    SourceDescribeDenied {
+        /// Source alias.
+        alias: String,
+        /// The mirror's principal on the source, as far as the client can tell.
+        principal: String,
+        /// The broker's answer.
+        source: strait_wire::Error,
+    },
+    /// DescribeAcls denied on the target.
+    #[error(
+        "cannot read the topic ACLs of target cluster {alias}: {principal} lacks Describe on \
+         the cluster ({source}); grant it (kafka-acls.sh --add --allow-principal {principal} \
+         --operation Describe --operation Alter --cluster) or set mirror.sync_topic_acls and \
+         mirror.protect_mirrors to false. Mirroring continues"
+    )]
+    TargetDescribeDenied {
+        /// Target alias.
+        alias: String,
+        /// The mirror's principal on the target.
+        principal: String,
+        /// The broker's answer.
+        source: strait_wire::Error,
+    },
+    /// CreateAcls denied on the target.
+    #[error(
+        "cannot create {count} ACL(s) on target cluster {alias}: {principal} lacks Alter on the \
+         cluster ({code:?}); grant it (kafka-acls.sh --add --allow-principal {principal} \
+         --operation Alter --cluster) or set mirror.sync_topic_acls and mirror.protect_mirrors \
+         to false. Mirroring continues; first missing ACL: {first}"
+    )]
+    CreateDenied {
+        /// Target alias.
+        alias: String,
+        /// The mirror's principal on the target.
+        principal: String,
+        /// How many ACLs were not created.
+        count: usize,
+        /// One of them, for the log.
+        first: String,
+        /// The broker's error.
+        code: ResponseError,
+    },
+    /// One ACL was rejected for another reason.
+    #[error("target cluster {alias} rejected the ACL {acl}: {code:?} {message}")]
+    CreateFailed {
+        /// Target alias.
+        alias: String,
+        /// The ACL.
+        acl: String,
+        /// The broker's error.
+        code: ResponseError,
+        /// The broker's message, if any.
+        message: String,
+    },
+    /// Any other client or broker error (connection, timeout...): retried next round.
+    #[error("{side} cluster {alias}: {source}; retrying at the next ACL sync round")]
+    Wire {
+        /// `source` or `target`.
+        side: &'static str,
+        /// The cluster's alias.
+        alias: String,
+        /// The error.
+        source: strait_wire::Error,
+    },
+}
+
+/// A mirrored topic: its source and target names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirrored {
+    /// Name on the source.
+    pub source: String,
+    /// Name on the target (after `mirror.rename`).
+    pub target: String,
+}
+
+/// What a source ACL entry becomes on a mirror, or `None` when it is not copied.
+///
+/// MirrorMaker 2's rules: ALLOW WRITE is never copied (a mirror is written by the mirror only),
+/// ALLOW ALL becomes ALLOW READ, other ALLOW entries are copied unchanged. MM2 copies every DENY
+/// too; Strait copies only DENY READ and DENY DELETE, the operations the mirror itself never
+/// performs on a target topic: a DENY on WRITE, DESCRIBE, ALL, CREATE, ALTER, ALTER_CONFIGS or
+/// DESCRIBE_CONFIGS for `User:*` (or for a principal that is also the mirror's on the target)
+/// would stop the mirror, since DENY wins over ALLOW.
+pub fn target_entry(
+    operation: AclOperation,
+    permission: AclPermission,
+) -> Option<(AclOperation, AclPermission)> {
+    match (permission, operation) {
+        (AclPermission::Allow, AclOperation::Write) => None,
+        (AclPermission::Allow, AclOperation::All) => Some((AclOperation::Read, permission)),
+        (AclPermission::Allow, AclOperation::Any | AclOperation::Unknown(_)) => None,
+        (AclPermission::Allow, op) => Some((op, permission)),
+        (AclPermission::Deny, AclOperation::Read | AclOperation::Delete) => {
+            Some((operation, permission))
+        }
+        _ => None,
+    }
+}
+
+/// The target ACLs for the source's topic ACLs `source`, for the mirrored topics `mirrored`.
+///
+/// A LITERAL pattern naming a mirrored topic, and a PREFIXED pattern that a mirrored topic's
+/// name starts with, give one LITERAL ACL on each such mirrored topic's target name (a prefixed
+/// pattern is expanded so it grants nothing on target topics that are not mirrors of topics it
+/// covers). The wildcard `*` is not copied (it is not about mirrored topics: it would grant on
+/// every topic of the target). Sorted, without duplicates.
+pub fn target_acls(source: &[AclBinding], mirrored: &[Mirrored]) -> Vec<AclBinding> {
+    let mut out: Vec<AclBinding> = Vec::new();
+    for acl in source {
+        if acl.resource_type != ResourceType::Topic || acl.resource_name == "*" {
+            continue;
+        }
+        let Some((operation, permission)) = target_entry(acl.operation, acl.permission) else {
+            continue;
+        };
+        let covers = |topic: &str| match acl.pattern_type {
+            PatternType::Literal => topic == acl.resource_name,
+            PatternType::Prefixed => topic.starts_with(acl.resource_name.as_str()),
+            _ => false,
+        };
+        for m in mirrored.iter().filter(|m| covers(&m.source)) {
+            out.push(AclBinding {
+                resource_type: ResourceType::Topic,
+                resource_name: m.target.clone(),
+                pattern_type: PatternType::Literal,
+                principal: acl.principal.clone(),
+                host: acl.host.clone(),
+                operation,
+                permission,
+            });
+        }
+    }
+    sort_dedup(out)
+}
+
+/// What [`protect_acls`] decided for the mirrored target topics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    /// DENY WRITE ACLs to create (literal, one per other writer and topic).
+    pub denies: Vec<AclBinding>,
+    /// Target topics left unprotected because the mirror's own principal holds no ALLOW WRITE
+    /// (or ALL) that applies to them: the principal name may be wrong (then a DENY could hit
+    /// the mirror itself), or the mirror writes as a super user.
+    pub mirror_not_a_writer: Vec<String>,
+    /// Target topics anyone may write (`User:*` has ALLOW WRITE or ALL): a DENY for `User:*`
+    /// would deny the mirror too, so they cannot be protected by ACLs.
+    pub open_to_everyone: Vec<String>,
+}
+
+/// DENY WRITE on each target topic in `targets` for every principal other than `mirror` that an
+/// ALLOW WRITE or ALLOW ALL in `existing` (the target's topic ACLs) lets write to it.
+///
+/// Kafka's authorizer cannot express "everyone but one principal" (a DENY for `User:*` would
+/// deny the mirror too, since DENY wins over ALLOW); with `allow.everyone.if.no.acl.found =
+/// false` only principals holding an ALLOW may write, so denying each of them is exact.
+pub fn protect_acls(existing: &[AclBinding], targets: &[String], mirror: &str) -> Protection {
+    let mut p = Protection::default();
+    for topic in targets {
+        let writers: BTreeSet<&str> = existing
+            .iter()
+            .filter(|a| {
+                a.resource_type == ResourceType::Topic
+                    && a.permission == AclPermission::Allow
+                    && matches!(a.operation, AclOperation::Write | AclOperation::All)
+                    && applies_to(a, topic)
+            })
+            .map(|a| a.principal.as_str())
+            .collect();
+        if writers.contains("User:*") {
+            p.open_to_everyone.push(topic.clone());
+            continue;
+        }
+        if !writers.contains(mirror) {
+            p.mirror_not_a_writer.push(topic.clone());
+            continue;
+        }
+        for w in writers.into_iter().filter(|w| *w != mirror) {
+            p.denies.push(AclBinding {
+                resource_type: ResourceType::Topic,
+                resource_name: topic.clone(),
+                pattern_type: PatternType::Literal,
+                principal: w.to_owned(),
+                host: "*".to_owned(),
+                operation: AclOperation::Write,
+                permission: AclPermission::Deny,
+            });
+        }
+    }
+    p.denies = sort_dedup(p.denies);
+    p
+}
+
+/// True when the topic ACL `a` applies to the topic `topic` (literal, wildcard or prefix).
+fn applies_to(a: &AclBinding, topic: &str) -> bool {
+    match a.pattern_type {
+        PatternType::Literal => a.resource_name == topic || a.resource_name == "*",
+        PatternType::Prefixed => topic.starts_with(a.resource_name.as_str()),
+        _ => false,
+    }
+}
+
+/// The ACLs in `wanted` that `existing` lacks.
+pub fn missing(wanted: &[AclBinding], existing: &[AclBinding]) -> Vec<AclBinding> {
+    let have: BTreeSet<_> = existing.iter().map(key).collect();
+    wanted
+        .iter()
+        .filter(|a| !have.contains(&key(a)))
+        .cloned()
+        .collect()
+}
+
+type Key = (String, String, String, String, String, String, String);
+
+fn key(a: &AclBinding) -> Key {
+    (
+        format!("{:?}", a.resource_type),
+        a.resource_name.clone(),
+        format!("{:?}", a.pattern_type),
+        a.principal.clone(),
+        a.host.clone(),
+        format!("{:?}", a.operation),
+        format!("{:?}", a.permission),
+    )
+}
+
+fn sort_dedup(mut v: Vec<AclBinding>) -> Vec<AclBinding> {
+    v.sort_by_key(key);
+    v.dedup();
+    v
+}
+
+/// Kafka's codes for what CreateAcls sends (`strait_wire` keeps its own private).
+fn operation_code(op: AclOperation) -> Option<i8> {
+    Some(match op {
+        AclOperation::All => 2,
+        AclOperation::Read => 3,
+        AclOperation::Write => 4,
+        AclOperation::Create => 5,
+        AclOperation::Delete => 6,
+        AclOperation::Alter => 7,
+        AclOperation::Describe => 8,
+        AclOperation::ClusterAction => 9,
+        AclOperation::DescribeConfigs => 10,
+        AclOperation::AlterConfigs => 11,
+        AclOperation::IdempotentWrite => 12,
+        AclOperation::CreateTokens => 13,
+        AclOperation::DescribeTokens => 14,
+        AclOperation::TwoPhaseCommit => 15,
+        _ => return None,
+    })
+}
+
+fn creation(a: &AclBinding) -> Option<AclCreation> {
+    let permission = match a.permission {
+        AclPermission::Deny => 2,
+        AclPermission::Allow => 3,
+        _ => return None,
+    };
+    let pattern = match a.pattern_type {
+        PatternType::Literal => 3,
+        PatternType::Prefixed => 4,
+        _ => return None,
+    };
+    (a.resource_type == ResourceType::Topic).then_some(())?;
+    Some(
+        AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(a.resource_name.clone()))
+            .with_resource_pattern_type(pattern)
+            .with_principal(StrBytes::from_string(a.principal.clone()))
+            .with_host(StrBytes::from_string(a.host.clone()))
+            .with_operation(operation_code(a.operation)?)
+            .with_permission_type(permission),
+    )
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Mirrored topics seen.
+    pub topics: usize,
+    /// ACLs created on the target this round.
+    pub created: usize,
+    /// Problems (logged as warnings by [`AclSync::run`]).
+    pub problems: Vec<String>,
+}
+
+/// The ACL sync task's state.
+pub struct AclSync {
+    config: Config,
+    source: Client,
+    target: Client,
+    target_principal: String,
+    source_principal: String,
+}
+
+impl AclSync {
+    /// Connects to both clusters.
+    pub async fn connect(config: Config) -> Result<AclSync, AclSyncError> {
+        let wire = |side, alias: &str| {
+            let alias = alias.to_owned();
+            move |source| AclSyncError::Wire {
+                side,
+                alias,
+                source,
+            }
+        };
+        let source_cfg = config
+            .source
+            .client_config()
+            .map_err(wire("source", &config.source.alias))?;
+        let target_cfg = config
+            .target
+            .client_config()
+            .map_err(wire("target", &config.target.alias))?;
+        let source = Client::connect(source_cfg)
+            .await
+            .map_err(wire("source", &config.source.alias))?;
+        let target = Client::connect(target_cfg)
+            .await
+            .map_err(wire("target", &config.target.alias))?;
+        let source_principal = match source.any_broker().await {
+            Ok(c) => acl_principal(c.principal()).name,
+            Err(_) => "the mirror's principal".to_owned(),
+        };
+        let target_principal = match &config.mirror.target_principal {
+            Some(p) => p.clone(),
+            None => {
+                let conn = target
+                    .any_broker()
+                    .await
+                    .map_err(wire("target", &config.target.alias))?;
+                acl_principal(conn.principal()).name
+            }
+        };
+        Ok(AclSync {
+            config,
+            source,
+            target,
+            target_principal,
+            source_principal,
+        })
+    }
+
+    /// The principal the target brokers are assumed to see for the mirror.
+    pub fn target_principal(&self) -> &str {
+        &self.target_principal
+    }
+
+    /// One sync round: copies missing ACLs and adds missing protections.
+    pub async fn round(&self) -> Round {
+        let mut round = Round::default();
+        let source_alias = &self.config.source.alias;
+        let target_alias = &self.config.target.alias;
+        let md = match self.source.metadata(None).await {
+            Ok(md) => md,
+            Err(source) => {
+                round.problems.push(
+                    AclSyncError::Wire {
+                        side: "source",
+                        alias: source_alias.clone(),
+                        source,
+                    }
+                    .to_string(),
+                );
+                return round;
+            }
+        };
+        let mirrored: Vec<Mirrored> = md
+            .topics
+            .values()
+            .filter(|t| !t.is_internal && t.error.is_none() && self.config.selects(&t.name))
+            .map(|t| Mirrored {
+                source: t.name.to_string(),
+                target: self.config.target_topic(&t.name),
+            })
+            .collect();
+        round.topics = mirrored.len();
+        let topic_acls = AclFilter {
+            resource_type: ResourceType::Topic,
+            ..AclFilter::any()
+        };
+        let mut wanted = Vec::new();
+        if self.config.mirror.sync_topic_acls {
+            match Admin::new(&self.source).describe_acls(&topic_acls).await {
+                Ok(source_acls) => wanted.extend(target_acls(&source_acls, &mirrored)),
+                Err(e) if e.code() == Some(ResponseError::SecurityDisabled) => {
+                    tracing::debug!(
+                        cluster = %source_alias,
+                        "the source has no authorizer: no ACLs to copy"
+                    );
+                }
+                Err(e) => round.problems.push(self.classify_source(e).to_string()),
+            }
+        }
+        let target_admin = Admin::new(&self.target);
+        let existing = match target_admin.describe_acls(&topic_acls).await {
+            Ok(v) => Some(v),
+            Err(e) if e.code() == Some(ResponseError::SecurityDisabled) => {
+                round.problems.push(format!(
+                    "target cluster {target_alias} has no authorizer \
+                     (authorizer.class.name): ACLs cannot be copied or protect mirrors there; \
+                     set mirror.sync_topic_acls and mirror.protect_mirrors to false"
+                ));
+                return round;
+            }
+            Err(e) => {
+                round.problems.push(self.classify_target(e).to_string());
+                None
+            }
+        };
+        if self.config.mirror.protect_mirrors {
+            match &existing {
+                Some(existing) => {
+                    let targets: Vec<String> = mirrored.iter().map(|m| m.target.clone()).collect();
+                    let p = protect_acls(existing, &targets, &self.target_principal);
+                    if !p.mirror_not_a_writer.is_empty() {
+                        round.problems.push(format!(
+                            "mirror.protect_mirrors: no DENY added on {:?}: no ALLOW Write or \
+                             All ACL on target cluster {target_alias} names the mirror's \
+                             principal {} for them, so Strait cannot tell writers from itself; \
+                             set mirror.target_principal to the principal the target brokers \
+                             see for Strait, or grant it Write on these topics by ACL",
+                            p.mirror_not_a_writer, self.target_principal
+                        ));
+                    }
+                    if !p.open_to_everyone.is_empty() {
+                        round.problems.push(format!(
+                            "mirror.protect_mirrors: {:?} on target cluster {target_alias} \
+                             cannot be protected: an ACL lets User:* write to them, and a DENY \
+                             for User:* would stop the mirror too; grant Write to named \
+                             principals instead",
+                            p.open_to_everyone
+                        ));
+                    }
+                    wanted.extend(p.denies);
+                }
+                None => round.problems.push(
+                    "mirror.protect_mirrors: skipped this round (the target's ACLs could not \
+                     be read)"
+                        .to_owned(),
+                ),
+            }
+        }
+        // Without the target's list, create everything: CreateAcls of an existing ACL is a
+        // no-op in Kafka.
+        let to_create = match &existing {
+            Some(existing) => missing(&sort_dedup(wanted), existing),
+            None => sort_dedup(wanted),
+        };
+        if to_create.is_empty() {
+            return round;
+        }
+        match self.create(&to_create).await {
+            Ok(n) => round.created = n,
+            Err(errors) => {
+                round.created = to_create.len().saturating_sub(errors.len());
+                round
+                    .problems
+                    .extend(errors.into_iter().map(|e| e.to_string()));
+            }
+        }
+        round
+    }
+
+    fn classify_source(&self, e: strait_wire::Error) -> AclSyncError {
+        if e.code() == Some(ResponseError::ClusterAuthorizationFailed) {
+            AclSyncError::SourceDescribeDenied {
+                alias: self.config.source.alias.clone(),
+                principal: self.source_principal.clone(),
+                source: e,
+            }
+        } else {
+            AclSyncError::Wire {
+                side: "source",
+                alias: self.config.source.alias.clone(),
+                source: e,
+            }
+        }
+    }
+
+    fn classify_target(&self, e: strait_wire::Error) -> AclSyncError {
+        if e.code() == Some(ResponseError::ClusterAuthorizationFailed) {
+            AclSyncError::TargetDescribeDenied {
+                alias: self.config.target.alias.clone(),
+                principal: self.target_principal.clone(),
+                source: e,
+            }
+        } else {
+            AclSyncError::Wire {
+                side: "target",
+                alias: self.config.target.alias.clone(),
+                source: e,
+            }
+        }
+    }
+
+    /// CreateAcls for `acls`; the number created, or every failure.
+    async fn create(&self, acls: &[AclBinding]) -> Result<usize, Vec<AclSyncError>> {
+        let alias = &self.config.target.alias;
+        let wire = |source| {
+            vec![AclSyncError::Wire {
+                side: "target",
+                alias: alias.clone(),
+                source,
+            }]
+        };
+        let sent: Vec<&AclBinding> = acls.iter().filter(|a| creation(a).is_some()).collect();
+        let req = CreateAclsRequest::default()
+            .with_creations(sent.iter().filter_map(|a| creation(a)).collect());
+        let conn = self.target.any_broker().await.map_err(wire)?;
+        let version = conn
+            .pick_version::<CreateAclsRequest>(1..=3)
+            .map_err(wire)?;
+        let resp = conn.send(req, version).await.map_err(wire)?;
+        let mut denied = Vec::new();
+        let mut errors = Vec::new();
+        let mut created = 0;
+        for (acl, result) in sent.iter().zip(&resp.results) {
+            match ResponseError::try_from_code(result.error_code) {
+                None => {
+                    created += 1;
+                    tracing::info!(cluster = %alias, acl = %acl, "created ACL on the target");
+                }
+                Some(
+                    code @ (ResponseError::ClusterAuthorizationFailed
+                    | ResponseError::TopicAuthorizationFailed),
+                ) => denied.push((acl, code)),
+                Some(code) => errors.push(AclSyncError::CreateFailed {
+                    alias: alias.clone(),
+                    acl: acl.to_string(),
+                    code,
+                    message: result
+                        .error_message
+                        .as_ref()
+                        .map(|m| m.as_str().to_owned())
+                        .unwrap_or_default(),
+                }),
+            }
+        }
+        if let Some((first, code)) = denied.first() {
+            errors.push(AclSyncError::CreateDenied {
+                alias: alias.clone(),
+                principal: self.target_principal.clone(),
+                count: denied.len(),
+                first: first.to_string(),
+                code: *code,
+            });
+        }
+        if errors.is_empty() {
+            Ok(created)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Runs a round now and then every `interval` until `stop`.
+    pub async fn run(self, interval: Duration, stop: CancellationToken) {
+        loop {
+            let r = self.round().await;
+            for p in &r.problems {
+                tracing::warn!("ACL sync: {p}");
+            }
+            tracing::debug!(
+                topics = r.topics,
+                created = r.created,
+                "ACL sync round done"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// Starts the ACL sync task when `mirror.sync_topic_acls` or `mirror.protect_mirrors` is on.
+/// It never stops the mirror: a connection failure is logged and retried.
+pub fn spawn(config: &Config, stop: CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+    let m = &config.mirror;
+    if !m.sync_topic_acls && !m.protect_mirrors {
+        return None;
+    }
+    let config = config.clone();
+    Some(tokio::spawn(async move {
+        let interval = config.mirror.sync_topic_acls_interval;
+        loop {
+            match AclSync::connect(config.clone()).await {
+                Ok(sync) => {
+                    tracing::info!(
+                        principal = %sync.target_principal(),
+                        sync_topic_acls = config.mirror.sync_topic_acls,
+                        protect_mirrors = config.mirror.protect_mirrors,
+                        "ACL sync started"
+                    );
+                    return sync.run(interval, stop).await;
+                }
+                Err(e) => tracing::warn!("ACL sync: {e}"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn acl(
+        name: &str,
+        pattern: PatternType,
+        principal: &str,
+        op: AclOperation,
+        perm: AclPermission,
+    ) -> AclBinding {
+        AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: name.to_owned(),
+            pattern_type: pattern,
+            principal: principal.to_owned(),
+            host: "*".to_owned(),
+            operation: op,
+            permission: perm,
+        }
+    }
+
+    fn mirrored(pairs: &[(&str, &str)]) -> Vec<Mirrored> {
+        pairs
+            .iter()
+            .map(|(s, t)| Mirrored {
+                source: (*s).to_owned(),
+                target: (*t).to_owned(),
+            })
+            .collect()
+    }
+
+    use AclOperation as Op;
+    use AclPermission::{Allow, Deny};
+    use PatternType::{Literal, Prefixed};
+
+    #[test]
+    fn entries_follow_mm2_with_a_safer_deny_rule() {
+        assert_eq!(target_entry(Op::Write, Allow), None);
+        assert_eq!(target_entry(Op::All, Allow), Some((Op::Read, Allow)));
+        for op in [Op::Read, Op::Describe, Op::DescribeConfigs, Op::Create] {
+            assert_eq!(target_entry(op, Allow), Some((op, Allow)));
+        }
+        assert_eq!(target_entry(Op::Read, Deny), Some((Op::Read, Deny)));
+        assert_eq!(target_entry(Op::Delete, Deny), Some((Op::Delete, Deny)));
+        // Any DENY that could hit the mirror's own produce, metadata or topic management.
+        for op in [
+            Op::Write,
+            Op::All,
+            Op::Describe,
+            Op::Create,
+            Op::Alter,
+            Op::AlterConfigs,
+            Op::DescribeConfigs,
+        ] {
+            assert_eq!(target_entry(op, Deny), None, "{op}");
+        }
+        assert_eq!(target_entry(Op::Read, AclPermission::Unknown(9)), None);
+    }
+
+    #[test]
+    fn literal_and_prefixed_patterns_become_literal_acls_on_renamed_topics() {
+        let m = mirrored(&[
+            ("my-topic", "europe.my-topic"),
+            ("orders-eu", "europe.orders-eu"),
+            ("orders-us", "europe.orders-us"),
+        ]);
+        let source = vec![
+            acl("my-topic", Literal, "User:alice", Op::All, Allow),
+            acl("my-topic", Literal, "User:alice", Op::Write, Allow),
+            acl("orders-", Prefixed, "User:bob", Op::Read, Allow),
+            acl("orders-", Prefixed, "User:eve", Op::Read, Deny),
+            // Not mirrored, a wildcard, a group ACL, a prefix covering nothing mirrored.
+            acl("other", Literal, "User:alice", Op::Read, Allow),
+            acl("*", Literal, "User:carol", Op::Read, Allow),
+            acl("pay", Prefixed, "User:carol", Op::Read, Allow),
+            AclBinding {
+                resource_type: ResourceType::Group,
+                ..acl("my-topic", Literal, "User:alice", Op::Read, Allow)
+            },
+        ];
+        let got = target_acls(&source, &m);
+        let want = sort_dedup(vec![
+            acl("europe.my-topic", Literal, "User:alice", Op::Read, Allow),
+            acl("europe.orders-eu", Literal, "User:bob", Op::Read, Allow),
+            acl("europe.orders-us", Literal, "User:bob", Op::Read, Allow),
+            acl("europe.orders-eu", Literal, "User:eve", Op::Read, Deny),
+            acl("europe.orders-us", Literal, "User:eve", Op::Read, Deny),
+        ]);
+        assert_eq!(got, want);
+        // Host restrictions are kept.
+        let mut hosted = acl("my-topic", Literal, "User:alice", Op::Read, Allow);
+        hosted.host = "10.0.0.1".into();
+        assert_eq!(target_acls(&[hosted], &m)[0].host, "10.0.0.1");
+    }
+
+    #[test]
+    fn allow_all_and_read_give_one_acl() {
+        let m = mirrored(&[("t", "t")]);
+        let source = vec![
+            acl("t", Literal, "User:a", Op::All, Allow),
+            acl("t", Literal, "User:a", Op::Read, Allow),
+        ];
+        assert_eq!(target_acls(&source, &m).len(), 1);
+    }
+
+    #[test]
+    fn protection_denies_every_other_writer_never_the_mirror() {
+        let existing = vec![
+            acl("t1", Literal, "User:mirror", Op::Write, Allow),
+            acl("t1", Literal, "User:app", Op::All, Allow),
+            acl("t", Prefixed, "User:batch", Op::Write, Allow),
+            acl("*", Literal, "User:ops", Op::Write, Allow),
+            acl("t1", Literal, "User:reader", Op::Read, Allow),
+            acl("x", Prefixed, "User:unrelated", Op::Write, Allow),
+            acl("t1", Literal, "User:blocked", Op::Write, Deny),
+        ];
+        let p = protect_acls(&existing, &["t1".to_owned()], "User:mirror");
+        let who: Vec<&str> = p.denies.iter().map(|a| a.principal.as_str()).collect();
+        assert_eq!(who, ["User:app", "User:batch", "User:ops"]);
+        for d in &p.denies {
+            assert_eq!(
+                (d.operation, d.permission, d.pattern_type, d.host.as_str()),
+                (Op::Write, Deny, Literal, "*")
+            );
+            assert_eq!(d.resource_name, "t1");
+        }
+        assert!(p.mirror_not_a_writer.is_empty() && p.open_to_everyone.is_empty());
+    }
+
+    #[test]
+    fn protection_refuses_when_it_cannot_tell_the_mirror_apart() {
+        let existing = vec![
+            acl("a", Literal, "User:CN=mirror", Op::Write, Allow),
+            acl("a", Literal, "User:app", Op::Write, Allow),
+            acl("b", Literal, "User:*", Op::Write, Allow),
+            acl("b", Literal, "User:mirror", Op::Write, Allow),
+        ];
+        let p = protect_acls(&existing, &["a".into(), "b".into()], "User:mirror");
+        assert!(p.denies.is_empty(), "{:?}", p.denies);
+        assert_eq!(p.mirror_not_a_writer, ["a"]);
+        assert_eq!(p.open_to_everyone, ["b"]);
+    }
+
+    #[test]
+    fn missing_skips_what_exists() {
+        let a = acl("t", Literal, "User:a", Op::Read, Allow);
+        let b = acl("t", Literal, "User:b", Op::Read, Allow);
+        assert_eq!(missing(&[a.clone(), b.clone()], &[a]), [b]);
+    }
+
+    #[test]
+    fn creation_codes_match_kafka() {
+        let c = creation(&acl("t", Prefixed, "User:a", Op::Read, Deny)).unwrap();
+        assert_eq!(
+            (
+                c.resource_type,
+                c.resource_pattern_type,
+                c.operation,
+                c.permission_type
+            ),
+            (2, 4, 3, 2)
+        );
+        assert!(creation(&acl("t", Literal, "User:a", Op::Any, Allow)).is_none());
+    }
+}
