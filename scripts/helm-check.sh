@@ -17,7 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 chart=deploy/helm/strait
 
-mapfile -t tools < <(scripts/install-helm-tools.sh)
+installed=$(scripts/install-helm-tools.sh) # fails the check if an install fails
+mapfile -t tools <<<"$installed"
 helm=${tools[0]} kubeconform=${tools[1]} schema_dirs=("${tools[@]:2}")
 [ ${#schema_dirs[@]} -gt 0 ] || { echo "install-helm-tools.sh gave no schema directory" >&2; exit 1; }
 if [ -z "${STRAIT_BIN:-}" ]; then
