@@ -7,6 +7,7 @@
 #   3. what the chart promises, read from the rendered manifests (pod name as instance id,
 #      probes, security context, Secret mounts);
 #   4. the rendered strait.toml accepted by `strait check --offline` (no brokers needed);
+#      1-4 also for the values `strait import strimzi` converts from the Strimzi test resources;
 #   5. mistakes that must be refused: a grace period shorter than the drain, an instance id or
 #      metrics listener in the values, a misspelt chart key (values.schema.json), a misspelt
 #      Kubernetes field, an invalid PodMonitor, an invalid strait setting.
@@ -69,6 +70,20 @@ fi
 
 sets=(default)
 for f in "$chart"/ci/*.yaml; do sets+=("$f"); done
+# The Helm values `strait import strimzi` writes for the Strimzi resources of its tests
+# (crates/strait/tests/data/strimzi; the seed's KafkaMirrorMaker must convert): the import's
+# output and the chart fit together. A resource the import refuses is its tests' business.
+mkdir "$out/imported"
+for f in crates/strait/tests/data/strimzi/*.yaml; do
+  v="$out/imported/strimzi-$(basename "$f")"
+  if "$STRAIT_BIN" import strimzi "$f" -o "$out/imported.toml" --helm-values "$v" >/dev/null 2>"$out/err.txt"; then
+    sets+=("$v")
+  elif [ "$(basename "$f")" = seed-kafka-mirror-maker.yaml ]; then
+    cat "$out/err.txt" >&2; fail "strait import strimzi $f"
+  else
+    echo "note: strait import strimzi refuses $f; not rendered"
+  fi
+done
 for set in "${sets[@]}"; do
   name=$(basename "$set" .yaml)
   args=(); [ "$set" = default ] || args=(-f "$set")
@@ -119,6 +134,12 @@ for set in "${sets[@]}"; do
     cat "$out/$name.toml" "$out/err.txt" >&2; fail "strait check --offline ($name)"
   fi
 done
+
+# The seed's KafkaMirrorMaker, converted: its Strimzi Secrets mounted and wired into the config.
+i="$out/strimzi-seed-kafka-mirror-maker"
+has "$i.yaml" '^ +secretName: my-europe-user$' "imported seed: the source KafkaUser's Secret mounted"
+has "$i.yaml" '^ +secretName: us-cluster-cluster-ca-cert$' "imported seed: the target cluster CA Secret mounted"
+has "$i.toml" '^"ssl.certificate.location" = "/etc/strait/tls/source/user/user.crt"$' "imported seed: source certificate path in strait.toml"
 
 # The mTLS values: Strimzi Secrets mounted and wired into the config.
 m="$out/mtls-values"
