@@ -44,6 +44,7 @@ mod op {
     pub const CREATE: u8 = 5;
     pub const ALTER: u8 = 7;
     pub const DESCRIBE_CONFIGS: u8 = 10;
+    pub const ALTER_CONFIGS: u8 = 11;
 }
 
 /// What `strait check` found.
@@ -420,6 +421,21 @@ fn rights(
             ),
             has(d_ops, op::DESCRIBE_CONFIGS),
         ));
+        if m.sync_topic_configs {
+            out.push(right(
+                Side::Target,
+                "AlterConfigs",
+                Resource::Topic(t.target.clone()),
+                "copy the source topic's changed configs every mirror.sync_topic_configs_interval",
+                Need::Optional(
+                    "config changes on the source topic do not reach the target (logged at \
+                     every sync), and a created topic whose replication factor is below the \
+                     cluster's min.insync.replicas keeps refusing writes"
+                        .into(),
+                ),
+                has(d_ops, op::ALTER_CONFIGS),
+            ));
+        }
     }
     out
 }
@@ -698,8 +714,15 @@ mod tests {
             true,
         );
         assert_eq!(r.missing, 0, "{}", r.text);
-        // DescribeConfigs on both sides and Alter on the target are not in the walkthrough.
-        assert_eq!(r.warnings, 3, "{}", r.text);
+        // DescribeConfigs on both sides, Alter and AlterConfigs on the target are not in the
+        // walkthrough.
+        assert_eq!(r.warnings, 4, "{}", r.text);
+        assert!(
+            r.text
+                .contains("AlterConfigs on topic my-topic is not granted"),
+            "{}",
+            r.text
+        );
         assert!(r.text.contains(
             "  warning  us: Alter on topic my-topic is not granted, so when the source topic \
              gains partitions"
