@@ -100,17 +100,59 @@ pub struct PemSetting {
     pub key: &'static str,
 }
 
+/// A password from the configuration (`ssl.key.password`, `ssl.keystore.password`, ...).
+/// Its `Debug` never shows the value, so settings can be logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    /// Wraps a password.
+    pub fn new(value: impl Into<String>) -> Password {
+        Password(value.into())
+    }
+
+    /// The password itself, for the code that decrypts with it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A key or trust store file that is not PEM text: PKCS#12 (read), or JKS (rejected with the
+/// `keytool` command that converts it). The format is recognized from the file's contents; a
+/// PEM file given this way is read as PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSetting {
+    /// The file.
+    pub path: PathBuf,
+    /// The store password (`ssl.keystore.password` / `ssl.truststore.password`).
+    pub password: Option<Password>,
+    /// The property that named the file (`ssl.keystore.location` / `ssl.truststore.location`).
+    pub key: &'static str,
+}
+
 /// The TLS part of the configuration (used when `security.protocol` is SSL or SASL_SSL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
-    /// CA bundle to trust (`ssl.ca.location`). `None` = the system bundle.
+    /// CA bundle to trust (`ssl.ca.location`). `None` = the system bundle (or `truststore`).
     pub ca: Option<PemSetting>,
+    /// A PKCS#12 truststore (`ssl.truststore.location` with type PKCS12 or unset), used
+    /// instead of `ca`.
+    pub truststore: Option<StoreSetting>,
     /// Client certificate chain (`ssl.certificate.location`), for mTLS.
     pub certificate: Option<PemSetting>,
     /// Client private key (`ssl.key.location`), for mTLS.
     pub key: Option<PemSetting>,
-    /// Whether `ssl.key.password` was set (encrypted keys are not supported; see the error).
-    pub key_password_set: bool,
+    /// A PKCS#12 keystore with the client certificate and key (`ssl.keystore.location` with
+    /// type PKCS12 or unset), used instead of `certificate` and `key`.
+    pub keystore: Option<StoreSetting>,
+    /// `ssl.key.password`: decrypts an encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`).
+    pub key_password: Option<Password>,
     /// Verify that the broker certificate names the host (`ssl.endpoint.identification.algorithm=https`,
     /// the default). `false` is insecure.
     pub verify_hostname: bool,
@@ -120,9 +162,11 @@ impl Default for TlsSettings {
     fn default() -> Self {
         TlsSettings {
             ca: None,
+            truststore: None,
             certificate: None,
             key: None,
-            key_password_set: false,
+            keystore: None,
+            key_password: None,
             verify_hostname: true,
         }
     }
@@ -147,6 +191,17 @@ impl fmt::Debug for SaslSettings {
             .field("password", &"<redacted>")
             .finish()
     }
+}
+
+/// The error text for a JKS store: Strait reads PKCS#12, and `keytool` converts in one step.
+pub(crate) fn jks_hint(location: &str, path: &str) -> String {
+    let p12 = path.strip_suffix(".jks").unwrap_or(path);
+    format!(
+        "JKS stores are not supported (JKS is Java's own format; Java itself has defaulted to \
+         PKCS#12 since Java 9); convert it once: `keytool -importkeystore -srcstoretype JKS \
+         -srckeystore {path} -deststoretype PKCS12 -destkeystore {p12}.p12` (keytool asks for the \
+         passwords), then set {location}={p12}.p12 and its type to PKCS12"
+    )
 }
 
 /// A validated client configuration. Build it with [`ClientConfig::from_properties`].
@@ -503,52 +558,36 @@ impl Props {
             return Ok(TlsSettings::default());
         }
 
-        for key in ["ssl.truststore.password", "ssl.keystore.password"] {
-            if self.has(key) {
-                return Err(Error::config(
-                    key,
-                    "only applies to JKS/PKCS12 stores, and strait-wire reads PEM only (which has \
-                     no store password); remove it (an encrypted PEM key uses ssl.key.password)",
-                ));
-            }
-        }
-        for (key, location) in [
-            ("ssl.truststore.type", "ssl.truststore.location"),
-            ("ssl.keystore.type", "ssl.keystore.location"),
-        ] {
-            match self.take_trimmed(key) {
-                Some(t) if t.eq_ignore_ascii_case("PEM") => {}
-                Some(t) => {
-                    return Err(Error::config(
-                        key,
-                        format!(
-                            "`{t}` stores are not supported, only PEM; convert the store to PEM \
-                             (e.g. `keytool -importkeystore -deststoretype PKCS12` then `openssl \
-                             pkcs12 -nodes`) and set {key}=PEM, or use ssl.ca.location / \
-                             ssl.certificate.location / ssl.key.location"
-                        ),
-                    ));
-                }
-                None if self.has(location) => {
-                    return Err(Error::config(
-                        location,
-                        format!(
-                            "needs {key}=PEM (Java's default store type is JKS, which strait-wire \
-                             does not read); set {key}=PEM for a PEM file"
-                        ),
-                    ));
-                }
-                None => {}
-            }
-        }
+        let keystore_pem = self.store_type("ssl.keystore.type", "ssl.keystore.location")?;
+        let truststore_pem = self.store_type("ssl.truststore.type", "ssl.truststore.location")?;
+        let keystore_password = self.take("ssl.keystore.password").map(Password);
+        let truststore_password = self.take("ssl.truststore.password").map(Password);
 
+        // A truststore file that is not declared PEM is a store (PKCS#12, or JKS: an error at
+        // load time); its contents decide, as a PEM file given this way still works.
+        let mut truststore = if truststore_pem {
+            None
+        } else {
+            self.take("ssl.truststore.location")
+                .map(|path| self.store(path, "ssl.truststore.location"))
+                .transpose()?
+        };
         let ca = self.one_pem(&[
             ("ssl.ca.location", true),
             ("ssl.ca.pem", false),
             ("ssl.truststore.location", true),
             ("ssl.truststore.certificates", false),
         ])?;
-        let keystore = self.take("ssl.keystore.location");
+        if let (Some(store), Some(ca)) = (&truststore, &ca) {
+            return Err(Error::config(
+                store.key,
+                format!(
+                    "conflicts with {}; configure the trusted CAs one way only",
+                    ca.key
+                ),
+            ));
+        }
+        let keystore_location = self.take("ssl.keystore.location");
         let mut certificate = self.one_pem(&[
             ("ssl.certificate.location", true),
             ("ssl.certificate.pem", false),
@@ -559,8 +598,8 @@ impl Props {
             ("ssl.key.pem", false),
             ("ssl.keystore.key", false),
         ])?;
-        if let Some(path) = keystore {
-            // A Java PEM keystore file holds the private key and the certificate chain together.
+        let mut keystore = None;
+        if let Some(path) = keystore_location {
             if let Some(other) = certificate.as_ref().or(key.as_ref()) {
                 return Err(Error::config(
                     "ssl.keystore.location",
@@ -570,15 +609,49 @@ impl Props {
                     ),
                 ));
             }
-            let source = PemSource::File(PathBuf::from(path.trim()));
-            certificate = Some(PemSetting {
-                source: source.clone(),
-                key: "ssl.keystore.location",
-            });
-            key = Some(PemSetting {
-                source,
-                key: "ssl.keystore.location",
-            });
+            if keystore_pem {
+                // A Java PEM keystore file holds the private key and the certificate chain together.
+                let source = PemSource::File(PathBuf::from(path.trim()));
+                certificate = Some(PemSetting {
+                    source: source.clone(),
+                    key: "ssl.keystore.location",
+                });
+                key = Some(PemSetting {
+                    source,
+                    key: "ssl.keystore.location",
+                });
+            } else {
+                keystore = Some(self.store(path, "ssl.keystore.location")?);
+            }
+        }
+        for (password, store, key, location) in [
+            (
+                keystore_password,
+                keystore.as_mut(),
+                "ssl.keystore.password",
+                "ssl.keystore.location",
+            ),
+            (
+                truststore_password,
+                truststore.as_mut(),
+                "ssl.truststore.password",
+                "ssl.truststore.location",
+            ),
+        ] {
+            match (password, store) {
+                (Some(password), Some(store)) => store.password = Some(password),
+                (Some(_), None) => {
+                    return Err(Error::config(
+                        key,
+                        format!(
+                            "is set but there is no PKCS#12 store to open with it; set {location} \
+                             (a PEM file has no store password: an encrypted PEM key uses \
+                             ssl.key.password), or remove {key}"
+                        ),
+                    ));
+                }
+                (None, _) => {}
+            }
         }
         match (&certificate, &key) {
             (Some(c), None) => {
@@ -595,11 +668,12 @@ impl Props {
             }
             _ => {}
         }
-        let key_password_set = self.take("ssl.key.password").is_some();
-        if key_password_set && key.is_none() {
+        let key_password = self.take("ssl.key.password").map(Password);
+        if key_password.is_some() && key.is_none() && keystore.is_none() {
             return Err(Error::config(
                 "ssl.key.password",
-                "is set but no private key is configured; set ssl.key.location or remove ssl.key.password",
+                "is set but no private key is configured; set ssl.key.location (or \
+                 ssl.keystore.location) or remove ssl.key.password",
             ));
         }
         let verify_hostname = match self.take_trimmed("ssl.endpoint.identification.algorithm") {
@@ -618,10 +692,52 @@ impl Props {
         };
         Ok(TlsSettings {
             ca,
+            truststore,
             certificate,
             key,
-            key_password_set,
+            keystore,
+            key_password,
             verify_hostname,
+        })
+    }
+
+    /// Reads `ssl.keystore.type` / `ssl.truststore.type`: true for PEM, false for PKCS12 or
+    /// unset (the file's contents decide). JKS is refused here, with the conversion command.
+    fn store_type(&mut self, key: &'static str, location: &'static str) -> Result<bool> {
+        match self.take_trimmed(key) {
+            None => Ok(false),
+            Some(t) if t.eq_ignore_ascii_case("PEM") => Ok(true),
+            Some(t) if t.eq_ignore_ascii_case("PKCS12") || t.eq_ignore_ascii_case("P12") => {
+                if !self.has(location) {
+                    return Err(Error::config(
+                        key,
+                        format!(
+                            "is {t} but {location} is not set; set {location} to the store file"
+                        ),
+                    ));
+                }
+                Ok(false)
+            }
+            Some(t) if t.eq_ignore_ascii_case("JKS") || t.eq_ignore_ascii_case("JCEKS") => {
+                let path = self.0.get(location).map_or("store.jks", |p| p.trim());
+                Err(Error::config(key, jks_hint(location, path)))
+            }
+            Some(t) => Err(Error::config(
+                key,
+                format!("`{t}` is not a supported store type; use PKCS12 or PEM"),
+            )),
+        }
+    }
+
+    fn store(&self, path: String, key: &'static str) -> Result<StoreSetting> {
+        let path = path.trim();
+        if path.is_empty() {
+            return Err(Error::config(key, "is empty; set a file path or remove it"));
+        }
+        Ok(StoreSetting {
+            path: PathBuf::from(path),
+            password: None,
+            key,
         })
     }
 
@@ -1224,9 +1340,10 @@ mod tests {
                     BS,
                     ("security.protocol", "SSL"),
                     ("ssl.truststore.location", "/b"),
+                    ("ssl.ca.location", "/a"),
                 ],
                 "ssl.truststore.location",
-                "ssl.truststore.type=PEM",
+                "conflicts with ssl.ca.location",
             ),
             (
                 &[
@@ -1242,11 +1359,20 @@ mod tests {
                 &[
                     BS,
                     ("security.protocol", "SSL"),
-                    ("ssl.keystore.location", "/b"),
                     ("ssl.keystore.type", "PKCS12"),
                 ],
                 "ssl.keystore.type",
-                "convert",
+                "ssl.keystore.location is not set",
+            ),
+            (
+                &[
+                    BS,
+                    ("security.protocol", "SSL"),
+                    ("ssl.keystore.location", "/b"),
+                    ("ssl.keystore.type", "BCFKS"),
+                ],
+                "ssl.keystore.type",
+                "use PKCS12 or PEM",
             ),
             (
                 &[
@@ -1255,7 +1381,7 @@ mod tests {
                     ("ssl.truststore.password", "x"),
                 ],
                 "ssl.truststore.password",
-                "remove it",
+                "no PKCS#12 store",
             ),
             (
                 &[

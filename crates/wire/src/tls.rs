@@ -1,10 +1,13 @@
 //! TLS and mutual TLS with rustls (ring provider).
 //!
 //! PEM inputs: a CA bundle, a client certificate chain and a private key (PKCS#8, RSA PKCS#1 or
-//! EC SEC1), read with rustls-pki-types' `PemObject`. Host name verification is on by default;
+//! EC SEC1), read with rustls-pki-types' `PemObject`; an encrypted PKCS#8 key (`ENCRYPTED
+//! PRIVATE KEY`) is decrypted with `ssl.key.password` (the `pkcs8` crate). PKCS#12 key and trust
+//! stores are read with `p12-keystore`; JKS stores get an error with the `keytool` command that
+//! converts them. Host name verification is on by default;
 //! `ssl.endpoint.identification.algorithm=` (empty, Kafka's own switch) turns it off, which is
 //! insecure and logged as a warning. The certificate chain is still verified in that mode.
-//! Encrypted private keys are not supported: the error says how to decrypt the key.
+//! No password or key material ever goes into an error message or a log line.
 
 use std::io;
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::config::{PemSetting, PemSource, TlsSettings};
+use crate::config::{Password, PemSetting, PemSource, StoreSetting, TlsSettings, jks_hint};
 use crate::error::{Error, Result, TlsFailure};
 
 /// Well-known system CA bundle locations, used when `ssl.ca.location` is not set.
@@ -56,7 +59,15 @@ impl TlsContext {
     /// Reads the PEM files and builds the rustls configuration. Errors name the property.
     pub(crate) fn new(settings: &TlsSettings) -> Result<TlsContext> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let roots = Arc::new(load_roots(settings.ca.as_ref())?);
+        let roots = Arc::new(match &settings.truststore {
+            Some(store) => match open_store(store)? {
+                Store::Pem(pem) => {
+                    roots_from_pem(&pem, store.key, &store.path.display().to_string())?
+                }
+                Store::Pkcs12(bytes) => pkcs12_roots(store, &bytes)?,
+            },
+            None => load_roots(settings.ca.as_ref())?,
+        });
 
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -72,7 +83,12 @@ impl TlsContext {
                 .build()
                 .map_err(|e| {
                     Error::config(
-                        settings.ca.as_ref().map_or("ssl.ca.location", |c| c.key),
+                        settings
+                            .truststore
+                            .as_ref()
+                            .map(|t| t.key)
+                            .or(settings.ca.as_ref().map(|c| c.key))
+                            .unwrap_or("ssl.ca.location"),
                         format!("cannot use the CA bundle: {e}"),
                     )
                 })?;
@@ -81,12 +97,35 @@ impl TlsContext {
                 .with_custom_certificate_verifier(Arc::new(NoHostnameVerification { inner }))
         };
 
-        let (config, has_client_cert, principal, client_validity) = match (
-            &settings.certificate,
-            &settings.key,
-        ) {
-            (Some(cert), Some(key)) => {
-                let chain = load_chain(cert)?;
+        // A keystore file: PKCS#12, or a PEM file holding the chain and the key.
+        let keystore = match &settings.keystore {
+            Some(store) => Some(match open_store(store)? {
+                Store::Pkcs12(bytes) => (pkcs12_identity(store, &bytes)?, store.key),
+                Store::Pem(_) => {
+                    let pem = PemSetting {
+                        source: PemSource::File(store.path.clone()),
+                        key: store.key,
+                    };
+                    let chain = load_chain(&pem)?;
+                    let key = load_key(&pem, settings.key_password.as_ref())?;
+                    ((chain, key), store.key)
+                }
+            }),
+            None => None,
+        };
+        let identity = match (keystore, &settings.certificate, &settings.key) {
+            (Some(identity), _, _) => Some(identity),
+            (None, Some(cert), Some(key)) => Some((
+                (
+                    load_chain(cert)?,
+                    load_key(key, settings.key_password.as_ref())?,
+                ),
+                key.key,
+            )),
+            _ => None,
+        };
+        let (config, has_client_cert, principal, client_validity) = match identity {
+            Some(((chain, key_der), key_property)) => {
                 // The whole subject, as the broker's default principal mapping names it.
                 let principal = chain.first().and_then(|c| subject_dn(c));
                 let validity = chain.first().and_then(|c| validity(c));
@@ -94,22 +133,20 @@ impl TlsContext {
                     let now = unix_now();
                     if now > not_after || now < not_before {
                         tracing::warn!(
-                            "the client certificate in {} is not valid now (expired or not yet \
-                             valid); brokers will reject it",
-                            describe(cert)
+                            "the client certificate ({key_property}) is not valid now (expired \
+                             or not yet valid); brokers will reject it"
                         );
                     }
                 }
-                let key_der = load_key(key, settings.key_password_set)?;
                 let config = builder.with_client_auth_cert(chain, key_der).map_err(|e| {
                     Error::config(
-                        key.key,
+                        key_property,
                         format!("the private key does not fit the client certificate or is unsupported: {e}"),
                     )
                 })?;
                 (config, true, principal, validity)
             }
-            _ => (builder.with_no_client_auth(), false, None, None),
+            None => (builder.with_no_client_auth(), false, None, None),
         };
         Ok(TlsContext {
             connector: TlsConnector::from(Arc::new(config)),
@@ -319,9 +356,13 @@ fn load_roots(ca: Option<&PemSetting>) -> Result<RootCertStore> {
         }
     };
     not_a_store(&pem, key, &what)?;
+    roots_from_pem(&pem, key, &what)
+}
+
+fn roots_from_pem(pem: &[u8], key: &str, what: &str) -> Result<RootCertStore> {
     let mut roots = RootCertStore::empty();
     let mut rejected = 0usize;
-    for cert in CertificateDer::pem_slice_iter(&pem) {
+    for cert in CertificateDer::pem_slice_iter(pem) {
         let cert = cert.map_err(|e| Error::config(key, format!("{what} is not valid PEM: {e}")))?;
         if roots.add(cert).is_err() {
             rejected += 1;
@@ -357,23 +398,35 @@ fn load_chain(setting: &PemSetting) -> Result<Vec<CertificateDer<'static>>> {
     Ok(chain)
 }
 
-fn load_key(setting: &PemSetting, password_set: bool) -> Result<PrivateKeyDer<'static>> {
+fn load_key(setting: &PemSetting, password: Option<&Password>) -> Result<PrivateKeyDer<'static>> {
     let pem = read_pem(setting)?;
     let what = describe(setting);
     let text = String::from_utf8_lossy(&pem);
-    if text.contains("ENCRYPTED PRIVATE KEY") || text.contains("Proc-Type: 4,ENCRYPTED") {
+    if text.contains("Proc-Type: 4,ENCRYPTED") {
         return Err(Error::config(
             setting.key,
             format!(
-                "the private key in {what} is encrypted, and strait-wire does not decrypt keys \
-                 (ssl.key.password); decrypt it once, e.g. `openssl pkcs8 -in key.pem -out \
-                 key-plain.pem` (enter the password), protect the result with file permissions, \
-                 and point {} at it",
+                "the private key in {what} is encrypted in OpenSSL's legacy format (Proc-Type: \
+                 4,ENCRYPTED), which is not supported; convert it once to an encrypted PKCS#8 key \
+                 with `openssl pkcs8 -topk8 -v2 aes-256-cbc -in key.pem -out key-pkcs8.pem` and \
+                 point {} at the result (ssl.key.password stays the password you give openssl)",
                 setting.key
             ),
         ));
     }
-    if password_set {
+    if let Some(block) = pem_block(&text, "ENCRYPTED PRIVATE KEY") {
+        let Some(password) = password else {
+            return Err(Error::config(
+                setting.key,
+                format!(
+                    "the private key in {what} is encrypted (ENCRYPTED PRIVATE KEY); set \
+                     ssl.key.password to its password"
+                ),
+            ));
+        };
+        return decrypt_pkcs8(block, password, setting.key, &what);
+    }
+    if password.is_some() {
         tracing::warn!(
             "ssl.key.password is set but the key in {what} is not encrypted; the password is ignored"
         );
@@ -391,16 +444,206 @@ fn load_key(setting: &PemSetting, password_set: bool) -> Result<PrivateKeyDer<'s
 
 /// JKS and PKCS#12 files are binary; say so instead of "invalid PEM".
 fn not_a_store(bytes: &[u8], key: &str, what: &str) -> Result<()> {
-    if !bytes.windows(10).any(|w| w == b"-----BEGIN") {
+    if !is_pem(bytes) {
         return Err(Error::config(
             key,
             format!(
                 "{what} is not a PEM file (no -----BEGIN line); if it is a JKS or PKCS#12 store, \
-                 convert it to PEM (e.g. `openssl pkcs12 -in store.p12 -nodes -out store.pem`)"
+                 give it as ssl.truststore.location / ssl.keystore.location with type PKCS12 \
+                 (a JKS store must be converted to PKCS#12 with `keytool -importkeystore`)"
             ),
         ));
     }
     Ok(())
+}
+
+fn is_pem(bytes: &[u8]) -> bool {
+    bytes.windows(10).any(|w| w == b"-----BEGIN")
+}
+
+/// The text of the first PEM block with this label, BEGIN and END lines included.
+fn pem_block<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = text.find(&begin)?;
+    let stop = text[start..].find(&end)? + start + end.len();
+    Some(&text[start..stop])
+}
+
+/// Decrypts an `ENCRYPTED PRIVATE KEY` PEM block (PKCS#8 with PBES2: PBKDF2 or scrypt, AES or
+/// 3DES). The key stays in memory only as rustls' key.
+fn decrypt_pkcs8(
+    block: &str,
+    password: &Password,
+    key: &'static str,
+    what: &str,
+) -> Result<PrivateKeyDer<'static>> {
+    use pkcs8::der::Decode;
+    let (_, der) = pkcs8::der::pem::decode_vec(block.as_bytes()).map_err(|e| {
+        Error::config(
+            key,
+            format!("the encrypted private key in {what} is not valid PEM: {e}"),
+        )
+    })?;
+    let info = pkcs8::EncryptedPrivateKeyInfoRef::from_der(&der).map_err(|e| {
+        Error::config(
+            key,
+            format!(
+                "the encrypted private key in {what} is not a PKCS#8 EncryptedPrivateKeyInfo: {e}"
+            ),
+        )
+    })?;
+    let plain = info.decrypt(password.expose()).map_err(|e| {
+        Error::config(
+            key,
+            format!(
+                "cannot decrypt the private key in {what} ({e}); check ssl.key.password (a wrong \
+                 password shows up like this too) and that the key uses PBES2 (`openssl pkcs8 \
+                 -topk8 -v2 aes-256-cbc` writes one)"
+            ),
+        )
+    })?;
+    Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()))
+}
+
+/// A store file's contents, by what they are.
+enum Store {
+    Pem(Vec<u8>),
+    Pkcs12(Vec<u8>),
+}
+
+/// Reads a store file and tells PKCS#12 from PEM; JKS (and JCEKS) is an error that says how to
+/// convert it.
+fn open_store(store: &StoreSetting) -> Result<Store> {
+    let path = store.path.display().to_string();
+    let bytes = std::fs::read(&store.path).map_err(|e| {
+        Error::config(
+            store.key,
+            format!("cannot read {path}: {e}; check the path and its permissions"),
+        )
+    })?;
+    // JKS starts with 0xFEEDFEED, JCEKS with 0xCECECECE.
+    if bytes.starts_with(&[0xfe, 0xed, 0xfe, 0xed]) || bytes.starts_with(&[0xce, 0xce, 0xce, 0xce])
+    {
+        return Err(Error::config(
+            store.key,
+            format!("{path}: {}", jks_hint(store.key, &path)),
+        ));
+    }
+    if is_pem(&bytes) {
+        return Ok(Store::Pem(bytes));
+    }
+    Ok(Store::Pkcs12(bytes))
+}
+
+/// Parses a PKCS#12 file; errors name the property and never the password.
+fn pkcs12(
+    store: &StoreSetting,
+    bytes: &[u8],
+    policy: p12_keystore::Pkcs12ImportPolicy,
+) -> Result<p12_keystore::KeyStore> {
+    let password = store.password.as_ref().map_or("", Password::expose);
+    let path = store.path.display();
+    let password_key = if store.key == "ssl.keystore.location" {
+        "ssl.keystore.password"
+    } else {
+        "ssl.truststore.password"
+    };
+    p12_keystore::KeyStore::from_pkcs12(bytes, password, policy).map_err(|e| {
+        let message = match e {
+            p12_keystore::error::Error::MacError(_) => format!(
+                "cannot open {path}: the store password is wrong{}; set {password_key}",
+                if store.password.is_none() {
+                    " (none is set)"
+                } else {
+                    ""
+                }
+            ),
+            other => format!(
+                "cannot read {path} as a PKCS#12 store ({other}); check {password_key} and that \
+                 the file is PKCS#12 (`openssl pkcs12 -info -in {path}` shows it)"
+            ),
+        };
+        Error::config(store.key, message)
+    })
+}
+
+/// The trusted certificates of a PKCS#12 truststore: every certificate in it (Java's
+/// `keytool -importcert` entries, or a bundle `openssl pkcs12 -export -nokeys` wrote).
+fn pkcs12_roots(store: &StoreSetting, bytes: &[u8]) -> Result<RootCertStore> {
+    let ks = pkcs12(store, bytes, p12_keystore::Pkcs12ImportPolicy::Raw)?;
+    let mut roots = RootCertStore::empty();
+    let mut rejected = 0usize;
+    for (_, entry) in ks.entries() {
+        let certs: Vec<&[u8]> = match entry {
+            p12_keystore::KeyStoreEntry::Certificate(c) => vec![c.as_der()],
+            p12_keystore::KeyStoreEntry::PrivateKeyChain(ch) => {
+                ch.certs().iter().map(|c| c.as_der()).collect()
+            }
+            _ => Vec::new(),
+        };
+        for der in certs {
+            if roots.add(CertificateDer::from(der.to_vec())).is_err() {
+                rejected += 1;
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Err(Error::config(
+            store.key,
+            format!(
+                "{} contains no usable certificate ({rejected} rejected); a truststore must hold \
+                 the CA certificate(s) that signed the broker certificates",
+                store.path.display()
+            ),
+        ));
+    }
+    Ok(roots)
+}
+
+/// The client certificate chain and private key of a PKCS#12 keystore.
+fn pkcs12_identity(
+    store: &StoreSetting,
+    bytes: &[u8],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let ks = pkcs12(store, bytes, p12_keystore::Pkcs12ImportPolicy::Strict)?;
+    let keys = ks
+        .entries()
+        .filter(|(_, e)| matches!(e, p12_keystore::KeyStoreEntry::PrivateKeyChain(_)))
+        .count();
+    let Some((alias, chain)) = ks.private_key_chain() else {
+        return Err(Error::config(
+            store.key,
+            format!(
+                "{} holds no private key with its certificate; a keystore must hold the client's \
+                 key and certificate (`openssl pkcs12 -export -inkey key.pem -in cert.pem -out \
+                 store.p12` makes one)",
+                store.path.display()
+            ),
+        ));
+    };
+    if keys > 1 {
+        tracing::warn!(
+            "{} holds {keys} private keys; using the one named `{alias}`",
+            store.path.display()
+        );
+    }
+    let certs: Vec<CertificateDer<'static>> = chain
+        .certs()
+        .iter()
+        .map(|c| CertificateDer::from(c.as_der().to_vec()))
+        .collect();
+    if certs.is_empty() {
+        return Err(Error::config(
+            store.key,
+            format!(
+                "the key `{alias}` in {} has no certificate",
+                store.path.display()
+            ),
+        ));
+    }
+    let key = PrivateKeyDer::Pkcs8(chain.key().as_der().to_vec().into());
+    Ok((certs, key))
 }
 
 /// The subject (a DER SEQUENCE OF RDN, contents only) of a DER certificate. A minimal DER walk:
@@ -819,21 +1062,240 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
         assert_eq!(der_time(0x17, b"garbage"), None);
     }
 
-    #[test]
-    fn encrypted_keys_get_a_decrypt_hint() {
-        let setting = PemSetting {
-            source: PemSource::Inline(
-                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n".into(),
-            ),
-            key: "ssl.key.pem",
-        };
-        match load_key(&setting, true) {
-            Err(Error::Config { key, message }) => {
-                assert_eq!(key, "ssl.key.pem");
-                assert!(message.contains("openssl pkcs8"), "{message}");
-            }
-            other => panic!("{other:?}"),
+    /// A CA and a client certificate (CN=keys-user) signed by it, made here with rcgen.
+    struct Pki {
+        ca_der: Vec<u8>,
+        client_der: Vec<u8>,
+        /// The client's private key, PKCS#8 DER.
+        client_key: Vec<u8>,
+    }
+
+    fn pki() -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "keys-ca");
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap();
+        leaf.distinguished_name
+            .push(DnType::CommonName, "keys-user");
+        let leaf = leaf.signed_by(&key, &issuer).unwrap();
+        Pki {
+            ca_der: ca_cert.der().to_vec(),
+            client_der: leaf.der().to_vec(),
+            client_key: key.serialize_der(),
         }
+    }
+
+    /// `key` (PKCS#8 DER) encrypted with `password` as `openssl pkcs8 -topk8 -v2 aes-256-cbc`
+    /// writes it (PBES2, PBKDF2-HMAC-SHA256, AES-256-CBC), as PEM.
+    fn encrypted_pem(key: &[u8], password: &str) -> String {
+        use pkcs8::der::pem::LineEnding;
+        let params = pkcs8::pkcs5::pbes2::Parameters::generate_pbkdf2_sha256_aes256cbc(
+            2048,
+            b"0123456789abcdef",
+            [7; 16],
+        )
+        .unwrap();
+        let info = pkcs8::PrivateKeyInfoRef::try_from(key).unwrap();
+        let doc = info.encrypt_with_params(params, password).unwrap();
+        doc.to_pem("ENCRYPTED PRIVATE KEY", LineEnding::LF)
+            .unwrap()
+            .to_string()
+    }
+
+    fn inline(key: &'static str, pem: String) -> PemSetting {
+        PemSetting {
+            source: PemSource::Inline(pem),
+            key,
+        }
+    }
+
+    fn config_error<T: std::fmt::Debug>(r: Result<T>) -> (String, String) {
+        match r {
+            Err(Error::Config { key, message }) => (key, message),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn encrypted_pkcs8_keys_are_decrypted_with_ssl_key_password() {
+        let pki = pki();
+        let secret = "Key-Pa55-do-not-print";
+        let pem = encrypted_pem(&pki.client_key, secret);
+        assert!(pem.contains("ENCRYPTED PRIVATE KEY"), "{pem}");
+        let setting = inline("ssl.key.pem", pem);
+
+        let key = load_key(&setting, Some(&Password::new(secret))).unwrap();
+        assert_eq!(key.secret_der(), &pki.client_key[..]);
+
+        // Wrong password: a configuration error naming the key, never the password.
+        let (key, message) = config_error(load_key(&setting, Some(&Password::new("nope-nope"))));
+        assert_eq!(key, "ssl.key.pem");
+        assert!(message.contains("ssl.key.password"), "{message}");
+        assert!(!message.contains("nope-nope"), "{message}");
+        // No password at all: say which property to set.
+        let (_, message) = config_error(load_key(&setting, None));
+        assert!(message.contains("set ssl.key.password"), "{message}");
+
+        // OpenSSL's legacy encrypted PEM gets the conversion command.
+        let legacy = inline(
+            "ssl.key.pem",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC,00\n\nAAAA\n-----END RSA PRIVATE KEY-----\n".into(),
+        );
+        let (_, message) = config_error(load_key(&legacy, Some(&Password::new(secret))));
+        assert!(message.contains("openssl pkcs8 -topk8"), "{message}");
+
+        // The whole client: the decrypted key must fit the certificate for rustls to accept it.
+        let ctx = TlsContext::new(&TlsSettings {
+            ca: Some(inline("ssl.ca.pem", pem_cert(&pki.ca_der))),
+            certificate: Some(inline("ssl.certificate.pem", pem_cert(&pki.client_der))),
+            key: Some(setting),
+            key_password: Some(Password::new(secret)),
+            ..TlsSettings::default()
+        })
+        .unwrap();
+        assert!(ctx.has_client_cert);
+        assert_eq!(ctx.principal.as_deref(), Some("CN=keys-user"));
+    }
+
+    fn pem_cert(der: &[u8]) -> String {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        let lines: Vec<&str> = b64
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            lines.join("\n")
+        )
+    }
+
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "strait-wire-keys-{tag}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn pkcs12_keystores_and_truststores_are_read() {
+        use p12_keystore::{Certificate, KeyStore, KeyStoreEntry, PrivateKey, PrivateKeyChain};
+        let pki = pki();
+        let dir = temp_dir("p12");
+        let store_password = "Store-Pa55-do-not-print";
+
+        let mut keystore = KeyStore::new();
+        keystore.add_entry(
+            "client",
+            KeyStoreEntry::PrivateKeyChain(PrivateKeyChain::new(
+                b"client".as_slice(),
+                PrivateKey::from_der(&pki.client_key).unwrap(),
+                [
+                    Certificate::from_der(&pki.client_der).unwrap(),
+                    Certificate::from_der(&pki.ca_der).unwrap(),
+                ],
+            )),
+        );
+        let keystore_path = dir.join("client.p12");
+        std::fs::write(
+            &keystore_path,
+            keystore.writer(store_password).write().unwrap(),
+        )
+        .unwrap();
+        let mut truststore = KeyStore::new();
+        truststore.add_entry(
+            "ca",
+            KeyStoreEntry::Certificate(Certificate::from_der(&pki.ca_der).unwrap()),
+        );
+        let truststore_path = dir.join("trust.p12");
+        std::fs::write(
+            &truststore_path,
+            truststore.writer(store_password).write().unwrap(),
+        )
+        .unwrap();
+
+        // Through the property parser, as a user writes it.
+        let props = |keystore_password: &str| {
+            crate::ClientConfig::from_properties([
+                ("bootstrap.servers", "localhost:9093"),
+                ("security.protocol", "SSL"),
+                ("ssl.keystore.type", "PKCS12"),
+                ("ssl.keystore.location", keystore_path.to_str().unwrap()),
+                ("ssl.keystore.password", keystore_password),
+                ("ssl.truststore.type", "PKCS12"),
+                ("ssl.truststore.location", truststore_path.to_str().unwrap()),
+                ("ssl.truststore.password", store_password),
+            ])
+            .unwrap()
+        };
+        let config = props(store_password);
+        assert!(
+            !format!("{config:?}").contains(store_password),
+            "Debug of the client configuration shows the password: {config:?}"
+        );
+        let ctx = TlsContext::new(config.tls()).unwrap();
+        assert!(ctx.has_client_cert);
+        assert_eq!(ctx.principal.as_deref(), Some("CN=keys-user"));
+
+        // Wrong store password: the error names the property and not the password.
+        let (key, message) = config_error(TlsContext::new(props("wrong-one-xyz").tls()));
+        assert_eq!(key, "ssl.keystore.location");
+        assert!(message.contains("ssl.keystore.password"), "{message}");
+        assert!(!message.contains("wrong-one-xyz"), "{message}");
+
+        // A keystore without a key is not a keystore.
+        let (_, message) = config_error(pkcs12_identity(
+            &StoreSetting {
+                path: truststore_path.clone(),
+                password: Some(Password::new(store_password)),
+                key: "ssl.keystore.location",
+            },
+            &std::fs::read(&truststore_path).unwrap(),
+        ));
+        assert!(message.contains("no private key"), "{message}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn jks_stores_get_the_keytool_command() {
+        let dir = temp_dir("jks");
+        let path = dir.join("client.jks");
+        std::fs::write(&path, [0xfe, 0xed, 0xfe, 0xed, 0, 0, 0, 2]).unwrap();
+        let store = StoreSetting {
+            path: path.clone(),
+            password: Some(Password::new("changeit")),
+            key: "ssl.keystore.location",
+        };
+        let (key, message) = config_error(open_store(&store).map(|_| ()));
+        assert_eq!(key, "ssl.keystore.location");
+        assert!(
+            message.contains("keytool -importkeystore -srcstoretype JKS")
+                && message.contains("-deststoretype PKCS12"),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("{}.p12", dir.join("client").display())),
+            "{message}"
+        );
+        // Declared JKS fails before any file is read.
+        let err = crate::ClientConfig::from_properties([
+            ("bootstrap.servers", "localhost:9093"),
+            ("security.protocol", "SSL"),
+            ("ssl.truststore.type", "JKS"),
+            ("ssl.truststore.location", "/etc/kafka/truststore.jks"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("keytool -importkeystore"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
