@@ -82,26 +82,31 @@ fn seed_kafka_mirror_maker_v1beta1_mtls_and_jaeger() {
     let (c, toml, err) = import("seed-kafka-mirror-maker.yaml", &[], &[]);
     assert_eq!(c.source.alias, "europe-cluster");
     assert_eq!(c.target.alias, "us-cluster");
-    for (cluster, user, ca) in [
-        (
-            &c.source,
-            "my-europe-user",
-            "europe-cluster-cluster-ca-cert",
-        ),
-        (&c.target, "my-us-user", "us-cluster-cluster-ca-cert"),
-    ] {
+    // The Secrets are read where the Helm chart mounts them.
+    for (cluster, side) in [(&c.source, "source"), (&c.target, "target")] {
         assert_eq!(cluster.property("security.protocol"), Some("SSL"));
         assert_eq!(
             cluster.property("ssl.ca.location"),
-            Some(format!("/etc/strait/certs/{ca}/ca.crt").as_str())
+            Some(format!("/etc/strait/tls/{side}/ca/ca.crt").as_str())
         );
         assert_eq!(
             cluster.property("ssl.certificate.location"),
-            Some(format!("/etc/strait/certs/{user}/user.crt").as_str())
+            Some(format!("/etc/strait/tls/{side}/user/user.crt").as_str())
         );
         assert_eq!(
             cluster.property("ssl.key.location"),
-            Some(format!("/etc/strait/certs/{user}/user.key").as_str())
+            Some(format!("/etc/strait/tls/{side}/user/user.key").as_str())
+        );
+    }
+    for (secret, key) in [
+        ("europe-cluster-cluster-ca-cert", "ca.crt"),
+        ("my-europe-user", "user.crt"),
+        ("us-cluster-cluster-ca-cert", "ca.crt"),
+        ("my-us-user", "user.key"),
+    ] {
+        assert!(
+            toml.contains(&format!("(Secret {secret}, key {key})")),
+            "{toml}"
         );
     }
     assert_eq!(
@@ -167,33 +172,56 @@ fn seed_output_and_helm_values_files_pass_strait_check_offline() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("my-jaeger-collector:4318"));
 
-    // The Helm values: YAML whose config is the same strait.toml, and every Secret to mount.
+    // The Helm values, in deploy/helm/strait's shape: the configuration as YAML without what
+    // the chart sets (metrics.listen, the certificate paths of the Secrets it mounts), and the
+    // Secrets per side.
     let text = std::fs::read_to_string(&values).unwrap();
     let v: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
-    assert_eq!(v["replicaCount"].as_u64(), Some(1));
+    assert_eq!(v["replicas"].as_u64(), Some(1));
+    let config = &v["config"];
     assert_eq!(
-        v["config"].as_str().unwrap(),
-        std::fs::read_to_string(&out).unwrap()
+        config["source"]["bootstrap.servers"].as_str(),
+        Some("europe-cluster-kafka-bootstrap:9093")
     );
-    let mounts: Vec<&str> = v["secretMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|m| m["secretName"].as_str().unwrap())
-        .collect();
+    assert_eq!(config["source"]["security.protocol"].as_str(), Some("SSL"));
+    assert!(config["source"].get("ssl.ca.location").is_none(), "{text}");
+    assert!(config["target"].get("ssl.key.location").is_none(), "{text}");
+    assert!(config["metrics"].get("listen").is_none(), "{text}");
+    assert_eq!(config["mirror"]["group_id"].as_str(), Some("my-group"));
     assert_eq!(
-        mounts,
-        [
-            "europe-cluster-cluster-ca-cert",
-            "my-europe-user",
-            "us-cluster-cluster-ca-cert",
-            "my-us-user"
-        ]
+        config["tracing"]["otlp_endpoint"].as_str(),
+        Some("http://my-jaeger-collector:4318")
+    );
+    let secrets = &v["secrets"];
+    assert_eq!(
+        secrets["source"]["clusterCaCert"]["name"].as_str(),
+        Some("europe-cluster-cluster-ca-cert")
     );
     assert_eq!(
-        v["secretMounts"][1]["mountPath"].as_str(),
-        Some("/etc/strait/certs/my-europe-user")
+        secrets["source"]["clusterCaCert"]["key"].as_str(),
+        Some("ca.crt")
     );
+    assert_eq!(
+        secrets["source"]["userCert"]["name"].as_str(),
+        Some("my-europe-user")
+    );
+    assert_eq!(
+        secrets["source"]["userCert"]["certKey"].as_str(),
+        Some("user.crt")
+    );
+    assert_eq!(
+        secrets["source"]["userCert"]["keyKey"].as_str(),
+        Some("user.key")
+    );
+    assert_eq!(
+        secrets["target"]["clusterCaCert"]["name"].as_str(),
+        Some("us-cluster-cluster-ca-cert")
+    );
+    assert_eq!(
+        secrets["target"]["userCert"]["name"].as_str(),
+        Some("my-us-user")
+    );
+    assert!(secrets["target"].get("saslPassword").is_none());
 }
 
 #[test]
@@ -218,7 +246,7 @@ fn kafka_mirror_maker_v1beta2_scram_from_a_multi_document_file() {
     assert_eq!(c.source.property("security.protocol"), Some("SSL"));
     assert_eq!(
         c.source.property("ssl.certificate.location"),
-        Some("/etc/strait/certs/orders-mirror-europe/user.crt")
+        Some("/etc/strait/tls/source/user/user.crt")
     );
     assert_eq!(c.mirror.topics.include(), ["orders.*|payments"]);
     assert_eq!(c.mirror.start, StartPosition::Earliest);
@@ -285,7 +313,7 @@ fn kafka_mirror_maker_2_v1beta2_first_mirror_and_the_rest_listed() {
     // pattern "*.crt" reads the cluster CA Secret's ca.crt.
     assert_eq!(
         c.source.property("ssl.ca.location"),
-        Some("/etc/strait/certs/east-cluster-ca-cert/ca.crt")
+        Some("/etc/strait/tls/source/ca/ca.crt")
     );
     assert_eq!(c.log.level, "info");
     for listed in [
@@ -294,7 +322,6 @@ fn kafka_mirror_maker_2_v1beta2_first_mirror_and_the_rest_listed() {
         "not converted: spec.mirrors[0].sourceConnector.tasksMax",
         "not converted: spec.mirrors[0].heartbeatConnector",
         "not converted: spec.logging.loggers.log4j.logger.org.apache.kafka.connect.mirror",
-        "east->central.sync.topic.acls.enabled",
         "east->central.heartbeats.topic.replication.factor",
         "central.config.storage.replication.factor",
     ] {

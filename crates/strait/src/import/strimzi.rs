@@ -9,10 +9,12 @@
 //! therefore mm2.properties keys: `<alias>.<key>` is `config.<key>` of that cluster,
 //! `<source>-><target>.<key>` is `config.<key>` of one of the mirror's connectors.
 //!
-//! Secrets are not read: a Secret key becomes the path where the Helm chart mounts it,
-//! [`SECRETS_DIR`]`/<secretName>/<key>`, and a SASL password becomes the environment variable
-//! `STRAIT_SOURCE_SASL_PASSWORD` / `STRAIT_TARGET_SASL_PASSWORD`, which the chart fills from the
-//! Secret. Every field is either converted or listed with the reason ([`Unmapped`]).
+//! Secrets are not read: a Secret key becomes the path where the Helm chart (deploy/helm/strait)
+//! mounts it, [`TLS_DIR`]`/<source|target>/ca/<key>` for the cluster CA and
+//! [`TLS_DIR`]`/<source|target>/user/<key>` for the client certificate and key, and a SASL
+//! password becomes the environment variable `STRAIT_SOURCE_SASL_PASSWORD` /
+//! `STRAIT_TARGET_SASL_PASSWORD`, which the chart fills from the Secret (`secrets.<side>` in its
+//! values). Every field is either converted or listed with the reason ([`Unmapped`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,9 +27,10 @@ use crate::config::{Config, Environment};
 use crate::mirrormaker::properties::{Properties, Property};
 use crate::mirrormaker::{Mm1Options, mm1, mm2};
 
-/// Where the Helm chart mounts each Secret the resource references: one directory per Secret,
-/// one file per key (`/etc/strait/certs/my-user/user.crt`).
-pub const SECRETS_DIR: &str = "/etc/strait/certs";
+/// Where the Helm chart mounts the certificate Secrets: `<side>/ca/<key>` (the cluster CA,
+/// `secrets.<side>.clusterCaCert`) and `<side>/user/<key>` (the client certificate and key,
+/// `secrets.<side>.userCert`), e.g. `/etc/strait/tls/source/user/user.crt`.
+pub const TLS_DIR: &str = "/etc/strait/tls";
 
 /// The metrics, `/healthz` and `/readyz` listener in a pod: all interfaces, so the kubelet's
 /// probes and Prometheus reach it (Strait's default is loopback only).
@@ -57,6 +60,10 @@ pub struct Unmapped {
 /// A Secret key read as a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretFile {
+    /// `source` or `target`.
+    pub side: &'static str,
+    /// `ca` (the cluster CA) or `user` (the client certificate and key).
+    pub role: &'static str,
     /// The Secret.
     pub secret: String,
     /// The key in the Secret.
@@ -66,7 +73,7 @@ pub struct SecretFile {
 impl SecretFile {
     /// Where the Helm chart mounts it.
     pub fn path(&self) -> String {
-        format!("{SECRETS_DIR}/{}/{}", self.secret, self.key)
+        format!("{TLS_DIR}/{}/{}/{}", self.side, self.role, self.key)
     }
 }
 
@@ -409,8 +416,10 @@ impl Ctx {
         });
     }
 
-    fn secret_file(&mut self, secret: &str, key: &str) -> String {
+    fn secret_file(&mut self, side: Side, role: &'static str, secret: &str, key: &str) -> String {
         let f = SecretFile {
+            side: side.name(),
+            role,
             secret: secret.to_string(),
             key: key.to_string(),
         };
@@ -430,6 +439,13 @@ enum Side {
 }
 
 impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Source => "source",
+            Side::Target => "target",
+        }
+    }
+
     fn env_prefix(self) -> &'static str {
         match self {
             Side::Source => "STRAIT_SOURCE",
@@ -1127,7 +1143,7 @@ fn security(
         }
         let mut cas = cas.into_iter();
         if let Some((secret, key, field)) = cas.next() {
-            let path = ctx.secret_file(&secret, &key);
+            let path = ctx.secret_file(side, "ca", &secret, &key);
             props.push(("ssl.ca.location".into(), path, field));
         }
         for (secret, key, field) in cas {
@@ -1162,8 +1178,8 @@ fn security(
                 )?;
                 let key =
                     ck.required_text("key", "the Secret key of the private key, e.g. user.key")?;
-                let cert_path = ctx.secret_file(&secret, &cert);
-                let key_path = ctx.secret_file(&secret, &key);
+                let cert_path = ctx.secret_file(side, "user", &secret, &cert);
+                let key_path = ctx.secret_file(side, "user", &secret, &key);
                 props.push((
                     "ssl.certificate.location".into(),
                     cert_path,
@@ -1600,7 +1616,7 @@ fn render(
     if let Some(r) = ctx.replicas {
         let _ = writeln!(
             head,
-            "# spec.replicas = {r}: run {r} strait process{} with this file (Helm: replicaCount); \
+            "# spec.replicas = {r}: run {r} strait process{} with this file (Helm: replicas); \
              they share mirror.group_id and split the partitions between them.",
             if r == 1 { "" } else { "es" }
         );
@@ -1608,8 +1624,10 @@ fn render(
     if !ctx.secret_files.is_empty() {
         let _ = writeln!(
             head,
-            "#\n# Secrets are read as files, one directory per Secret: {SECRETS_DIR}/<secretName>/<key>\n\
-             # (the Helm chart mounts each Secret there):"
+            "#\n# Certificates are read from Secrets mounted where the Helm chart mounts them \
+             (secrets.<side> in its values):\n\
+             # {TLS_DIR}/<source|target>/ca/<key> (cluster CA), {TLS_DIR}/<source|target>/user/<key> \
+             (client certificate):"
         );
         for f in &ctx.secret_files {
             let _ = writeln!(
@@ -1652,7 +1670,7 @@ fn render(
     // The file must load as it is written (with the passwords the chart provides).
     let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
     let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
-    let helm_values = helm_values(&kind, &name, &toml, &ctx);
+    let helm_values = helm_values(&kind, &name, &config, &ctx);
     Ok(Converted {
         toml,
         helm_values,
@@ -1667,56 +1685,88 @@ fn render(
     })
 }
 
-/// Values for the Helm chart: replicas, the configuration, the Secrets to mount under
-/// [`SECRETS_DIR`], the variables taken from Secrets, and the pod resources.
-fn helm_values(kind: &str, name: &str, toml: &str, ctx: &Ctx) -> String {
+/// Values for the Helm chart in deploy/helm/strait: `replicas`, `config` (the configuration as
+/// YAML, without what the chart sets itself: `metrics.listen` and the `ssl.*.location` of the
+/// Secrets it mounts), `secrets` (the cluster CA, client certificate and SASL password Secrets
+/// per side) and `resources`.
+fn helm_values(kind: &str, name: &str, config: &Config, ctx: &Ctx) -> String {
     let s = |v: &str| Value::String(v.to_string());
     let mut values = Mapping::new();
     if let Some(r) = ctx.replicas {
-        values.insert(s("replicaCount"), Value::Number(r.into()));
+        values.insert(s("replicas"), Value::Number(r.into()));
     }
-    values.insert(s("config"), s(toml));
-    let mut secrets: Vec<&str> = ctx.secret_files.iter().map(|f| f.secret.as_str()).collect();
-    secrets.dedup();
-    let mounts: Vec<Value> = secrets
-        .iter()
-        .map(|secret| {
+    let mut table: toml::Table = config.to_toml(false).parse().unwrap_or_default();
+    if let Some(toml::Value::Table(m)) = table.get_mut("metrics") {
+        m.remove("listen");
+    }
+    let mut secrets = Mapping::new();
+    for side in ["source", "target"] {
+        let mut mine = Mapping::new();
+        let files: Vec<&SecretFile> = ctx.secret_files.iter().filter(|f| f.side == side).collect();
+        let cluster = match table.get_mut(side) {
+            Some(toml::Value::Table(t)) => Some(t),
+            _ => None,
+        };
+        let mut remove = Vec::new();
+        if let Some(ca) = files.iter().find(|f| f.role == "ca") {
             let mut m = Mapping::new();
-            m.insert(s("secretName"), s(secret));
-            m.insert(s("mountPath"), s(&format!("{SECRETS_DIR}/{secret}")));
-            Value::Mapping(m)
-        })
-        .collect();
-    values.insert(s("secretMounts"), Value::Sequence(mounts));
-    let env: Vec<Value> = ctx
-        .secret_env
-        .iter()
-        .map(|e| {
-            let mut key_ref = Mapping::new();
-            key_ref.insert(s("name"), s(&e.secret));
-            key_ref.insert(s("key"), s(&e.key));
-            let mut from = Mapping::new();
-            from.insert(s("secretKeyRef"), Value::Mapping(key_ref));
+            m.insert(s("name"), s(&ca.secret));
+            m.insert(s("key"), s(&ca.key));
+            mine.insert(s("clusterCaCert"), Value::Mapping(m));
+            remove.push("ssl.ca.location");
+        }
+        let user: Vec<&&SecretFile> = files.iter().filter(|f| f.role == "user").collect();
+        if let [cert, key] = user.as_slice() {
             let mut m = Mapping::new();
-            m.insert(s("name"), s(&e.var));
-            m.insert(s("valueFrom"), Value::Mapping(from));
-            Value::Mapping(m)
-        })
-        .collect();
-    values.insert(s("env"), Value::Sequence(env));
+            m.insert(s("name"), s(&cert.secret));
+            m.insert(s("certKey"), s(&cert.key));
+            m.insert(s("keyKey"), s(&key.key));
+            mine.insert(s("userCert"), Value::Mapping(m));
+            remove.extend(["ssl.certificate.location", "ssl.key.location"]);
+        }
+        if let Some(e) = ctx
+            .secret_env
+            .iter()
+            .find(|e| e.var.contains(&side.to_ascii_uppercase()))
+        {
+            let mut m = Mapping::new();
+            m.insert(s("name"), s(&e.secret));
+            m.insert(s("key"), s(&e.key));
+            mine.insert(s("saslPassword"), Value::Mapping(m));
+        }
+        if let Some(t) = cluster {
+            for k in remove {
+                t.remove(k);
+            }
+        }
+        if !mine.is_empty() {
+            secrets.insert(s(side), Value::Mapping(mine));
+        }
+    }
+    values.insert(
+        s("config"),
+        yaml_serde::to_value(&table).unwrap_or(Value::Null),
+    );
+    values.insert(s("secrets"), Value::Mapping(secrets));
     if let Some(r) = &ctx.resources {
         values.insert(s("resources"), r.clone());
     }
     let body = yaml_serde::to_string(&values).unwrap_or_default();
-    format!(
-        "# Helm values for the Strait chart (deploy/helm/strait), converted by `strait import \
+    let mut head = format!(
+        "# Values for the Strait Helm chart (deploy/helm/strait), converted by `strait import \
          strimzi` from {kind} {name}.\n\
-         # replicaCount: spec.replicas. config: the strait.toml. secretMounts: each Secret the \
-         resource references, mounted\n\
-         # read-only at {SECRETS_DIR}/<secretName>. env: variables whose values come from Secrets \
-         (SASL passwords).\n\
-         # resources: spec.resources.\n{body}"
-    )
+         # replicas: spec.replicas. config: the strait.toml as YAML (the chart adds metrics.listen \
+         and the\n\
+         # certificate paths of the Secrets under `secrets`, which it mounts). resources: spec.resources.\n"
+    );
+    if !ctx.unmapped.is_empty() {
+        let _ = writeln!(
+            head,
+            "# Not converted ({}): see the strait.toml's comment block or the import's warnings.",
+            ctx.unmapped.len()
+        );
+    }
+    head + &body
 }
 
 #[cfg(test)]
@@ -1815,7 +1865,7 @@ spec:
         assert_eq!(cfg.source.property("sasl.mechanism"), Some("SCRAM-SHA-512"));
         assert_eq!(
             cfg.source.property("ssl.ca.location"),
-            Some("/etc/strait/certs/a-ca/ca.crt")
+            Some("/etc/strait/tls/source/ca/ca.crt")
         );
         // The placeholder password never reaches the file.
         assert!(!c.toml.contains("sasl.password"), "{}", c.toml);
@@ -1839,12 +1889,8 @@ spec:
         );
         let notes = c.notes.join("\n");
         assert!(notes.contains("max.poll.records"), "{notes}");
-        assert!(c.helm_values.contains("secretKeyRef"), "{}", c.helm_values);
-        assert!(
-            c.helm_values.contains("replicaCount: 2"),
-            "{}",
-            c.helm_values
-        );
+        assert!(c.helm_values.contains("saslPassword"), "{}", c.helm_values);
+        assert!(c.helm_values.contains("replicas: 2"), "{}", c.helm_values);
     }
 
     #[test]
