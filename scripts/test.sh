@@ -16,7 +16,7 @@ esac
 # binary's command line, local HTTP). A new broker-free test binary belongs here too.
 brokerless_tests=(
   java_fixtures java_verify merge_props pipeline_mem proptests # strait-forward
-  advice cli metrics_http                                      # strait
+  advice cli metrics_http import_strimzi                       # strait
   receive                                                      # strait-otlp-sink
 )
 root=$(cd "$(dirname "$0")/.." && pwd)

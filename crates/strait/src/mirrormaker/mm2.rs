@@ -731,6 +731,33 @@ A->B.topics.exclude = payments
     }
 
     #[test]
+    fn acl_sync_settings_are_mapped() {
+        let base = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n";
+        // Unset: Strait's default (off, 10 minutes), not MM2's (on).
+        let m = load_text(base, &[]).unwrap().config.mirror;
+        assert!(!m.sync_topic_acls && !m.protect_mirrors);
+        assert_eq!(m.sync_topic_acls_interval, Duration::from_secs(600));
+        let loaded = load_text(
+            &format!(
+                "{base}sync.topic.acls.enabled = true\nsync.topic.acls.interval.seconds = 30\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let m = &loaded.config.mirror;
+        assert!(m.sync_topic_acls);
+        assert_eq!(m.sync_topic_acls_interval, Duration::from_secs(30));
+        // Shown by `strait mm2 --print` style output when enabled.
+        assert!(
+            loaded
+                .config
+                .to_toml(true)
+                .contains("sync_topic_acls = true")
+        );
+    }
+
+    #[test]
     fn topic_config_settings_are_mapped() {
         let base = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n";
         // Unset: Strait's defaults (the source's replication factor, MM2's exclude list
