@@ -119,7 +119,11 @@ async fn run(config: Config) -> Result<()> {
         shutdown.clone(),
         config.mirror.drain_timeout + SHUTDOWN_GRACE,
     ));
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    if config.metrics.mm2_compat {
+        metrics = metrics.with_mm2_compat(&config.source.alias, &config.target.alias);
+    }
+    let metrics = Arc::new(metrics);
     let readiness = Readiness::default();
     let server = match config.metrics.listen {
         Some(addr) => {

@@ -60,7 +60,13 @@
 //! | consumer `records-lag` | `strait_partition_lag_records` | |
 //! | `MirrorCheckpointConnector` `checkpoint-latency-ms` (+min/max/avg), per group and partition | `strait_checkpoint_round_seconds` | MM2 times each checkpoint; Strait times the round that writes them all |
 //! | — | `strait_checkpoint_age_seconds`, `strait_groups_synced_total`, `strait_translation_misses_total` | MM2 has no such metrics |
+//!
+//! With `metrics.mm2_compat = true` the exposition also carries MirrorMaker 2's own series as
+//! Strimzi's JMX exporter rules name them (`kafka_connect_mirror_mirrorsourceconnector_*`,
+//! `kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms*`), so existing
+//! MirrorMaker 2 dashboards and alerts work unchanged: see [`mm2`].
 
+pub mod mm2;
 mod observer;
 
 use std::collections::{HashMap, HashSet};
@@ -200,6 +206,8 @@ pub struct Metrics {
     blocked: Mutex<HashMap<TopicPartition, String>>,
     /// Partitions with series, so that a rebalance can remove those of partitions moved away.
     published: Mutex<HashSet<PartitionLabels>>,
+    /// MirrorMaker 2's series (`metrics.mm2_compat`).
+    mm2: Option<mm2::Mm2Metrics>,
 }
 
 impl Default for Metrics {
@@ -252,6 +260,7 @@ impl Metrics {
             lag: Mutex::new(LagBook::default()),
             blocked: Mutex::new(HashMap::new()),
             published: Mutex::new(HashSet::new()),
+            mm2: None,
             registry: Registry::default(),
         };
         registry.register(
@@ -392,6 +401,12 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
+    /// Also serves MirrorMaker 2's series for the flow `source` -> `target` (aliases).
+    pub fn with_mm2_compat(mut self, source: &str, target: &str) -> Metrics {
+        self.mm2 = Some(mm2::Mm2Metrics::new(source, target));
+        self
+    }
+
     /// The exposition in the OpenMetrics text format (ends with `# EOF`).
     pub fn encode_openmetrics(&self) -> String {
         self.refresh_checkpoint_ages(Instant::now());
@@ -399,6 +414,10 @@ impl Metrics {
         // Writing to a String cannot fail; an encoder error would be a bug in a metric type.
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!(error = %e, "cannot encode metrics");
+        }
+        if let Some(mm2) = &self.mm2 {
+            let end = out.rfind("# EOF").unwrap_or(out.len());
+            out.insert_str(end, &mm2.encode(Instant::now()));
         }
         out
     }
@@ -413,7 +432,26 @@ impl Metrics {
         {
             tracing::error!(error = %e, "cannot encode metrics");
         }
+        if let Some(mm2) = &self.mm2 {
+            out.push_str(&mm2.encode(Instant::now()));
+        }
         out
+    }
+
+    /// Checkpoints of `group` for (target topic, partition) `written` took `latency` to write
+    /// (MirrorMaker 2's checkpoint latency; only with `metrics.mm2_compat`).
+    pub fn record_checkpoints_written<'a>(
+        &self,
+        group: &str,
+        written: impl IntoIterator<Item = (&'a str, i32)>,
+        latency: std::time::Duration,
+    ) {
+        if let Some(mm2) = &self.mm2 {
+            let now = Instant::now();
+            for (topic, partition) in written {
+                mm2.record_checkpoint(group, topic, partition, latency, now);
+            }
+        }
     }
 
     /// One checkpoint round took `seconds`.
@@ -508,6 +546,22 @@ impl Metrics {
         self.replication_latency.observe(residence);
         let age = seconds_between_ms(ev.max_timestamp_ms, ev.acked_at);
         self.record_age.observe(age);
+        if let Some(mm2) = &self.mm2 {
+            let epoch_ms = |t: SystemTime| {
+                t.duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+            };
+            mm2.record_batch(
+                ev.target_topic,
+                ev.source_partition,
+                ev.records,
+                ev.bytes,
+                ev.max_timestamp_ms,
+                epoch_ms(ev.fetched_at),
+                epoch_ms(ev.acked_at),
+                Instant::now(),
+            );
+        }
     }
 
     /// Records a source batch that was dropped on purpose.

@@ -14,6 +14,9 @@
 //! * a group committed on the source fails over with `strait failover --apply`, and the same
 //!   group id read on the target by Kafka's Java console consumer gets exactly the remainder.
 //!
+//! The last instance also serves MirrorMaker 2's metric names (`metrics.mm2_compat`): every
+//! series Strimzi's JMX exporter rules give MirrorMaker 2 is scraped from it.
+//!
 //! Run: `cargo test -p strait --test failover_kills -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -130,6 +133,16 @@ fn sigkill_restarts_keep_translation_exact() {
         MIRROR_GROUP,
         "groups = [\"app\"]\ncheckpoint_interval = \"500ms\"\ninstance_id = \"kills-0\"\n",
     );
+    // With MirrorMaker 2's metric names on, scraped below.
+    let metrics_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let live_text = std::fs::read_to_string(&live).unwrap().replace(
+        "listen = \"\"",
+        &format!("listen = \"{metrics_addr}\"\nmm2_compat = true"),
+    );
+    std::fs::write(&live, live_text).unwrap();
     let (mut strait, log) = spawn_strait(&live, KILLS);
     let ends = rt.block_on(end_offsets(&src, TOPIC, PARTITIONS));
     assert!(ends.iter().all(|e| *e == produced as i64));
@@ -159,6 +172,9 @@ fn sigkill_restarts_keep_translation_exact() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+    let (status, body) = http_get(metrics_addr, "/metrics").expect("the metrics listener");
+    assert_eq!(status, 200);
+    assert_mm2_series(&body);
     assert_eq!(terminate(&mut strait).code(), Some(0));
     drop(strait);
 
@@ -284,5 +300,48 @@ fn wait_for_target(
             std::fs::read_to_string(log).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every series MirrorMaker 2 reports under Strimzi's JMX exporter rules (the names Strimzi's
+/// own metrics test expects), for a mirrored partition and for the checkpointed group.
+fn assert_mm2_series(exposition: &str) {
+    let labels = "{partition=\"0\",source=\"src\",target=\"dst\",topic=\"orders\"}";
+    let source = "kafka_connect_mirror_mirrorsourceconnector_";
+    for name in [
+        "byte_count",
+        "byte_rate",
+        "record_age_ms",
+        "record_age_ms_avg",
+        "record_age_ms_max",
+        "record_age_ms_min",
+        "record_count",
+        "record_rate",
+        "replication_latency_ms",
+        "replication_latency_ms_avg",
+        "replication_latency_ms_max",
+        "replication_latency_ms_min",
+    ] {
+        let series = format!("{source}{name}{labels} ");
+        assert!(
+            exposition.lines().any(|l| l.starts_with(&series)),
+            "no {series} in\n{exposition}"
+        );
+    }
+    let count: f64 = exposition
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{source}record_count{labels} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(count > 0.0, "records counted");
+    let labels = "{group=\"app\",partition=\"0\",source=\"src\",target=\"dst\",topic=\"orders\"}";
+    for suffix in ["", "_avg", "_max", "_min"] {
+        let series = format!(
+            "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms{suffix}{labels} "
+        );
+        assert!(
+            exposition.lines().any(|l| l.starts_with(&series)),
+            "no {series} in\n{exposition}"
+        );
     }
 }

@@ -303,6 +303,9 @@ pub struct MetricsConfig {
     /// How long a partition may be behind without its acknowledged position moving before
     /// `/readyz` reports it (and the mirror) not ready.
     pub stall_timeout: Duration,
+    /// Also serve MirrorMaker 2's metric names (as Strimzi's JMX exporter rules name them), for
+    /// existing MirrorMaker 2 dashboards and alerts.
+    pub mm2_compat: bool,
 }
 
 /// The `[tracing]` section.
@@ -475,6 +478,8 @@ impl Config {
                 Ok(d)
             })?
             .unwrap_or(defaults::LAG_INTERVAL),
+            mm2_compat: get(&raw, Section::Metrics, "mm2_compat", |f| f.boolean())?
+                .unwrap_or(false),
             stall_timeout: get(&raw, Section::Metrics, "stall_timeout", |f| {
                 let d = f.duration()?;
                 if d < Duration::from_secs(1) {
@@ -646,6 +651,9 @@ impl Config {
             "lag_interval".into(),
             format_duration(self.metrics.lag_interval).into(),
         );
+        if self.metrics.mm2_compat {
+            metrics.insert("mm2_compat".into(), true.into());
+        }
         metrics.insert(
             "stall_timeout".into(),
             format_duration(self.metrics.stall_timeout).into(),

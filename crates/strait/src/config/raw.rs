@@ -126,7 +126,7 @@ impl Section {
                 "protect_mirrors",
                 "target_principal",
             ],
-            Section::Metrics => &["listen", "lag_interval", "stall_timeout"],
+            Section::Metrics => &["listen", "lag_interval", "stall_timeout", "mm2_compat"],
             Section::Tracing => &[
                 "otlp_endpoint",
                 "mode",

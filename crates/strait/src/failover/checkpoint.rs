@@ -178,8 +178,10 @@ impl Checkpointer {
 
     /// One round: persist syncs, heartbeat, read groups, translate, write checkpoints.
     pub async fn round(&mut self) -> Result<Round> {
-        let mut round = Round::default();
-        round.syncs = self.writer.flush().await?;
+        let mut round = Round {
+            syncs: self.writer.flush().await?,
+            ..Round::default()
+        };
 
         let beat = Heartbeat {
             source_alias: self.config.source.alias.clone(),
@@ -272,13 +274,21 @@ impl Checkpointer {
                 complete.push(group.as_str());
             }
         }
+        let writing = Instant::now();
         topic::append(
             &self.target,
             &checkpoints_topic(&self.config.source.alias),
             &checkpoints,
         )
         .await?;
+        let latency = writing.elapsed();
         round.checkpoints = pending.len();
+        if let Some(m) = &self.metrics {
+            for ((group, tp), _) in &pending {
+                let topic = self.config.target_topic(tp.topic());
+                m.record_checkpoints_written(group, [(topic.as_str(), tp.partition())], latency);
+            }
+        }
         self.written.extend(pending);
         if let Some(m) = &self.metrics {
             let now = Instant::now();
