@@ -601,6 +601,17 @@ async fn txn_offset_commit_once(
                 generation.generation_id, generation.member_id
             ),
         ),
+        // Measured on Kafka 4.3: offsets of a topic the cluster lacks are refused this way.
+        ResponseError::UnknownTopicOrPartition => txn_error(
+            *code,
+            &tid,
+            TxnApi::TxnOffsetCommit,
+            &format!(
+                " (group '{group_id}'): this cluster has no partition {names}; its group \
+                 coordinator takes offsets only of its own topics, so commit positions under \
+                 this cluster's topic names (or create the topic)"
+            ),
+        ),
         _ => txn_error(
             *code,
             &tid,

@@ -11,7 +11,9 @@
 //!    a transaction open; the first one's commit fails as fenced, its records never become
 //!    visible, and the second one commits;
 //! 4. a principal without an ACL on its transactional id gets the error naming the ACL to add,
-//!    and succeeds once it is added.
+//!    and succeeds once it is added;
+//! 5. offsets of a topic the target does not have are refused (UNKNOWN_TOPIC_OR_PARTITION): a
+//!    mirror must commit positions under the target's topic names.
 //!
 //! Run: `cargo test -p strait-wire --test wire_txn -- --nocapture`
 #![allow(clippy::unwrap_used)]
@@ -129,7 +131,64 @@ async fn transactions_on_a_real_broker() {
     // The committed offsets, as Kafka's own tool reports them.
     java_group_offsets(&cluster, &[(0, 10), (1, 20)]).await;
 
+    offsets_of_a_topic_the_target_lacks(&client).await;
     denied_transactional_id(&cluster).await;
+}
+
+/// 5. The group coordinator refuses the offsets of a topic the target cluster does not have
+///    (measured on Kafka 4.3: UNKNOWN_TOPIC_OR_PARTITION, which stays retriable), so a mirror
+///    must commit its positions under the target's topic names (or keep them in a topic of its
+///    own). The producer survives it: the transaction can be aborted and the next one works.
+async fn offsets_of_a_topic_the_target_lacks(client: &Client) {
+    let group = "wire-txn-source-only";
+    let mut p = client
+        .transactional_producer("wire-txn-d", TIMEOUT)
+        .await
+        .unwrap()
+        // The coordinator keeps answering the same: do not wait the default minute.
+        .with_retry_budget(Duration::from_secs(2));
+    p.begin().unwrap();
+    let e = p
+        .send_offsets(
+            group,
+            &Generation::simple(),
+            &[CommitOffset::new(tp("only-on-source", 3), 5)],
+        )
+        .await
+        .unwrap_err();
+    eprintln!("offsets of a topic missing on the target: {e}");
+    assert_eq!(
+        e.code(),
+        Some(strait_wire::ResponseError::UnknownTopicOrPartition),
+        "{e}"
+    );
+    assert!(e.to_string().contains("only-on-source-3"), "{e}");
+    // Retriable: the transaction is still open, with the offsets pending.
+    assert_eq!(p.state(), TxnState::InTransaction);
+    assert!(
+        p.commit().await.is_err(),
+        "commit with offsets not committed"
+    );
+    p.abort().await.unwrap();
+    assert_eq!(p.state(), TxnState::Ready);
+    p.begin().unwrap();
+    p.send_offsets(
+        group,
+        &Generation::simple(),
+        &[CommitOffset::new(tp(SRC, 1), 7)],
+    )
+    .await
+    .unwrap();
+    p.commit().await.unwrap();
+    let offsets = GroupOffsets::new(client, group)
+        .fetch(&[tp("only-on-source", 3), tp(SRC, 1)])
+        .await
+        .unwrap();
+    let got: Vec<Option<i64>> = offsets
+        .values()
+        .map(|o| o.as_ref().map(|c| c.offset))
+        .collect();
+    assert_eq!(got, [None, Some(7)], "{offsets:?}");
 }
 
 /// 1. One transaction: batches to both partitions (two to partition 0) and the source offsets.
