@@ -15,7 +15,8 @@
 //!   group id read on the target by Kafka's Java console consumer gets exactly the remainder.
 //!
 //! The last instance also serves MirrorMaker 2's metric names (`metrics.mm2_compat`): every
-//! series Strimzi's JMX exporter rules give MirrorMaker 2 is scraped from it.
+//! series Strimzi's JMX exporter rules give MirrorMaker 2 is scraped from it, and every metric
+//! the shipped Grafana dashboard queries.
 //!
 //! Run: `cargo test -p strait --test failover_kills -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -140,7 +141,7 @@ fn sigkill_restarts_keep_translation_exact() {
     };
     let live_text = std::fs::read_to_string(&live).unwrap().replace(
         "listen = \"\"",
-        &format!("listen = \"{metrics_addr}\"\nmm2_compat = true"),
+        &format!("listen = \"{metrics_addr}\"\nmm2_compat = true\nlag_interval = \"200ms\""),
     );
     std::fs::write(&live, live_text).unwrap();
     let (mut strait, log) = spawn_strait(&live, KILLS);
@@ -172,9 +173,18 @@ fn sigkill_restarts_keep_translation_exact() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    let (status, body) = http_get(metrics_addr, "/metrics").expect("the metrics listener");
-    assert_eq!(status, 200);
+    // The lag gauges appear with the first lag listing after the start.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let (status, body) = http_get(metrics_addr, "/metrics").expect("the metrics listener");
+        assert_eq!(status, 200);
+        if body.contains("strait_partition_lag_records{") || Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert_mm2_series(&body);
+    assert_dashboard_series(&body);
     assert_eq!(terminate(&mut strait).code(), Some(0));
     drop(strait);
 
@@ -344,4 +354,58 @@ fn assert_mm2_series(exposition: &str) {
             "no {series} in\n{exposition}"
         );
     }
+}
+
+/// Every metric the shipped Grafana dashboard (`deploy/grafana/strait-dashboard.json`) queries
+/// is served: with samples, or at least declared (an error counter has no sample until an
+/// error happens).
+fn assert_dashboard_series(exposition: &str) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana/strait-dashboard.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut names = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("strait_") {
+                    names.insert(word.to_string());
+                }
+            }
+        }
+    }
+    assert!(names.len() >= 15, "{names:?}");
+    let mut missing = Vec::new();
+    for name in &names {
+        let family = name
+            .strip_suffix("_bucket")
+            .unwrap_or(name)
+            .trim_end_matches("_total");
+        let served = exposition.lines().any(|l| {
+            l.starts_with(&format!("{name}{{"))
+                || l.starts_with(&format!("{name} "))
+                || l.starts_with(&format!("# TYPE {family} "))
+                || l.starts_with(&format!("# TYPE {family}_total "))
+        });
+        if !served {
+            missing.push(name.clone());
+        }
+    }
+    // Counters of events this run does not have (no errors, losses, markers or misses): they
+    // get their first series with their first event.
+    const EVENTS_ONLY: [&str; 5] = [
+        "strait_batches_skipped_total",
+        "strait_fetch_errors_total",
+        "strait_produce_errors_total",
+        "strait_records_lost_total",
+        "strait_translation_misses_total",
+    ];
+    missing.retain(|m| !EVENTS_ONLY.contains(&m.as_str()));
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries series the mirror does not serve: {missing:?}"
+    );
 }
