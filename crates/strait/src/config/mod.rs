@@ -436,7 +436,7 @@ impl Config {
     pub fn from_toml_str(text: &str, path: &Path, env: &Environment) -> Result<Loaded> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Toml {
             path: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
+            message: toml_error_message(text, &e),
         })?;
         let raw = raw_from_toml(table)?;
         Ok(Loaded {
@@ -687,6 +687,22 @@ impl Config {
         }
         out.push_str(&toml::to_string(&doc).unwrap_or_else(|e| format!("# cannot render: {e}\n")));
         out
+    }
+}
+
+/// A TOML syntax error as "line L, column C: what". The parser's own Display quotes the
+/// offending source line, which can be a password or a key (`"sasl.password" = "...`), so only
+/// the position and the parser's message are kept.
+fn toml_error_message(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {what}")
+        }
+        None => what.to_string(),
     }
 }
 
