@@ -56,8 +56,12 @@
 //!   in the batch header) are resent; the broker deduplicates them.
 //! - `ssl.endpoint.identification.algorithm=` (empty) turns off broker host name verification.
 //!   That is insecure and logged as a warning; the certificate chain is still verified.
-//! - Encrypted private keys (`ssl.key.password`) are refused with an error that says how to
-//!   decrypt the key; JKS/PKCS#12 stores likewise (only PEM is read).
+//! - Keys and stores: PEM files or inline PEM; encrypted PKCS#8 keys (`ENCRYPTED PRIVATE KEY`,
+//!   decrypted with `ssl.key.password`); PKCS#12 keystores and truststores
+//!   (`ssl.keystore.type=PKCS12`, `ssl.keystore.location`, `ssl.keystore.password`, and the
+//!   `ssl.truststore.*` equivalents; with no type the file's contents decide). JKS stores are
+//!   refused with the `keytool -importkeystore` command that converts them to PKCS#12.
+//!   Passwords are [`config::Password`]s, whose `Debug` is `<redacted>`.
 //! - Response frames are capped at `receive.message.max.bytes` (100 MiB) before decoding.
 
 #![forbid(unsafe_code)]
