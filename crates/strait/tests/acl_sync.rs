@@ -8,8 +8,8 @@
 //!    is left alone.
 //! 2. `protect_mirrors`: an application principal with Write on the target's `europe.` prefix is
 //!    denied producing into a mirror, while Strait keeps writing (records arrive).
-//! 3. A source principal without Describe on the cluster gets a clear warning and mirroring
-//!    goes on.
+//! 3. A source principal without Describe on the cluster, and a target principal without
+//!    Alter on the cluster, get clear warnings naming the grant, and mirroring goes on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -30,6 +30,8 @@ const EUROPE_USER: &str = "my-europe-user";
 const US_USER: &str = "my-us-user";
 /// A mirror principal on europe without Describe on the cluster.
 const PLAIN_USER: &str = "plain-mirror";
+/// A mirror principal on us without Alter on the cluster.
+const US_PLAIN: &str = "us-plain-mirror";
 /// An application on us with Write on every `europe.` topic.
 const APP: &str = "app";
 
@@ -67,7 +69,13 @@ async fn topic_acls(client: &Client) -> Vec<AclBinding> {
         .unwrap()
 }
 
-fn config(dir: &std::path::Path, europe: &Cluster, us: &Cluster, source_user: &str, group: &str) {
+fn config(
+    dir: &std::path::Path,
+    europe: &Cluster,
+    us: &Cluster,
+    [source_user, target_user]: [&str; 2],
+    group: &str,
+) {
     std::fs::write(
         dir.join(format!("{group}.toml")),
         format!(
@@ -75,9 +83,9 @@ fn config(dir: &std::path::Path, europe: &Cluster, us: &Cluster, source_user: &s
              rename = \"prefix\"\ngroup_id = \"{group}\"\nrefresh_interval = \"1s\"\n\
              commit_interval = \"200ms\"\nsession_timeout = \"6s\"\nsync_topic_acls = true\n\
              sync_topic_acls_interval = \"1s\"\nprotect_mirrors = true\n\
-             target_principal = \"User:{US_USER}\"\n\n[metrics]\nlisten = \"\"\n",
+             target_principal = \"User:{target_user}\"\n\n[metrics]\nlisten = \"\"\n",
             mtls_section(europe, "europe", source_user),
-            mtls_section(us, "us", US_USER),
+            mtls_section(us, "us", target_user),
         ),
     )
     .unwrap();
@@ -141,6 +149,7 @@ fn acls_are_copied_by_the_rules_and_mirrors_are_protected() {
             .mtls()
             .user(US_USER, "secret")
             .user(APP, "secret")
+            .user(US_PLAIN, "secret")
             .start()
             .expect("us");
         u.admin(&[
@@ -170,7 +179,7 @@ fn acls_are_copied_by_the_rules_and_mirrors_are_protected() {
     europe.console_produce(TOPIC, &lines, None).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    config(dir.path(), &europe, &us, EUROPE_USER, "aclsync");
+    config(dir.path(), &europe, &us, [EUROPE_USER, US_USER], "aclsync");
     let (mut strait, log) = spawn_strait(&dir.path().join("aclsync.toml"), 0);
 
     let rt = runtime();
@@ -210,7 +219,8 @@ fn acls_are_copied_by_the_rules_and_mirrors_are_protected() {
     // the mirror's own principal, anything about a topic not mirrored.
     for a in &acls {
         let is_mirror = a.resource_name.starts_with("europe.");
-        if a.principal != user(US_USER) && a.principal != user(APP) {
+        // The target's own grants (set up above) are the only Write/All there.
+        if ![user(US_USER), user(APP), user(US_PLAIN)].contains(&a.principal) {
             assert!(
                 !(a.permission == Allow && matches!(a.operation, Op::Write | Op::All)),
                 "{a}"
@@ -270,18 +280,46 @@ fn acls_are_copied_by_the_rules_and_mirrors_are_protected() {
     let status = terminate(&mut strait);
     assert!(status.success(), "strait exited with {status}");
 
-    // 3. Without Describe on the source cluster: a clear warning, and mirroring goes on.
-    config(dir.path(), &europe, &us, PLAIN_USER, "aclsync-plain");
+    // 3. Without Describe on the source cluster: a clear warning, and mirroring goes on. The
+    // second mirror's target principal is granted Write only now: granted while the first mirror
+    // protected the mirrors, it would have been denied like any other writer.
+    us.admin(&[
+        AdminOp::allow(
+            &user(US_PLAIN),
+            Resource::TopicPrefix("europe.".into()),
+            &["Write", "Create", "Describe", "DescribeConfigs", "Alter"],
+        ),
+        AdminOp::allow(&user(US_PLAIN), Resource::Cluster, &["Describe"]),
+    ])
+    .unwrap();
+    config(
+        dir.path(),
+        &europe,
+        &us,
+        [PLAIN_USER, US_PLAIN],
+        "aclsync-plain",
+    );
     let (mut plain, plain_log) = spawn_strait(&dir.path().join("aclsync-plain.toml"), 1);
     wait_for_log(
         &plain_log,
         "lacks Describe on the cluster",
         Duration::from_secs(90),
     );
+    // The mirror's principal is now us-plain-mirror: protecting the mirrors means denying
+    // my-us-user, which this principal may not do (no Alter on the cluster).
+    wait_for_log(
+        &plain_log,
+        "lacks Alter on the cluster",
+        Duration::from_secs(90),
+    );
     let text = std::fs::read_to_string(&plain_log).unwrap();
     assert!(
         text.contains("set mirror.sync_topic_acls = false"),
         "the warning says what to do:\n{text}"
+    );
+    assert!(
+        text.contains("--operation Alter --cluster"),
+        "the warning names the grant:\n{text}"
     );
     let last: Vec<String> = (60..70).map(|i| format!("record-{i}")).collect();
     europe.console_produce(TOPIC, &last, None).unwrap();
