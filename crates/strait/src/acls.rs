@@ -636,8 +636,9 @@ pub fn spawn(config: &Config, stop: CancellationToken) -> Option<tokio::task::Jo
                 }
                 Err(e) => tracing::warn!("ACL sync: {e}"),
             }
+            // A failed connection is retried sooner than a whole (10-minute) interval.
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(interval.min(Duration::from_secs(30))) => {}
                 _ = stop.cancelled() => return,
             }
         }
