@@ -348,6 +348,19 @@ fn toml_syntax_errors_name_the_file() {
 }
 
 #[test]
+fn toml_syntax_errors_do_not_quote_the_line() {
+    // toml's own message quotes the offending line: here, a password.
+    let got = err("[source]\n\"sasl.password\" = \"hunter2-secret\n");
+    assert!(!got.contains("hunter2"), "{got}");
+    assert!(
+        got.starts_with("strait.toml: not valid TOML: line 2, column "),
+        "{got}"
+    );
+    let got = err("[source]\n\"sasl.password\" = hunter2-secret\n");
+    assert!(!got.contains("hunter2"), "{got}");
+}
+
+#[test]
 fn environment_overrides_the_file() {
     let c = parse_env(
         FULL,
