@@ -53,6 +53,14 @@ impl OffsetMaps {
         }
     }
 
+    /// Forgets the maps of `partitions` (before they are replayed afresh).
+    pub fn reset(&self, partitions: &[TopicPartition]) {
+        let mut maps = self.lock();
+        for tp in partitions {
+            maps.remove(tp);
+        }
+    }
+
     /// Replays a persisted sync.
     pub fn replay(&self, source: &TopicPartition, sync: Sync) {
         self.lock().entry(source.clone()).or_default().replay(sync);

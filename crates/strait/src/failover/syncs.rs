@@ -11,6 +11,11 @@
 //!
 //! [`SyncWriter`] is the one writer of the offset-syncs topic, shared by the commit gate and
 //! the checkpoint task, so that one partition's syncs are appended in order.
+//!
+//! Several instances share the partitions of one flow. When a partition moves to this
+//! instance, the gate's [`load`](Positions::load) (which the forwarder calls right before it
+//! mirrors the partition) first rebuilds the partition's map from the topic, where the previous
+//! owner persisted it up to its last commit: the hand-over leaves no unknown range.
 
 use std::sync::Arc;
 
@@ -71,6 +76,34 @@ impl SyncWriter {
     }
 }
 
+impl SyncWriter {
+    /// Rebuilds the maps of `partitions` from the offset-syncs topic: a partition this
+    /// instance is about to mirror may have been mirrored by another instance (or by this one,
+    /// earlier) since this process replayed the topic at its start, and that owner persisted
+    /// its mapping up to its last commit. Returns the syncs replayed. Their maps are left
+    /// untouched when the topic cannot be read.
+    pub async fn reload(&self, partitions: &[TopicPartition]) -> Result<usize> {
+        let _serial = self.serial.lock().await;
+        let wanted: std::collections::HashSet<&TopicPartition> = partitions.iter().collect();
+        let mut syncs = Vec::new();
+        for (key, value) in topic::read_all(&self.target, &self.topic).await? {
+            let Ok(s) = OffsetSync::decode(&key, &value) else {
+                continue;
+            };
+            if let Ok(tp) = TopicPartition::new(&s.topic, s.partition)
+                && wanted.contains(&tp)
+            {
+                syncs.push((tp, Sync::new(s.upstream_offset, s.offset)));
+            }
+        }
+        self.maps.reset(partitions);
+        for (tp, sync) in &syncs {
+            self.maps.replay(tp, *sync);
+        }
+        Ok(syncs.len())
+    }
+}
+
 fn encode(outboxes: &[(TopicPartition, Vec<Sync>)]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut records = Vec::new();
     for (tp, syncs) in outboxes {
@@ -107,6 +140,22 @@ impl<P> GatedPositions<P> {
 
 impl<P: Positions> Positions for GatedPositions<P> {
     async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
+        // The forwarder loads positions right before it starts mirroring partitions: the
+        // moment to take over their mapping from whoever mirrored them last.
+        if let Some(writer) = &self.writer {
+            match writer.reload(partitions).await {
+                Ok(n) => tracing::debug!(
+                    partitions = partitions.len(),
+                    syncs = n,
+                    "offset maps reloaded"
+                ),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "offset syncs not reloaded for newly assigned partitions; their offsets \
+                     mirrored by another instance translate only once groups move past them"
+                ),
+            }
+        }
         self.inner.load(partitions).await
     }
 
