@@ -19,8 +19,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use strait_testkit::AdminOp;
 use strait_wire::TopicPartition;
-use strait_wire::group::Generation;
-use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 12;
@@ -116,43 +114,23 @@ fn a_partition_taken_over_keeps_exact_checkpoints() {
     let commits: BTreeMap<i32, i64> = (0..PARTITIONS)
         .map(|p| (p, 40 + i64::from(p) * 3))
         .collect();
-    rt.block_on(async {
-        let offsets: Vec<CommitOffset> = commits
-            .iter()
-            .map(|(p, c)| CommitOffset::new(TopicPartition::new(TOPIC, *p).unwrap(), *c))
-            .collect();
-        GroupOffsets::new(&src, GROUP)
-            .commit(&Generation::simple(), &offsets)
-            .await
-            .unwrap();
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let checkpoints = loop {
-        let latest = rt
-            .block_on(strait::failover::command::latest_checkpoints(&dst, "src"))
-            .unwrap_or_default();
-        let got: BTreeMap<i32, (i64, i64)> = latest
-            .iter()
-            .filter(|((g, t, _), _)| g == GROUP && t == TOPIC)
-            .map(|((_, _, p), cp)| (*p, (cp.upstream_offset, cp.offset)))
-            .collect();
-        if commits
-            .iter()
-            .all(|(p, c)| got.get(p).is_some_and(|g| g.0 == *c))
-        {
-            break got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every partition checkpointed after 60 s (commits {commits:?}, checkpoints \
-             {got:?}); survivor's log:\n{}",
-            std::fs::read_to_string(&b_log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let offsets: Vec<(TopicPartition, i64)> = commits
+        .iter()
+        .map(|(p, c)| (TopicPartition::new(TOPIC, *p).unwrap(), *c))
+        .collect();
+    rt.block_on(commit_group(&src, GROUP, &offsets));
+    let wanted: BTreeMap<(String, i32), i64> = commits
+        .iter()
+        .map(|(p, c)| ((TOPIC.to_string(), *p), *c))
+        .collect();
+    let checkpoints = wait_for_checkpoints(&rt, &dst, "src", GROUP, &wanted, &b_log);
     // Exact: every record before the commit, after the target's own records.
     for (p, c) in &commits {
-        assert_eq!(checkpoints[p].1, c + TARGET_HEAD as i64, "partition {p}");
+        assert_eq!(
+            checkpoints[&(TOPIC.to_string(), *p)].1,
+            c + TARGET_HEAD as i64,
+            "partition {p}"
+        );
     }
     println!("the killed instance had {a_had} partitions; all 12 checkpointed exactly");
     assert_eq!(terminate(&mut b).code(), Some(0));

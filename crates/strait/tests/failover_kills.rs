@@ -31,8 +31,7 @@ use strait::failover::OffsetMaps;
 use strait::failover::checkpoint::{offset_syncs_topic, replay};
 use strait_testkit::{AdminOp, ConsumeOptions};
 use strait_wire::TopicPartition;
-use strait_wire::group::Generation;
-use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
+use strait_wire::offset_commit::GroupOffsets;
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 12;
@@ -113,16 +112,11 @@ fn sigkill_restarts_keep_translation_exact() {
     let commits: BTreeMap<i32, i64> = (0..PARTITIONS)
         .map(|p| (p, (KILLS * 2 * HALF) as i64 + i64::from(p) * 5))
         .collect();
-    rt.block_on(async {
-        let offsets: Vec<CommitOffset> = tps
-            .iter()
-            .map(|tp| CommitOffset::new(tp.clone(), commits[&tp.partition()]))
-            .collect();
-        GroupOffsets::new(&src, GROUP)
-            .commit(&Generation::simple(), &offsets)
-            .await
-            .unwrap();
-    });
+    let offsets: Vec<(TopicPartition, i64)> = tps
+        .iter()
+        .map(|tp| (tp.clone(), commits[&tp.partition()]))
+        .collect();
+    rt.block_on(commit_group(&src, GROUP, &offsets));
 
     // A last instance, with checkpoints every 500 ms, catches up and checkpoints the group.
     let live = write_config(
@@ -154,25 +148,11 @@ fn sigkill_restarts_keep_translation_exact() {
         &ends,
         Duration::from_secs(120),
     ));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let latest = rt
-            .block_on(strait::failover::command::latest_checkpoints(&dst, "src"))
-            .unwrap_or_default();
-        if commits.iter().all(|(p, c)| {
-            latest
-                .get(&(GROUP.to_string(), TOPIC.to_string(), *p))
-                .is_some_and(|cp| cp.upstream_offset == *c)
-        }) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no complete checkpoints after 60 s ({latest:?}); log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let wanted: BTreeMap<(String, i32), i64> = commits
+        .iter()
+        .map(|(p, c)| ((TOPIC.to_string(), *p), *c))
+        .collect();
+    wait_for_checkpoints(&rt, &dst, "src", GROUP, &wanted, &log);
     // The lag gauges appear with the first lag listing after the start.
     let deadline = Instant::now() + Duration::from_secs(30);
     let body = loop {

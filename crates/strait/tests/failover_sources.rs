@@ -18,6 +18,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -27,8 +28,6 @@ use strait_forward::txn::AbortedTransaction;
 use strait_forward::{AbortedTransactionFilter, FetchedBatch, FetchedRecords, TxnDecision};
 use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
 use strait_wire::admin::NewTopic;
-use strait_wire::group::Generation;
-use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, FetchOptions, FetchPartition, IsolationLevel, TopicPartition};
 
 const GROUP: &str = "app";
@@ -117,16 +116,7 @@ fn aborted_transactions_and_compaction_gaps_translate_exactly() {
         (txn.clone(), hole(&source_txn, txn_end)),
         (compacted.clone(), hole(&source_compacted, compacted_end)),
     ];
-    rt.block_on(async {
-        let offsets: Vec<CommitOffset> = commits
-            .iter()
-            .map(|(tp, o)| CommitOffset::new(tp.clone(), *o))
-            .collect();
-        GroupOffsets::new(&src, GROUP)
-            .commit(&Generation::simple(), &offsets)
-            .await
-            .unwrap();
-    });
+    rt.block_on(commit_group(&src, GROUP, &commits));
 
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
@@ -153,25 +143,11 @@ fn aborted_transactions_and_compaction_gaps_translate_exactly() {
         &[compacted_end],
         Duration::from_secs(120),
     ));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let latest = rt
-            .block_on(strait::failover::command::latest_checkpoints(&dst, "src"))
-            .unwrap_or_default();
-        if commits.iter().all(|(tp, c)| {
-            latest
-                .get(&(GROUP.to_string(), tp.topic().to_string(), tp.partition()))
-                .is_some_and(|cp| cp.upstream_offset == *c)
-        }) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no complete checkpoints after 60 s ({latest:?}); log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let wanted: BTreeMap<(String, i32), i64> = commits
+        .iter()
+        .map(|(tp, c)| ((tp.topic().to_string(), tp.partition()), *c))
+        .collect();
+    wait_for_checkpoints(&rt, &dst, "src", GROUP, &wanted, &log);
     assert_eq!(terminate(&mut strait).code(), Some(0));
     drop(strait);
 

@@ -583,3 +583,59 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)>
     let status = head.split(' ').nth(1)?.parse().ok()?;
     Some((status, body.to_string()))
 }
+
+/// Commits `offsets` for `group` on `client`'s cluster without membership, as a consumer group
+/// that has stopped left them.
+pub async fn commit_group(client: &Client, group: &str, offsets: &[(TopicPartition, i64)]) {
+    use strait_wire::group::Generation;
+    use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
+    let offsets: Vec<CommitOffset> = offsets
+        .iter()
+        .map(|(tp, o)| CommitOffset::new(tp.clone(), *o))
+        .collect();
+    GroupOffsets::new(client, group)
+        .commit(&Generation::simple(), &offsets)
+        .await
+        .unwrap();
+}
+
+/// Waits (60 s at most) until `target` holds a checkpoint of `group` (from the cluster aliased
+/// `source_alias`) with upstream offset `c` for every ((target topic, partition), c) in
+/// `commits`; returns every checkpoint of the group as (upstream offset, target offset). On
+/// timeout, fails with `log` (the mirror's).
+pub fn wait_for_checkpoints(
+    rt: &tokio::runtime::Runtime,
+    target: &Client,
+    source_alias: &str,
+    group: &str,
+    commits: &BTreeMap<(String, i32), i64>,
+    log: &Path,
+) -> BTreeMap<(String, i32), (i64, i64)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let latest = rt
+            .block_on(strait::failover::command::latest_checkpoints(
+                target,
+                source_alias,
+            ))
+            .unwrap_or_default();
+        let got: BTreeMap<(String, i32), (i64, i64)> = latest
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, t, p), cp)| ((t.clone(), *p), (cp.upstream_offset, cp.offset)))
+            .collect();
+        if commits
+            .iter()
+            .all(|(k, c)| got.get(k).is_some_and(|(up, _)| up == c))
+        {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no complete checkpoints of {group} after 60 s (commits {commits:?}, checkpoints \
+             {got:?}); log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
