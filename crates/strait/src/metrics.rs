@@ -438,19 +438,17 @@ impl Metrics {
         out
     }
 
-    /// Checkpoints of `group` for (target topic, partition) `written` took `latency` to write
+    /// A checkpoint of `group` for `partition` of `target_topic` took `latency` to write
     /// (MirrorMaker 2's checkpoint latency; only with `metrics.mm2_compat`).
-    pub fn record_checkpoints_written<'a>(
+    pub fn record_checkpoint_written(
         &self,
         group: &str,
-        written: impl IntoIterator<Item = (&'a str, i32)>,
+        target_topic: &str,
+        partition: i32,
         latency: std::time::Duration,
     ) {
         if let Some(mm2) = &self.mm2 {
-            let now = Instant::now();
-            for (topic, partition) in written {
-                mm2.record_checkpoint(group, topic, partition, latency, now);
-            }
+            mm2.record_checkpoint(group, target_topic, partition, latency, Instant::now());
         }
     }
 

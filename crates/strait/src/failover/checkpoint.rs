@@ -35,9 +35,26 @@ pub fn offset_syncs_topic(target_alias: &str) -> String {
     format!("mm2-offset-syncs.{target_alias}.internal")
 }
 
+/// Every offset sync persisted in `syncs_topic` on `target`, in topic order, as (source
+/// partition, sync). Undecodable records are skipped with a warning (another tool may share
+/// the topic).
+pub async fn read_syncs(target: &Client, syncs_topic: &str) -> Result<Vec<(TopicPartition, Sync)>> {
+    let mut out = Vec::new();
+    for (key, value) in topic::read_all(target, syncs_topic).await? {
+        match OffsetSync::decode(&key, &value) {
+            Ok(s) => {
+                if let Ok(tp) = TopicPartition::new(&s.topic, s.partition) {
+                    out.push((tp, Sync::new(s.upstream_offset, s.offset)));
+                }
+            }
+            Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
+        }
+    }
+    Ok(out)
+}
+
 /// Replays the offset syncs persisted in `syncs_topic` on `target` into `maps`, for the
-/// source topics `selects` accepts; returns how many. Undecodable records are skipped with a
-/// warning (another tool may share the topic).
+/// source topics `selects` accepts; returns how many.
 pub async fn replay(
     target: &Client,
     syncs_topic: &str,
@@ -45,16 +62,10 @@ pub async fn replay(
     selects: impl Fn(&str) -> bool,
 ) -> Result<usize> {
     let mut replayed = 0usize;
-    for (key, value) in topic::read_all(target, syncs_topic).await? {
-        match OffsetSync::decode(&key, &value) {
-            Ok(s) => match TopicPartition::new(&s.topic, s.partition) {
-                Ok(tp) if selects(&s.topic) => {
-                    maps.replay(&tp, Sync::new(s.upstream_offset, s.offset));
-                    replayed += 1;
-                }
-                _ => {}
-            },
-            Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
+    for (tp, sync) in read_syncs(target, syncs_topic).await? {
+        if selects(tp.topic()) {
+            maps.replay(&tp, sync);
+            replayed += 1;
         }
     }
     Ok(replayed)
@@ -286,7 +297,7 @@ impl Checkpointer {
         if let Some(m) = &self.metrics {
             for ((group, tp), _) in &pending {
                 let topic = self.config.target_topic(tp.topic());
-                m.record_checkpoints_written(group, [(topic.as_str(), tp.partition())], latency);
+                m.record_checkpoint_written(group, &topic, tp.partition(), latency);
             }
         }
         self.written.extend(pending);

@@ -23,6 +23,7 @@ use strait_forward::pipeline::Positions;
 use strait_forward::pipeline::io::{ErrorClass, IoError};
 use strait_wire::{Client, TopicPartition};
 
+use super::checkpoint::read_syncs;
 use super::format::OffsetSync;
 use super::{OffsetMaps, Sync, topic};
 use crate::error::{Error, Result};
@@ -74,9 +75,7 @@ impl SyncWriter {
         }
         Ok(records.len())
     }
-}
 
-impl SyncWriter {
     /// Rebuilds the maps of `partitions` from the offset-syncs topic: a partition this
     /// instance is about to mirror may have been mirrored by another instance (or by this one,
     /// earlier) since this process replayed the topic at its start, and that owner persisted
@@ -85,17 +84,11 @@ impl SyncWriter {
     pub async fn reload(&self, partitions: &[TopicPartition]) -> Result<usize> {
         let _serial = self.serial.lock().await;
         let wanted: std::collections::HashSet<&TopicPartition> = partitions.iter().collect();
-        let mut syncs = Vec::new();
-        for (key, value) in topic::read_all(&self.target, &self.topic).await? {
-            let Ok(s) = OffsetSync::decode(&key, &value) else {
-                continue;
-            };
-            if let Ok(tp) = TopicPartition::new(&s.topic, s.partition)
-                && wanted.contains(&tp)
-            {
-                syncs.push((tp, Sync::new(s.upstream_offset, s.offset)));
-            }
-        }
+        let syncs: Vec<(TopicPartition, Sync)> = read_syncs(&self.target, &self.topic)
+            .await?
+            .into_iter()
+            .filter(|(tp, _)| wanted.contains(tp))
+            .collect();
         self.maps.reset(partitions);
         for (tp, sync) in &syncs {
             self.maps.replay(tp, *sync);
