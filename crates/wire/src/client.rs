@@ -94,7 +94,7 @@ impl Client {
         };
         let principal = cfg
             .sasl_principal()
-            .or_else(|| tls.as_ref().and_then(|t| t.principal.clone()));
+            .or_else(|| tls.as_ref().and_then(|t| t.principal()));
         let client = Client {
             inner: Arc::new(ClientInner {
                 config: cfg,

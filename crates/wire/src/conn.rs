@@ -296,7 +296,7 @@ impl Connection {
         }
         let principal = cfg
             .sasl_principal()
-            .or_else(|| tls.and_then(|t| t.principal.clone()));
+            .or_else(|| tls.and_then(|t| t.principal()));
         let Handshake {
             stream,
             buf,

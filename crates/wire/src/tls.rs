@@ -10,7 +10,7 @@
 //! No password or key material ever goes into an error message or a log line.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -35,22 +35,48 @@ const SYSTEM_CA_BUNDLES: &[&str] = &[
     "/etc/ssl/cert.pem",
 ];
 
-/// A ready TLS client configuration for all connections of a client.
+/// The TLS client configuration for all connections of a client.
+///
+/// Certificates rotated on disk (cert-manager, Strimzi's CA renewal) are picked up without a
+/// restart: before each new connection the files the settings name are stat'ed, and when one
+/// changed (modification time, size or inode) the whole configuration is built again from the
+/// files. Connections already open keep their handshake. A rebuild that fails (a rotation caught
+/// half-written: the new certificate next to the old key) is logged once and the previous
+/// configuration stays in use until the files change again.
 #[derive(Clone)]
 pub(crate) struct TlsContext {
+    settings: Arc<TlsSettings>,
+    state: Arc<Mutex<State>>,
+}
+
+/// The configuration built from the files as they were at `stamp`.
+struct State {
+    built: Built,
+    stamp: Stamp,
+    /// The stamp of files a rebuild failed on, so the failure is logged once per change.
+    failed: Option<Stamp>,
+}
+
+/// What one build of the files gives.
+#[derive(Clone)]
+struct Built {
     connector: TlsConnector,
     has_client_cert: bool,
     /// The client certificate's validity (not before, not after), in Unix seconds.
     client_validity: Option<(i64, i64)>,
-    /// `CN=...` of the client certificate, for authorization error messages.
-    pub(crate) principal: Option<String>,
+    /// The client certificate's subject, for authorization error messages.
+    principal: Option<String>,
 }
+
+/// Modification time, size and inode of each file the settings name (`None`: unreadable).
+type Stamp = Vec<Option<(std::time::SystemTime, u64, u64)>>;
 
 impl std::fmt::Debug for TlsContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let built = self.current();
         f.debug_struct("TlsContext")
-            .field("has_client_cert", &self.has_client_cert)
-            .field("principal", &self.principal)
+            .field("has_client_cert", &built.has_client_cert)
+            .field("principal", &built.principal)
             .finish()
     }
 }
@@ -58,102 +84,60 @@ impl std::fmt::Debug for TlsContext {
 impl TlsContext {
     /// Reads the PEM files and builds the rustls configuration. Errors name the property.
     pub(crate) fn new(settings: &TlsSettings) -> Result<TlsContext> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let roots = Arc::new(match &settings.truststore {
-            Some(store) => match open_store(store)? {
-                Store::Pem(pem) => {
-                    roots_from_pem(&pem, store.key, &store.path.display().to_string())?
-                }
-                Store::Pkcs12(bytes) => pkcs12_roots(store, &bytes)?,
-            },
-            None => load_roots(settings.ca.as_ref())?,
-        });
-
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::config("security.protocol", format!("TLS setup failed: {e}")))?;
-        let builder = if settings.verify_hostname {
-            builder.with_root_certificates(roots)
-        } else {
-            tracing::warn!(
-                "ssl.endpoint.identification.algorithm is empty: broker host names are NOT verified \
-                 (insecure; anyone with a certificate from the trusted CA can impersonate a broker)"
-            );
-            let inner = WebPkiServerVerifier::builder_with_provider(roots, provider)
-                .build()
-                .map_err(|e| {
-                    Error::config(
-                        settings
-                            .truststore
-                            .as_ref()
-                            .map(|t| t.key)
-                            .or(settings.ca.as_ref().map(|c| c.key))
-                            .unwrap_or("ssl.ca.location"),
-                        format!("cannot use the CA bundle: {e}"),
-                    )
-                })?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(NoHostnameVerification { inner }))
-        };
-
-        // A keystore file: PKCS#12, or a PEM file holding the chain and the key.
-        let keystore = match &settings.keystore {
-            Some(store) => Some(match open_store(store)? {
-                Store::Pkcs12(bytes) => (pkcs12_identity(store, &bytes)?, store.key),
-                Store::Pem(_) => {
-                    let pem = PemSetting {
-                        source: PemSource::File(store.path.clone()),
-                        key: store.key,
-                    };
-                    let chain = load_chain(&pem)?;
-                    let key = load_key(&pem, settings.key_password.as_ref())?;
-                    ((chain, key), store.key)
-                }
-            }),
-            None => None,
-        };
-        let identity = match (keystore, &settings.certificate, &settings.key) {
-            (Some(identity), _, _) => Some(identity),
-            (None, Some(cert), Some(key)) => Some((
-                (
-                    load_chain(cert)?,
-                    load_key(key, settings.key_password.as_ref())?,
-                ),
-                key.key,
-            )),
-            _ => None,
-        };
-        let (config, has_client_cert, principal, client_validity) = match identity {
-            Some(((chain, key_der), key_property)) => {
-                // The whole subject, as the broker's default principal mapping names it.
-                let principal = chain.first().and_then(|c| subject_dn(c));
-                let validity = chain.first().and_then(|c| validity(c));
-                if let Some((not_before, not_after)) = validity {
-                    let now = unix_now();
-                    if now > not_after || now < not_before {
-                        tracing::warn!(
-                            "the client certificate ({key_property}) is not valid now (expired \
-                             or not yet valid); brokers will reject it"
-                        );
-                    }
-                }
-                let config = builder.with_client_auth_cert(chain, key_der).map_err(|e| {
-                    Error::config(
-                        key_property,
-                        format!("the private key does not fit the client certificate or is unsupported: {e}"),
-                    )
-                })?;
-                (config, true, principal, validity)
-            }
-            None => (builder.with_no_client_auth(), false, None, None),
-        };
+        // Stamped before reading: a change while reading is seen at the next connection.
+        let stamp = stamp(settings);
+        let built = build(settings)?;
         Ok(TlsContext {
-            connector: TlsConnector::from(Arc::new(config)),
-            has_client_cert,
-            client_validity,
-            principal,
+            settings: Arc::new(settings.clone()),
+            state: Arc::new(Mutex::new(State {
+                built,
+                stamp,
+                failed: None,
+            })),
         })
+    }
+
+    /// The subject (`CN=...`) of the client certificate new connections present.
+    pub(crate) fn principal(&self) -> Option<String> {
+        self.current().principal
+    }
+
+    /// True when connections present a client certificate.
+    #[cfg(test)]
+    fn has_client_cert(&self) -> bool {
+        self.current().has_client_cert
+    }
+
+    /// The configuration for a new connection, built again first if a file changed on disk.
+    fn current(&self) -> Built {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = stamp(&self.settings);
+        if now == state.stamp || state.failed.as_ref() == Some(&now) {
+            return state.built.clone();
+        }
+        match build(&self.settings) {
+            Ok(built) => {
+                tracing::info!(
+                    files = ?files(&self.settings),
+                    principal = built.principal.as_deref().unwrap_or("-"),
+                    "TLS files changed on disk: new connections use the reloaded certificates \
+                     (open connections keep theirs)"
+                );
+                state.built = built;
+                state.stamp = now;
+                state.failed = None;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "TLS files changed on disk but cannot be used (a rotation still being \
+                     written?); new connections keep the previous certificates until the files \
+                     change again"
+                );
+                state.failed = Some(now);
+            }
+        }
+        state.built.clone()
     }
 
     /// Runs the TLS handshake over `tcp`. `host` is the name to verify (and send as SNI).
@@ -170,7 +154,8 @@ impl TlsContext {
                 format!("`{host}` is not a valid TLS server name: {e}"),
             )
         })?;
-        self.connector.connect(name, tcp).await.map_err(|e| {
+        let built = self.current();
+        built.connector.connect(name, tcp).await.map_err(|e| {
             self.classify(broker, &e)
                 .unwrap_or_else(|| tls_io(broker, e))
         })
@@ -178,12 +163,13 @@ impl TlsContext {
 
     /// Turns an I/O error from a TLS stream into a precise [`Error::Tls`], if it is one.
     pub(crate) fn classify(&self, broker: &str, e: &io::Error) -> Option<Error> {
-        let mut err = classify(broker, e, self.has_client_cert)?;
+        let built = self.current();
+        let mut err = classify(broker, e, built.has_client_cert)?;
         // Brokers (the JDK) answer an expired client certificate with a generic
         // certificate_unknown alert; our own copy of the certificate says why.
         if let Error::Tls { reason, .. } = &mut err
             && *reason == TlsFailure::ClientCertificateRejected
-            && let Some((not_before, not_after)) = self.client_validity
+            && let Some((not_before, not_after)) = built.client_validity
         {
             let now = unix_now();
             if now > not_after || now < not_before {
@@ -192,6 +178,146 @@ impl TlsContext {
         }
         Some(err)
     }
+}
+
+/// The files the settings name, in a fixed order. Inline PEM cannot change; the system CA
+/// bundle is read again only at a restart.
+fn files(settings: &TlsSettings) -> Vec<&std::path::Path> {
+    fn pem(p: &Option<PemSetting>) -> Option<&std::path::Path> {
+        match p {
+            Some(PemSetting {
+                source: PemSource::File(path),
+                ..
+            }) => Some(path.as_path()),
+            _ => None,
+        }
+    }
+    [
+        pem(&settings.ca),
+        settings.truststore.as_ref().map(|s| s.path.as_path()),
+        pem(&settings.certificate),
+        pem(&settings.key),
+        settings.keystore.as_ref().map(|s| s.path.as_path()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The files' stamp now. `metadata` follows symbolic links, so a Kubernetes Secret volume
+/// (files behind a `..data` link that is swapped atomically) changes the stamp too.
+fn stamp(settings: &TlsSettings) -> Stamp {
+    files(settings)
+        .into_iter()
+        .map(|path| {
+            let m = std::fs::metadata(path).ok()?;
+            #[cfg(unix)]
+            let ino = std::os::unix::fs::MetadataExt::ino(&m);
+            #[cfg(not(unix))]
+            let ino = 0;
+            Some((m.modified().ok()?, m.len(), ino))
+        })
+        .collect()
+}
+
+/// Reads the files and builds the rustls configuration. Errors name the property.
+fn build(settings: &TlsSettings) -> Result<Built> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = Arc::new(match &settings.truststore {
+        Some(store) => match open_store(store)? {
+            Store::Pem(pem) => roots_from_pem(&pem, store.key, &store.path.display().to_string())?,
+            Store::Pkcs12(bytes) => pkcs12_roots(store, &bytes)?,
+        },
+        None => load_roots(settings.ca.as_ref())?,
+    });
+
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config("security.protocol", format!("TLS setup failed: {e}")))?;
+    let builder = if settings.verify_hostname {
+        builder.with_root_certificates(roots)
+    } else {
+        tracing::warn!(
+            "ssl.endpoint.identification.algorithm is empty: broker host names are NOT verified \
+             (insecure; anyone with a certificate from the trusted CA can impersonate a broker)"
+        );
+        let inner = WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| {
+                Error::config(
+                    settings
+                        .truststore
+                        .as_ref()
+                        .map(|t| t.key)
+                        .or(settings.ca.as_ref().map(|c| c.key))
+                        .unwrap_or("ssl.ca.location"),
+                    format!("cannot use the CA bundle: {e}"),
+                )
+            })?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoHostnameVerification { inner }))
+    };
+
+    // A keystore file: PKCS#12, or a PEM file holding the chain and the key.
+    let keystore = match &settings.keystore {
+        Some(store) => Some(match open_store(store)? {
+            Store::Pkcs12(bytes) => (pkcs12_identity(store, &bytes)?, store.key),
+            Store::Pem(_) => {
+                let pem = PemSetting {
+                    source: PemSource::File(store.path.clone()),
+                    key: store.key,
+                };
+                let chain = load_chain(&pem)?;
+                let key = load_key(&pem, settings.key_password.as_ref())?;
+                ((chain, key), store.key)
+            }
+        }),
+        None => None,
+    };
+    let identity = match (keystore, &settings.certificate, &settings.key) {
+        (Some(identity), _, _) => Some(identity),
+        (None, Some(cert), Some(key)) => Some((
+            (
+                load_chain(cert)?,
+                load_key(key, settings.key_password.as_ref())?,
+            ),
+            key.key,
+        )),
+        _ => None,
+    };
+    let (config, has_client_cert, principal, client_validity) = match identity {
+        Some(((chain, key_der), key_property)) => {
+            // The whole subject, as the broker's default principal mapping names it.
+            let principal = chain.first().and_then(|c| subject_dn(c));
+            let validity = chain.first().and_then(|c| validity(c));
+            if let Some((not_before, not_after)) = validity {
+                let now = unix_now();
+                if now > not_after || now < not_before {
+                    tracing::warn!(
+                        "the client certificate ({key_property}) is not valid now (expired \
+                         or not yet valid); brokers will reject it"
+                    );
+                }
+            }
+            let config = builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+                Error::config(
+                    key_property,
+                    format!(
+                        "the private key does not fit the client certificate or is unsupported: {e}"
+                    ),
+                )
+            })?;
+            (config, true, principal, validity)
+        }
+        None => (builder.with_no_client_auth(), false, None, None),
+    };
+    Ok(Built {
+        connector: TlsConnector::from(Arc::new(config)),
+        has_client_cert,
+        client_validity,
+        principal,
+    })
 }
 
 fn tls_io(broker: &str, e: io::Error) -> Error {
@@ -1071,6 +1197,11 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
     }
 
     fn pki() -> Pki {
+        pki_for("keys-user")
+    }
+
+    /// A new CA and a client certificate with CN=`cn` it signed.
+    fn pki_for(cn: &str) -> Pki {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
         let ca_key = KeyPair::generate().unwrap();
         let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -1080,8 +1211,7 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
         let issuer = Issuer::new(ca, ca_key);
         let key = KeyPair::generate().unwrap();
         let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap();
-        leaf.distinguished_name
-            .push(DnType::CommonName, "keys-user");
+        leaf.distinguished_name.push(DnType::CommonName, cn);
         let leaf = leaf.signed_by(&key, &issuer).unwrap();
         Pki {
             ca_der: ca_cert.der().to_vec(),
@@ -1158,8 +1288,8 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
             ..TlsSettings::default()
         })
         .unwrap();
-        assert!(ctx.has_client_cert);
-        assert_eq!(ctx.principal.as_deref(), Some("CN=keys-user"));
+        assert!(ctx.has_client_cert());
+        assert_eq!(ctx.principal().as_deref(), Some("CN=keys-user"));
     }
 
     fn pem_cert(der: &[u8]) -> String {
@@ -1243,8 +1373,8 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
             "Debug of the client configuration shows the password: {config:?}"
         );
         let ctx = TlsContext::new(config.tls()).unwrap();
-        assert!(ctx.has_client_cert);
-        assert_eq!(ctx.principal.as_deref(), Some("CN=keys-user"));
+        assert!(ctx.has_client_cert());
+        assert_eq!(ctx.principal().as_deref(), Some("CN=keys-user"));
 
         // Wrong store password: the error names the property and not the password.
         let (key, message) = config_error(TlsContext::new(props("wrong-one-xyz").tls()));
@@ -1262,6 +1392,107 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
             &std::fs::read(&truststore_path).unwrap(),
         ));
         assert!(message.contains("no private key"), "{message}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Writes `bytes` to `path` the way cert-manager and the kubelet do: a new file renamed
+    /// over the old one (a new inode, never a half-written file at `path`).
+    fn replace_file(path: &std::path::Path, bytes: &[u8]) {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    fn pem_key(der: &[u8]) -> String {
+        pem_cert(der)
+            .replace("BEGIN CERTIFICATE", "BEGIN PRIVATE KEY")
+            .replace("END CERTIFICATE", "END PRIVATE KEY")
+    }
+
+    #[test]
+    fn rotated_pem_files_are_used_for_new_connections() {
+        let dir = temp_dir("rotate-pem");
+        let (ca, cert, key) = (dir.join("ca.crt"), dir.join("tls.crt"), dir.join("tls.key"));
+        let write = |pki: &Pki| {
+            replace_file(&ca, pem_cert(&pki.ca_der).as_bytes());
+            replace_file(&cert, pem_cert(&pki.client_der).as_bytes());
+            replace_file(&key, pem_key(&pki.client_key).as_bytes());
+        };
+        write(&pki_for("before"));
+        let file = |path: &std::path::Path, key| PemSetting {
+            source: PemSource::File(path.to_path_buf()),
+            key,
+        };
+        let ctx = TlsContext::new(&TlsSettings {
+            ca: Some(file(&ca, "ssl.ca.location")),
+            certificate: Some(file(&cert, "ssl.certificate.location")),
+            key: Some(file(&key, "ssl.key.location")),
+            ..TlsSettings::default()
+        })
+        .unwrap();
+        assert_eq!(ctx.principal().as_deref(), Some("CN=before"));
+        assert_eq!(
+            ctx.principal().as_deref(),
+            Some("CN=before"),
+            "no change, no rebuild"
+        );
+
+        // A new CA, key and certificate (Strimzi's CA renewal replaces all three).
+        write(&pki_for("after"));
+        assert_eq!(ctx.principal().as_deref(), Some("CN=after"));
+
+        // Half-way through the next rotation the certificate no longer fits the key: the
+        // previous configuration stays in use...
+        let next = pki_for("next");
+        replace_file(&cert, pem_cert(&next.client_der).as_bytes());
+        assert_eq!(ctx.principal().as_deref(), Some("CN=after"));
+        assert_eq!(ctx.principal().as_deref(), Some("CN=after"));
+        // ...until the key arrives too.
+        replace_file(&key, pem_key(&next.client_key).as_bytes());
+        assert_eq!(ctx.principal().as_deref(), Some("CN=next"));
+        // A clone (each connection slot holds one) sees the same state.
+        assert_eq!(ctx.clone().principal().as_deref(), Some("CN=next"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rotated_pkcs12_keystores_are_used_for_new_connections() {
+        use p12_keystore::{Certificate, KeyStore, KeyStoreEntry, PrivateKey, PrivateKeyChain};
+        let dir = temp_dir("rotate-p12");
+        let (keystore, truststore) = (dir.join("user.p12"), dir.join("ca.p12"));
+        let password = "rotate-pass";
+        let write = |pki: &Pki| {
+            let mut ks = KeyStore::new();
+            ks.add_entry(
+                "client",
+                KeyStoreEntry::PrivateKeyChain(PrivateKeyChain::new(
+                    b"client".as_slice(),
+                    PrivateKey::from_der(&pki.client_key).unwrap(),
+                    [Certificate::from_der(&pki.client_der).unwrap()],
+                )),
+            );
+            replace_file(&keystore, &ks.writer(password).write().unwrap());
+            let mut ts = KeyStore::new();
+            ts.add_entry(
+                "ca",
+                KeyStoreEntry::Certificate(Certificate::from_der(&pki.ca_der).unwrap()),
+            );
+            replace_file(&truststore, &ts.writer(password).write().unwrap());
+        };
+        write(&pki_for("p12-before"));
+        let config = crate::ClientConfig::from_properties([
+            ("bootstrap.servers", "localhost:9093"),
+            ("security.protocol", "SSL"),
+            ("ssl.keystore.location", keystore.to_str().unwrap()),
+            ("ssl.keystore.password", password),
+            ("ssl.truststore.location", truststore.to_str().unwrap()),
+            ("ssl.truststore.password", password),
+        ])
+        .unwrap();
+        let ctx = TlsContext::new(config.tls()).unwrap();
+        assert_eq!(ctx.principal().as_deref(), Some("CN=p12-before"));
+        write(&pki_for("p12-after"));
+        assert_eq!(ctx.principal().as_deref(), Some("CN=p12-after"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
