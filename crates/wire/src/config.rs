@@ -60,6 +60,11 @@ pub enum SaslMechanism {
     ScramSha256,
     /// SCRAM-SHA-512.
     ScramSha512,
+    /// OAUTHBEARER (RFC 7628): a bearer token from an OAuth token endpoint, Kafka's unsecured
+    /// JWS mode, or the AWS MSK IAM signer.
+    OAuthBearer,
+    /// AWS_MSK_IAM: a SigV4-signed payload (Amazon MSK with IAM access control).
+    AwsMskIam,
 }
 
 impl SaslMechanism {
@@ -69,6 +74,8 @@ impl SaslMechanism {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
+            SaslMechanism::AwsMskIam => "AWS_MSK_IAM",
         }
     }
 }
@@ -181,6 +188,10 @@ pub struct SaslSettings {
     pub username: String,
     /// `sasl.password`.
     pub password: String,
+    /// OAUTHBEARER: where tokens come from, and the token cache the client's connections share.
+    pub(crate) oauth: Option<crate::oauth::OAuthBearer>,
+    /// AWS_MSK_IAM: the credential settings.
+    pub(crate) msk: Option<crate::aws::MskIam>,
 }
 
 impl fmt::Debug for SaslSettings {
@@ -189,6 +200,8 @@ impl fmt::Debug for SaslSettings {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"<redacted>")
+            .field("oauth", &self.oauth)
+            .field("msk", &self.msk)
             .finish()
     }
 }
@@ -257,6 +270,32 @@ pub const KNOWN_KEYS: &[&str] = &[
     "sasl.username",
     "sasl.password",
     "sasl.jaas.config",
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.header.urlencode",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms",
+];
+
+/// The OAUTHBEARER / AWS_MSK_IAM keys (read by `oauth::sasl_settings`).
+const OAUTH_KEYS: &[&str] = &[
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.header.urlencode",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms",
 ];
 
 /// Default `receive.message.max.bytes`: 100 MiB.
@@ -405,7 +444,10 @@ impl ClientConfig {
     /// The principal the broker most likely sees, for error messages: `User:<sasl.username>`
     /// with SASL. (With mTLS the TLS module derives it from the certificate.)
     pub(crate) fn sasl_principal(&self) -> Option<String> {
-        self.sasl.as_ref().map(|s| format!("User:{}", s.username))
+        self.sasl
+            .as_ref()
+            .filter(|s| !s.username.is_empty())
+            .map(|s| format!("User:{}", s.username))
     }
 }
 
@@ -790,6 +832,12 @@ impl Props {
         let jaas = self.take("sasl.jaas.config");
         let mut username = self.take("sasl.username");
         let mut password = self.take("sasl.password");
+        let mut token_keys = BTreeMap::new();
+        for key in OAUTH_KEYS {
+            if let Some(v) = self.take_trimmed(key) {
+                token_keys.insert(*key, v);
+            }
+        }
 
         if !protocol.uses_sasl() {
             let set = mechanism
@@ -797,7 +845,8 @@ impl Props {
                 .map(|(k, _)| *k)
                 .or(jaas.as_ref().map(|_| "sasl.jaas.config"))
                 .or(username.as_ref().map(|_| "sasl.username"))
-                .or(password.as_ref().map(|_| "sasl.password"));
+                .or(password.as_ref().map(|_| "sasl.password"))
+                .or(token_keys.keys().next().copied());
             if let Some(key) = set {
                 return Err(Error::config(
                     key,
@@ -816,7 +865,8 @@ impl Props {
                 "sasl.mechanism",
                 format!(
                     "security.protocol={} needs a SASL mechanism; set sasl.mechanism to PLAIN, \
-                     SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Kafka's default, is not supported)",
+                     SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM (GSSAPI, Kafka's \
+                     default, is not supported)",
                     protocol.name()
                 ),
             ));
@@ -825,20 +875,54 @@ impl Props {
             "PLAIN" => SaslMechanism::Plain,
             "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
             "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+            "OAUTHBEARER" => SaslMechanism::OAuthBearer,
+            "AWS_MSK_IAM" => SaslMechanism::AwsMskIam,
             _ => {
                 return Err(Error::config(
                     mech_key,
                     format!(
-                        "`{mech}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 \
-                         (GSSAPI and OAUTHBEARER are not implemented)"
+                        "`{mech}` is not supported; use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, \
+                         OAUTHBEARER or AWS_MSK_IAM (GSSAPI is not implemented)"
                     ),
                 ));
             }
         };
+        if matches!(
+            mechanism,
+            SaslMechanism::OAuthBearer | SaslMechanism::AwsMskIam
+        ) {
+            for (key, v) in [("sasl.username", &username), ("sasl.password", &password)] {
+                if v.is_some() {
+                    return Err(Error::config(
+                        key,
+                        format!(
+                            "is not used with {}; remove it (see sasl.jaas.config and the \
+                             sasl.oauthbearer.* settings)",
+                            mechanism.name()
+                        ),
+                    ));
+                }
+            }
+            let parsed = jaas.as_deref().map(parse_jaas).transpose()?;
+            return crate::oauth::sasl_settings(mechanism, parsed, token_keys).map(Some);
+        }
+        if let Some(key) = token_keys.keys().next() {
+            return Err(Error::config(
+                *key,
+                format!(
+                    "is an OAUTHBEARER / AWS_MSK_IAM setting but sasl.mechanism={}; remove it",
+                    mechanism.name()
+                ),
+            ));
+        }
         if let Some(jaas) = jaas {
             let parsed = parse_jaas(&jaas)?;
-            let expected_plain = mechanism == SaslMechanism::Plain;
-            if parsed.plain != expected_plain {
+            let expected = if mechanism == SaslMechanism::Plain {
+                JaasModule::Plain
+            } else {
+                JaasModule::Scram
+            };
+            if parsed.kind != expected {
                 return Err(Error::config(
                     "sasl.jaas.config",
                     format!(
@@ -881,6 +965,8 @@ impl Props {
             mechanism,
             username,
             password,
+            oauth: None,
+            msk: None,
         }))
     }
 }
@@ -930,11 +1016,22 @@ fn parse_bootstrap(value: Option<String>) -> Result<Vec<String>> {
     Ok(servers)
 }
 
-struct Jaas {
-    module: String,
-    plain: bool,
+/// The login modules `sasl.jaas.config` may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JaasModule {
+    Plain,
+    Scram,
+    OAuthBearer,
+    MskIam,
+}
+
+pub(crate) struct Jaas {
+    pub(crate) module: String,
+    pub(crate) kind: JaasModule,
     username: Option<String>,
     password: Option<String>,
+    /// Every option, in order (OAUTHBEARER and MSK IAM read theirs from here).
+    pub(crate) options: Vec<(String, String)>,
 }
 
 /// Parses `<LoginModule class> required username="u" password="p";`.
@@ -954,12 +1051,15 @@ fn parse_jaas(value: &str) -> Result<Jaas> {
     let (module, rest) = s
         .split_once(char::is_whitespace)
         .ok_or_else(|| bad("no login module flag"))?;
-    let plain = match module.rsplit('.').next() {
-        Some("PlainLoginModule") => true,
-        Some("ScramLoginModule") => false,
+    let kind = match module.rsplit('.').next() {
+        Some("PlainLoginModule") => JaasModule::Plain,
+        Some("ScramLoginModule") => JaasModule::Scram,
+        Some("OAuthBearerLoginModule") => JaasModule::OAuthBearer,
+        Some("IAMLoginModule") => JaasModule::MskIam,
         _ => {
             return Err(bad(&format!(
-                "login module `{module}` is not supported (only PlainLoginModule and ScramLoginModule)"
+                "login module `{module}` is not supported (PlainLoginModule, ScramLoginModule, \
+                 OAuthBearerLoginModule and software.amazon.msk.auth.iam.IAMLoginModule are)"
             )));
         }
     };
@@ -970,6 +1070,7 @@ fn parse_jaas(value: &str) -> Result<Jaas> {
     }
     let mut username = None;
     let mut password = None;
+    let mut options = Vec::new();
     loop {
         rest = rest.trim_start();
         if rest.is_empty() {
@@ -1005,17 +1106,19 @@ fn parse_jaas(value: &str) -> Result<Jaas> {
             (after[..end].to_owned(), &after[end..])
         };
         match name {
-            "username" => username = Some(val),
-            "password" => password = Some(val),
-            _ => {} // other options (e.g. tokenauth) are irrelevant here
+            "username" => username = Some(val.clone()),
+            "password" => password = Some(val.clone()),
+            _ => {}
         }
+        options.push((name.to_owned(), val));
         rest = remaining;
     }
     Ok(Jaas {
         module: module.to_owned(),
-        plain,
+        kind,
         username,
         password,
+        options,
     })
 }
 

@@ -34,12 +34,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ClientConfig, SaslMechanism};
+use crate::config::{ClientConfig, SaslMechanism, SaslSettings};
 use crate::error::{Error, Result, error_name};
 use crate::frame::{self, FrameError};
 use crate::sasl::{self, ScramClient, ScramHash};
 use crate::tls::TlsContext;
 use crate::version::{self, ApiVersionTable};
+use crate::{aws, oauth};
 
 /// Frames queued for the writer task before `send` waits (backpressure).
 const WRITE_QUEUE: usize = 256;
@@ -290,7 +291,7 @@ impl Connection {
         if let Some(sasl) = cfg.sasl() {
             let authenticated = Instant::now();
             session = hs
-                .authenticate(&versions, sasl.mechanism, &sasl.username, &sasl.password)
+                .authenticate(&versions, sasl)
                 .await?
                 .map(|lifetime| SaslSession::new(authenticated, lifetime));
         }
@@ -752,10 +753,9 @@ impl Handshake<'_> {
     async fn authenticate(
         &mut self,
         versions: &ApiVersionTable,
-        mechanism: SaslMechanism,
-        username: &str,
-        password: &str,
+        sasl: &SaslSettings,
     ) -> Result<Option<Duration>> {
+        let (mechanism, username, password) = (sasl.mechanism, &sasl.username, &sasl.password);
         let mech = mechanism.name();
         let auth_err = |message: String| Error::Authentication {
             broker: self.broker.to_owned(),
@@ -816,6 +816,62 @@ impl Handshake<'_> {
             )
         };
         let lifetime_ms = match ScramHash::for_mechanism(mechanism) {
+            None if mechanism == SaslMechanism::OAuthBearer => {
+                let Some(oauth) = sasl.oauth.as_ref() else {
+                    return Err(auth_err("no OAUTHBEARER token source configured".into()));
+                };
+                let token = oauth.token().await?;
+                let resp = self
+                    .sasl_round(
+                        oauth::initial_response(&token, oauth.extensions()),
+                        auth_version,
+                    )
+                    .await?;
+                if resp.error_code == 0 && !resp.auth_bytes.is_empty() {
+                    // RFC 7628 3.2.2: the server's error challenge (JSON); the client answers
+                    // with a lone %x01 and the server then fails the exchange.
+                    let challenge = String::from_utf8_lossy(&resp.auth_bytes).into_owned();
+                    let last = self.sasl_round(vec![0x01], auth_version).await?;
+                    return Err(auth_err(format!(
+                        "the broker rejected the token ({challenge}{}); check that the token's \
+                         issuer, audience and scope are what the broker's OAUTHBEARER validator \
+                         expects",
+                        last.error_message
+                            .as_deref()
+                            .map(|m| format!("; {m}"))
+                            .unwrap_or_default()
+                    )));
+                }
+                if resp.error_code != 0 {
+                    return Err(auth_err(format!(
+                        "{}; check that the token's issuer, audience and scope are what the \
+                         broker's OAUTHBEARER validator expects",
+                        resp.error_message
+                            .as_deref()
+                            .unwrap_or("the broker rejected the token")
+                    )));
+                }
+                resp.session_lifetime_ms
+            }
+            None if mechanism == SaslMechanism::AwsMskIam => {
+                let Some(msk) = sasl.msk.as_ref() else {
+                    return Err(auth_err("no AWS_MSK_IAM settings".into()));
+                };
+                let host = self.broker.rsplit_once(':').map_or(self.broker, |(h, _)| h);
+                let payload = msk.auth_payload(host).await?;
+                let resp = self.sasl_round(payload, auth_version).await?;
+                if resp.error_code != 0 {
+                    return Err(auth_err(format!(
+                        "{}; check the IAM policy of these credentials (kafka-cluster:Connect \
+                         on the cluster) and that the client's clock is correct",
+                        resp.error_message
+                            .as_deref()
+                            .unwrap_or("the broker rejected the signed request")
+                    )));
+                }
+                aws::check_response(&resp.auth_bytes).map_err(auth_err)?;
+                resp.session_lifetime_ms
+            }
             None => {
                 let resp = self
                     .sasl_round(sasl::plain_token(username, password), auth_version)

@@ -63,6 +63,18 @@ pub enum Error {
         message: String,
     },
 
+    /// SASL credentials could not be obtained: an OAuth token endpoint refused the client or
+    /// was unreachable, a token file is unreadable, AWS credentials are missing.
+    #[error("cannot obtain SASL credentials from {origin}: {message}")]
+    Credentials {
+        /// Where they come from (e.g. `OAuth token endpoint https://...`); never a secret.
+        origin: String,
+        /// What went wrong, and what to change.
+        message: String,
+        /// Whether trying again later can help (the endpoint was down, not refusing).
+        retriable: bool,
+    },
+
     /// The broker refused an operation because of missing ACLs.
     #[error("{}", authorization_message(*.code, .principal.as_deref(), .operation, .resource))]
     Authorization {
@@ -217,6 +229,13 @@ impl Error {
                 crate::txn::TxnFailure::Fenced => ErrorClass::Fenced,
                 crate::txn::TxnFailure::Abortable => ErrorClass::Abortable,
             },
+            Error::Credentials { retriable, .. } => {
+                if *retriable {
+                    ErrorClass::Retriable
+                } else {
+                    ErrorClass::Fatal
+                }
+            }
             Error::Config { .. }
             | Error::Tls { .. }
             | Error::Authentication { .. }

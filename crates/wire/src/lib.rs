@@ -66,6 +66,7 @@
 
 #![forbid(unsafe_code)]
 
+pub(crate) mod aws;
 pub mod backoff;
 pub mod client;
 pub mod config;
@@ -73,9 +74,11 @@ pub mod conn;
 pub mod error;
 pub mod fetch;
 pub(crate) mod frame;
+pub(crate) mod http;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod fuzzing;
 pub mod metadata;
+pub(crate) mod oauth;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;

@@ -40,7 +40,7 @@ impl ScramHash {
         match m {
             SaslMechanism::ScramSha256 => Some(ScramHash::Sha256),
             SaslMechanism::ScramSha512 => Some(ScramHash::Sha512),
-            SaslMechanism::Plain => None,
+            SaslMechanism::Plain | SaslMechanism::OAuthBearer | SaslMechanism::AwsMskIam => None,
         }
     }
 

@@ -1,0 +1,142 @@
+//! A minimal HTTP/1.1 client for the few HTTP calls SASL credentials need: an OAuth token
+//! endpoint (client credentials grant) and AWS STS. One request per connection, over TCP or
+//! TLS (rustls, trusting the system CA bundle or `SSL_CERT_FILE`), through `hyper`.
+//!
+//! Nothing here logs request bodies or headers: they carry client secrets.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::Request;
+use hyper::Uri;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use crate::config::TlsSettings;
+use crate::tls::TlsContext;
+
+/// A response: status and body (bodies are small JSON or XML documents).
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) body: Bytes,
+}
+
+/// Why a request failed, as text for the caller's error (never containing the request).
+pub(crate) struct Failure {
+    pub(crate) message: String,
+}
+
+/// The largest response body read (token responses are a few KiB).
+const MAX_BODY: usize = 1024 * 1024;
+
+/// Sends one POST with a form body and returns the response. `headers` are added as given.
+pub(crate) async fn post_form(
+    url: &str,
+    headers: &[(&str, String)],
+    body: String,
+    timeout: Duration,
+) -> Result<Response, Failure> {
+    match tokio::time::timeout(timeout, post_inner(url, headers, body)).await {
+        Ok(r) => r,
+        Err(_) => Err(Failure {
+            message: format!("no response within {} ms", timeout.as_millis()),
+        }),
+    }
+}
+
+async fn post_inner(
+    url: &str,
+    headers: &[(&str, String)],
+    body: String,
+) -> Result<Response, Failure> {
+    let fail = |message: String| Failure { message };
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| fail(format!("`{url}` is not a valid URL: {e}")))?;
+    let tls = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => return Err(fail(format!("`{url}` is not an http:// or https:// URL"))),
+    };
+    let host = uri
+        .host()
+        .ok_or_else(|| fail(format!("`{url}` has no host")))?
+        .to_owned();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let addr = format!("{host}:{port}");
+    let tcp = TcpStream::connect(&addr)
+        .await
+        .map_err(|e| fail(format!("cannot connect to {addr}: {e}")))?;
+    let _ = tcp.set_nodelay(true);
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let authority = uri
+        .authority()
+        .map_or_else(|| host.clone(), |a| a.as_str().to_owned());
+    let mut req = Request::post(path)
+        .header(hyper::header::HOST, authority)
+        .header(
+            hyper::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .header(hyper::header::ACCEPT, "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, v.as_str());
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| fail(format!("invalid request: {e}")))?;
+    if tls {
+        let ctx = TlsContext::new(&TlsSettings::default())
+            .map_err(|e| fail(format!("TLS setup: {e}")))?;
+        let stream = ctx
+            .connect(&host, &addr, tcp)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        exchange(stream, req).await
+    } else {
+        exchange(tcp, req).await
+    }
+}
+
+async fn exchange<S>(stream: S, req: Request<Full<Bytes>>) -> Result<Response, Failure>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let fail = |message: String| Failure { message };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| fail(format!("HTTP handshake: {e}")))?;
+    let driver = tokio::spawn(conn);
+    let result = async {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| fail(format!("HTTP request: {e}")))?;
+        let status = resp.status().as_u16();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| fail(format!("reading the HTTP response: {e}")))?
+            .to_bytes();
+        Ok(Response { status, body })
+    }
+    .await;
+    driver.abort();
+    result
+}
+
+/// `application/x-www-form-urlencoded` encoding of one value (RFC 3986 unreserved kept).
+pub(crate) fn form_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}

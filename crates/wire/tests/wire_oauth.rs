@@ -1,0 +1,299 @@
+//! SASL/OAUTHBEARER against one real Kafka 4.x broker whose SASL_PLAINTEXT listener enables
+//! OAUTHBEARER with Kafka's unsecured validator (it accepts `alg: none` tokens and checks their
+//! `exp`, `iat` and `sub`), with `connections.max.reauth.ms` set so that every session ends when
+//! its token expires (KIP-368: the session lifetime is the token's remaining lifetime).
+//!
+//! 1. Unsecured JWS mode (`unsecuredLoginStringClaim_sub`, `unsecuredLoginLifetimeSeconds=8`):
+//!    for about four token lifetimes the client produces and fetches every 100 ms with no failed
+//!    request: each session is renewed on a new connection with a fresh token before the broker
+//!    ends it (a stale token would be refused, an unrenewed session closed).
+//! 2. Client credentials against a token endpoint this test serves (HTTP, Basic client
+//!    authentication, tokens living 8 s): the same over two token lifetimes, and the endpoint
+//!    is asked again for tokens before they expire.
+//! 3. The token endpoint refuses a wrong client secret: connecting fails with an error that
+//!    names the setting to fix and does not contain the secret.
+//!
+//! Not covered here: a broker validating signed tokens against a JWKS
+//! (`OAuthBearerValidatorCallbackHandler`); see docs/security.md.
+//!
+//! Run: `cargo test -p strait-wire --test wire_oauth -- --nocapture`
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD as B64, URL_SAFE_NO_PAD as B64URL};
+use common::*;
+use strait_testkit::{AdminOp, Cluster, Listener};
+use strait_wire::{Client, FetchOptions, FetchPartition, ProduceBatch, ProduceOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TOPIC: &str = "oauth";
+/// Token lifetime: long enough for a connection setup on a loaded machine, short enough for
+/// several renewals within the test.
+const TOKEN_SECS: u64 = 8;
+const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+const CLIENT_ID: &str = "mirror-client";
+const CLIENT_SECRET: &str = "right-secret-4711";
+const WRONG_SECRET: &str = "wrong-secret-0815";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_tokens_are_refreshed_and_sessions_renewed() {
+    let cluster = blocking(|| {
+        let c = Cluster::builder("wire-oauth")
+            .sasl()
+            .broker_config(
+                "sasl.enabled.mechanisms",
+                "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+            )
+            .broker_config(
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+                &format!("{OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"admin\";"),
+            )
+            // Much longer than a token: the token's expiry is what ends each session.
+            .broker_config("connections.max.reauth.ms", "3600000")
+            .start()
+            .unwrap();
+        c.admin(&[AdminOp::topic(TOPIC, 1, 1)]).unwrap();
+        Arc::new(c)
+    })
+    .await;
+    let bootstrap = cluster.listener(Listener::SaslPlaintext);
+    let base = |extra: &[(&str, String)]| {
+        let mut p = vec![
+            ("bootstrap.servers".to_owned(), bootstrap.clone()),
+            ("security.protocol".to_owned(), "SASL_PLAINTEXT".to_owned()),
+            ("sasl.mechanism".to_owned(), "OAUTHBEARER".to_owned()),
+            ("client.id".to_owned(), "strait-wire-test".to_owned()),
+        ];
+        p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        p
+    };
+
+    // 1. Unsecured JWS.
+    let unsecured = connect(base(&[(
+        "sasl.jaas.config",
+        format!(
+            "{OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"alice\" \
+             unsecuredLoginLifetimeSeconds=\"{TOKEN_SECS}\";"
+        ),
+    )]))
+    .await
+    .unwrap();
+    let connections = keep_working(&unsecured, "unsecured", 4 * TOKEN_SECS).await;
+    assert!(
+        connections >= 4,
+        "{connections} connections in four token lifetimes"
+    );
+
+    // 2. Client credentials from a token endpoint.
+    let endpoint = TokenEndpoint::start().await;
+    let cc = |secret: &str| {
+        base(&[
+            (
+                "sasl.login.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+                    .to_owned(),
+            ),
+            ("sasl.oauthbearer.token.endpoint.url", endpoint.url.clone()),
+            (
+                "sasl.jaas.config",
+                format!(
+                    "{OAUTH_MODULE} required clientId=\"{CLIENT_ID}\" clientSecret=\"{secret}\" \
+                     scope=\"kafka\";"
+                ),
+            ),
+        ])
+    };
+    let client = connect(cc(CLIENT_SECRET)).await.unwrap();
+    keep_working(&client, "client credentials", 2 * TOKEN_SECS + 2).await;
+    let issued = endpoint.issued.load(Ordering::SeqCst);
+    println!("token endpoint issued {issued} tokens");
+    assert!(issued >= 3, "{issued} tokens in two lifetimes and a bit");
+
+    // 3. A wrong secret: a clear, secret-free error naming the fix.
+    let e = match connect(cc(WRONG_SECRET)).await {
+        Ok(_) => panic!("connected with a wrong client secret"),
+        Err(e) => e.to_string(),
+    };
+    println!("wrong secret: {e}");
+    assert!(e.contains("refused the client (HTTP 401"), "{e}");
+    assert!(e.contains("invalid_client"), "{e}");
+    assert!(e.contains("clientSecret"), "{e}");
+    assert!(!e.contains(WRONG_SECRET), "{e}");
+    assert!(endpoint.refused.load(Ordering::SeqCst) >= 1);
+}
+
+/// Produces one record and fetches it back every 100 ms for `secs`; every request must succeed.
+/// Returns how many connections to the broker were used.
+async fn keep_working(client: &Client, what: &str, secs: u64) -> usize {
+    let node = *client
+        .metadata(None)
+        .await
+        .unwrap()
+        .brokers
+        .keys()
+        .next()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(secs);
+    let (mut rounds, mut connections) = (0, 0);
+    let mut last: Option<strait_wire::Connection> = None;
+    while Instant::now() < until {
+        let value = format!("{what} {rounds}");
+        let r = client
+            .produce(
+                vec![ProduceBatch::new(
+                    tp(TOPIC, 0),
+                    build_batch(&[Rec::value(&value)], -1, -1, -1),
+                )],
+                &ProduceOptions::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{what}: produce {rounds}: {e}"));
+        let offset = r[0]
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{what}: produce {rounds}: {e}"))
+            .base_offset;
+        let got = client
+            .fetch(
+                &[FetchPartition::new(tp(TOPIC, 0), offset)],
+                &FetchOptions::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{what}: fetch {rounds}: {e}"));
+        got[0].check(client.principal()).unwrap();
+        let read = read_records(&got[0].records);
+        assert_eq!(read[0].value.as_deref(), Some(value.as_bytes()));
+        rounds += 1;
+        let conn = client.broker(node).await.unwrap();
+        if !last.as_ref().is_some_and(|l| l.same_as(&conn)) {
+            connections += 1;
+            last = Some(conn);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!("{what}: {rounds} produce+fetch rounds over {secs} s on {connections} connections");
+    connections
+}
+
+/// An OAuth 2 token endpoint for the client credentials grant: HTTP Basic client
+/// authentication, tokens Kafka's unsecured validator accepts.
+struct TokenEndpoint {
+    url: String,
+    issued: Arc<AtomicUsize>,
+    refused: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TokenEndpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TokenEndpoint {
+    async fn start() -> TokenEndpoint {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
+        let issued = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (i, r) = (issued.clone(), refused.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let (i, r) = (i.clone(), r.clone());
+                tokio::spawn(async move {
+                    let request = read_request(&mut s).await;
+                    let right = format!(
+                        "Basic {}",
+                        B64.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"))
+                    );
+                    let authorized = request.lines().any(|l| {
+                        l.split_once(':').is_some_and(|(k, v)| {
+                            k.eq_ignore_ascii_case("authorization") && v.trim() == right
+                        })
+                    });
+                    let form_ok = request.ends_with("grant_type=client_credentials&scope=kafka");
+                    let (status, body) = if authorized && form_ok {
+                        i.fetch_add(1, Ordering::SeqCst);
+                        let token = unsecured_jwt(CLIENT_ID, TOKEN_SECS);
+                        (
+                            "200 OK",
+                            format!(
+                                r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":{TOKEN_SECS}}}"#
+                            ),
+                        )
+                    } else {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        (
+                            "401 Unauthorized",
+                            r#"{"error":"invalid_client","error_description":"client authentication failed"}"#
+                                .to_owned(),
+                        )
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        TokenEndpoint {
+            url,
+            issued,
+            refused,
+            task,
+        }
+    }
+}
+
+/// Reads one HTTP request (head and a `content-length` body) as text.
+async fn read_request(s: &mut tokio::net::TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// An `alg: none` JWT for `sub`, valid for `secs`.
+fn unsecured_jwt(sub: &str, secs: u64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = format!(r#"{{"sub":"{sub}","iat":{now},"exp":{}}}"#, now + secs);
+    format!(
+        "{}.{}.",
+        B64URL.encode(r#"{"alg":"none"}"#),
+        B64URL.encode(claims)
+    )
+}
