@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The reference scenario on one machine: a traced producer writes "Hello world - N" to my-topic (12 partitions) on
 # the mTLS cluster "europe", Strait mirrors every topic to the mTLS cluster "us", a traced consumer in group
-# my-group reads them there, and a local OTLP receiver (strait-otlp-sink, standing in for Jaeger) prints, every
-# 10 s, the time each record spent in each hop: producer send, source -> mirror, inside the mirror, mirror ->
-# consumer, end to end (p50/p99). Each record is one trace (the producer's traceparent travels unchanged; the mirror
-# parents its per-record span on it).
+# my-group reads them there, and all three send their spans to a real Jaeger v2 all-in-one (in-memory storage;
+# scripts/install-jaeger.sh builds it from the Go module proxy the first time, ~8 CPU-minutes). Every 10 s the demo
+# prints, from Jaeger's query API (/api/traces), the time each record spent in each hop: producer send, source ->
+# mirror, inside the mirror, mirror -> consumer, end to end (p50/p99). Each record is one trace (the producer's
+# traceparent travels unchanged; the mirror parents its per-record span on it). The locally built Jaeger has no UI
+# (its Go module carries no UI assets): query http://127.0.0.1:16686/api/traces?service=hello-world-producer, or use
+# docker-compose.yml for the UI.
 #
 #   ./scripts/demo.sh                     # until Ctrl-C
 #   DEMO_DURATION=60 ./scripts/demo.sh    # stop by itself after 60 s (exit 1 if no record made it through)
@@ -13,14 +16,19 @@
 #   DEMO_RATE=1               records per second from the producer
 #   DEMO_DURATION=0           seconds to run; 0 = until Ctrl-C / SIGTERM
 #   DEMO_PROFILE=debug        cargo profile of the binaries: debug or release
-#   DEMO_OTLP_LISTEN=127.0.0.1:4318     where the OTLP receiver listens
+#   DEMO_TRACES=jaeger        jaeger, or sink: the in-house OTLP receiver (strait-otlp-sink) instead, no Go needed
+#   DEMO_OTLP_LISTEN=127.0.0.1:4318     where Jaeger's (or the sink's) OTLP/HTTP receiver listens
+#   DEMO_JAEGER_QUERY=127.0.0.1:16686   where Jaeger's query API listens (its OTLP/gRPC port is 4317 and its
+#                                       query gRPC port 16685 unless STRAIT_JAEGER_OTLP_GRPC_PORT /
+#                                       STRAIT_JAEGER_QUERY_GRPC_PORT say otherwise)
+#   STRAIT_JAEGER             run this jaeger v2 binary instead of the one scripts/install-jaeger.sh builds
 #   DEMO_METRICS_LISTEN=127.0.0.1:9464  Strait's /metrics (empty = off)
-#   DEMO_SUMMARY_EVERY=10s    how often the receiver prints the hop summary
+#   DEMO_SUMMARY_EVERY=10s    how often the hop summary is printed
 #   DEMO_DIR=<new temp dir>   where logs, client properties and strait.toml go (kept afterwards)
 #   DEMO_STRAIT_BIN           run this strait binary instead of the one just built
 #   CARGO_TARGET_DIR          honoured
 #
-# Ctrl-C stops everything in order: producer, consumer, Strait, receiver (final summary), then both clusters.
+# Ctrl-C stops everything in order: producer, consumer, Strait, the summary (final one), Jaeger, both clusters.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -28,7 +36,9 @@ cd "$root"
 rate=${DEMO_RATE:-1}
 duration=${DEMO_DURATION:-0}
 profile=${DEMO_PROFILE:-debug}
+traces=${DEMO_TRACES:-jaeger}
 otlp=${DEMO_OTLP_LISTEN:-127.0.0.1:4318}
+query=${DEMO_JAEGER_QUERY:-127.0.0.1:16686}
 metrics=${DEMO_METRICS_LISTEN-127.0.0.1:9464}
 summary=${DEMO_SUMMARY_EVERY:-10s}
 work=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/strait-demo.XXXXXX")}
@@ -40,6 +50,10 @@ case "$profile" in
   *) echo "demo: DEMO_PROFILE=$profile: use debug or release" >&2; exit 2 ;;
 esac
 [[ "$duration" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_DURATION=$duration: use a number of seconds" >&2; exit 2; }
+case "$traces" in
+  jaeger | sink) ;;
+  *) echo "demo: DEMO_TRACES=$traces: use jaeger or sink" >&2; exit 2 ;;
+esac
 
 if [[ -t 1 ]]; then
   say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -52,6 +66,17 @@ cargo build "${profile_flag[@]}" -p strait -p strait-demo -p strait-otlp-sink \
   --bin strait --bin strait-demo --bin strait-otlp-sink
 # scripts/kafka.sh runs strait-kafka with `cargo run` (debug): build it now so the clusters start at once.
 cargo build -q -p strait-testkit --bin strait-kafka
+if [[ "$traces" == jaeger ]]; then
+  if [[ -n "${STRAIT_JAEGER:-}" ]]; then
+    jaeger_bin=$STRAIT_JAEGER
+  else
+    say "Jaeger v2 (scripts/install-jaeger.sh: cached in ~/.cache/strait; the first build takes ~8 CPU-minutes)"
+    jaeger_bin=$(scripts/install-jaeger.sh) || {
+      echo "demo: no Jaeger binary (see above); DEMO_TRACES=sink runs the demo with the in-house receiver" >&2
+      exit 1
+    }
+  fi
+fi
 
 # Job control: every background job gets its own process group, so Ctrl-C reaches only this script, which then
 # stops the jobs in order (instead of every process at once).
@@ -93,7 +118,10 @@ cleanup() {
   if alive strait && alive consumer; then sleep 3; fi
   stop consumer 20
   stop strait 30
-  stop sink 10
+  # Strait flushed its last spans on the way out; Jaeger stores them within ~0.2 s.
+  if [[ "$traces" == jaeger ]] && alive summary; then sleep 1; fi
+  stop summary 30
+  stop jaeger 10
   sleep 0.5
   local t
   for t in "${tails[@]}"; do kill "$t" 2>/dev/null || true; wait "$t" 2>/dev/null || true; done
@@ -101,15 +129,15 @@ cleanup() {
   stop kafka-europe 60
   echo "demo: logs, client properties and strait.toml are in $work"
   if ((status == 0 && duration > 0)); then
-    # The receiver's final line: "... N new complete trace(s), T total, ...".
-    local traces
-    traces=$(sed -n 's/.* final sink: .*, \([0-9]*\) total,.*/\1/p' "$work/sink.log" | tail -n 1)
-    if [[ "${traces:-0}" == 0 ]]; then
+    # The summary's final line: "... final <sink|jaeger>: ... N new complete trace(s), T total ...".
+    local complete
+    complete=$(sed -n 's/.* final [a-z]*: .* \([0-9]*\) total.*/\1/p' "$work/summary.log" | tail -n 1)
+    if [[ "${complete:-0}" == 0 ]]; then
       echo "demo: records crossed the mirror but no producer -> mirror -> consumer trace was complete;" \
         "check that strait exports spans (tracing section of $work/strait.toml, $work/strait.log)" >&2
       status=1
     else
-      echo "demo: $traces complete producer -> mirror -> consumer trace(s)"
+      echo "demo: $complete complete producer -> mirror -> consumer trace(s) in $traces"
     fi
   fi
   exit "$status"
@@ -149,10 +177,21 @@ wait_for() {
   exit 1
 }
 
-say "OTLP receiver on http://$otlp (the hop summary prints every $summary)"
-start sink "$bin/strait-otlp-sink" --listen "$otlp" --summary-every "$summary"
-wait_for sink "receiving OTLP" 30
-show "$work/sink.log"
+if [[ "$traces" == jaeger ]]; then
+  say "Jaeger v2: OTLP/HTTP on http://$otlp, query API on http://$query (hop summary from it every $summary)"
+  # crates/otlp-sink/jaeger.yaml: the all-in-one defaults cut to OTLP in, memory storage, query API out.
+  STRAIT_JAEGER_HOST=${otlp%:*} STRAIT_JAEGER_OTLP_HTTP_PORT=${otlp##*:} STRAIT_JAEGER_QUERY_PORT=${query##*:} \
+    start jaeger "$jaeger_bin" --config "$root/crates/otlp-sink/jaeger.yaml"
+  wait_for jaeger "Everything is ready" 60
+  start summary "$bin/strait-otlp-sink" --jaeger-query "http://$query" --service hello-world-producer \
+    --summary-every "$summary"
+  wait_for summary "reading the traces" 30
+else
+  say "in-house OTLP receiver on http://$otlp (the hop summary prints every $summary)"
+  start summary "$bin/strait-otlp-sink" --listen "$otlp" --summary-every "$summary"
+  wait_for summary "receiving OTLP" 30
+fi
+show "$work/summary.log"
 
 say "starting the clusters europe and us (mTLS, ACLs, my-topic with 12 partitions on europe)"
 start kafka-europe scripts/kafka.sh up --name europe --mtls \
@@ -239,7 +278,7 @@ while ((duration == 0 || SECONDS - started < duration)); do
   # In the background, so that Ctrl-C interrupts `wait` at once and runs the trap.
   sleep 1 &
   wait $! || true
-  for name in strait producer consumer sink kafka-europe kafka-us; do
+  for name in strait producer consumer summary kafka-europe kafka-us ${jaeger_bin:+jaeger}; do
     if ! alive "$name"; then
       log=$work/$name.log
       echo "demo: $name stopped unexpectedly; the end of $log:" >&2

@@ -7,9 +7,14 @@
 //! producer -> mirror -> consumer hop analysis ([`hops`]) that the `strait-otlp-sink` binary
 //! prints.
 //!
-//! Does not own: OTLP/gRPC, OTLP/JSON (answered with `415`), metrics or logs signals, storage
-//! beyond memory, or any query API. It is a test double that stands in for Jaeger / an
-//! OpenTelemetry Collector on a machine that has neither; it binds to loopback in tests.
+//! Also owns [`jaeger`]: running a real Jaeger v2 all-in-one on free loopback ports and reading
+//! its traces back through the query API as the same [`SpanRecord`]s, so tests and the demo check
+//! and summarise what Jaeger stored with the same code.
+//!
+//! The receiver does not own OTLP/gRPC, OTLP/JSON (answered with `415`), metrics or logs
+//! signals, storage beyond memory, or any query API. It is the brokerless, Go-free reader of the
+//! exact OTLP payload (Strait's exporter tests run against it in `scripts/test.sh --fast`); the
+//! real Jaeger is what the reference scenario is checked against.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), strait_otlp_sink::Error> {
@@ -25,6 +30,7 @@
 
 pub mod error;
 pub mod hops;
+pub mod jaeger;
 pub mod server;
 pub mod span;
 

@@ -2,18 +2,26 @@
 //! the time spent in each hop of the producer -> mirror -> consumer traces that completed, then
 //! p50/p99 per hop over the last `--window` traces.
 //!
+//! With `--jaeger-query URL` it receives nothing: it reads the traces of `--service` from a real
+//! Jaeger's query API (`/api/traces`) instead and prints the same summary from them (what
+//! `scripts/demo.sh` does); `--once` prints one summary and exits (status 1 if no trace was
+//! complete).
+//!
 //! ```text
 //! strait-otlp-sink --listen 127.0.0.1:4318 --summary-every 10s
+//! strait-otlp-sink --jaeger-query http://127.0.0.1:16686 --service hello-world-producer
 //! ```
 //!
 //! Stops on Ctrl-C or SIGTERM after printing a final summary.
 
+use std::collections::HashSet;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use strait_otlp_sink::Sink;
-use strait_otlp_sink::hops::HopTracker;
+use strait_otlp_sink::hops::{HopStats, HopTracker, analyse};
+use strait_otlp_sink::jaeger::Query;
 
 /// Receive OTLP/HTTP (protobuf) spans and summarise producer -> mirror -> consumer hops.
 #[derive(Debug, Parser)]
@@ -34,6 +42,20 @@ struct Cli {
     /// Give up on a trace whose spans are still incomplete after this long.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     max_wait: Duration,
+    /// Read the traces from this Jaeger query API (e.g. http://127.0.0.1:16686) instead of
+    /// receiving spans.
+    #[arg(long, value_name = "URL")]
+    jaeger_query: Option<String>,
+    /// With --jaeger-query: the service whose traces are read (the producer's: its traces hold
+    /// the mirror's and the consumer's spans too).
+    #[arg(long, default_value = "hello-world-producer")]
+    service: String,
+    /// With --jaeger-query: read at most this many of the most recent traces.
+    #[arg(long, default_value_t = 1000)]
+    limit: usize,
+    /// With --jaeger-query: print one summary and exit (1 if no trace was complete).
+    #[arg(long)]
+    once: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -70,7 +92,23 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = match cli.jaeger_query.clone() {
+        Some(url) => {
+            let (once, service) = (cli.once, cli.service.clone());
+            match runtime.block_on(run_jaeger(cli, url)) {
+                Ok(0) if once => {
+                    eprintln!(
+                        "strait-otlp-sink: no complete producer -> mirror -> consumer trace among \
+                         the traces of {service:?} in Jaeger; check that all three export to it"
+                    );
+                    return ExitCode::FAILURE;
+                }
+                other => other.map(drop),
+            }
+        }
+        None => runtime.block_on(run(cli)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strait-otlp-sink: {e}");
@@ -139,6 +177,73 @@ fn summarise(
     }
     if tracker.stats.total() > 0 {
         print!("{}", tracker.stats.table());
+    }
+}
+
+/// Summaries from Jaeger's query API: each one reads the most recent traces of the service again
+/// (Jaeger keeps them), prints the traces that completed since the last one, and p50/p99 per hop
+/// over the complete traces read.
+async fn run_jaeger(cli: Cli, url: String) -> Result<usize, strait_otlp_sink::Error> {
+    let query = Query::new(&url)?;
+    if !cli.once {
+        println!(
+            "strait-otlp-sink: reading the traces of {:?} from the Jaeger query API {}/api/traces; \
+             summary every {:?}",
+            cli.service,
+            query.url(),
+            cli.summary_every
+        );
+    }
+    let started = Instant::now();
+    let mut seen = HashSet::new();
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + cli.summary_every,
+        cli.summary_every,
+    );
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        let last = cli.once
+            || tokio::select! {
+                _ = tick.tick() => false,
+                _ = &mut stop => true,
+            };
+        let complete = match query.traces(&cli.service, cli.limit).await {
+            Ok(spans) => analyse(&spans),
+            // Jaeger may be briefly busy on a loaded machine: say so and try again next time.
+            Err(e) if !last => {
+                eprintln!("strait-otlp-sink: {e}");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let new: Vec<_> = complete
+            .iter()
+            .filter(|h| seen.insert(h.trace_id))
+            .collect();
+        println!(
+            "== [+{}s]{} jaeger: {} new complete trace(s), {} total (of the {} most recent traces of {}) ==",
+            started.elapsed().as_secs(),
+            if last { " final" } else { "" },
+            new.len(),
+            complete.len(),
+            cli.limit,
+            cli.service
+        );
+        for h in new.iter().take(cli.max_lines) {
+            println!("{}", h.line());
+        }
+        if new.len() > cli.max_lines {
+            println!("... and {} more trace(s)", new.len() - cli.max_lines);
+        }
+        let mut stats = HopStats::new(cli.window);
+        complete.iter().for_each(|h| stats.add(h));
+        if stats.total() > 0 {
+            print!("{}", stats.table());
+        }
+        if last {
+            return Ok(complete.len());
+        }
     }
 }
 

@@ -240,7 +240,10 @@ pub(crate) fn from_properties(
             ));
         }
     }
-    Ok(Loaded::single(Config::from_raw(raw, env)?, warnings))
+    Ok(Loaded {
+        config: Config::from_raw(raw, env)?,
+        warnings,
+    })
 }
 
 #[cfg(test)]
