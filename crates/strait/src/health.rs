@@ -158,6 +158,8 @@ struct ReadyState {
 #[derive(Debug, Clone)]
 pub struct Readiness {
     inner: Arc<Mutex<ReadyState>>,
+    /// With several flows ([`Readiness::of_flows`]): each flow's readiness, by flow name.
+    flows: Arc<Vec<(String, Readiness)>>,
 }
 
 impl Default for Readiness {
@@ -175,6 +177,17 @@ impl Readiness {
                 assigned: 0,
                 problems: Vec::new(),
             })),
+            flows: Arc::new(Vec::new()),
+        }
+    }
+
+    /// The readiness of several flows in one process: ready when every flow is ready. The
+    /// `/readyz` body adds `"flows": [{"flow", "status", "reason", ...}]`, and the reason and
+    /// not-ready partitions name the flow.
+    pub fn of_flows(flows: Vec<(String, Readiness)>) -> Readiness {
+        Readiness {
+            flows: Arc::new(flows),
+            ..Readiness::new("starting")
         }
     }
 
@@ -202,12 +215,18 @@ impl Readiness {
 
     /// True while running with every partition making progress.
     pub fn is_ready(&self) -> bool {
+        if !self.flows.is_empty() {
+            return self.flows.iter().all(|(_, r)| r.is_ready());
+        }
         let st = self.state();
         st.lifecycle == Lifecycle::Running && st.problems.is_empty()
     }
 
     /// Why it is not ready (empty when ready).
     pub fn reason(&self) -> String {
+        if !self.flows.is_empty() {
+            return flows_reason(&self.flows);
+        }
         reason_of(&self.state())
     }
 
@@ -220,6 +239,9 @@ impl Readiness {
 
     /// Whether ready, and the `/readyz` body, from one snapshot (they always agree).
     pub fn report(&self) -> (bool, String) {
+        if !self.flows.is_empty() {
+            return self.flows_report();
+        }
         let st = self.state();
         let ready = st.lifecycle == Lifecycle::Running && st.problems.is_empty();
         let reason = reason_of(&st);
@@ -245,6 +267,48 @@ impl Readiness {
         });
         (ready, format!("{body}\n"))
     }
+}
+
+impl Readiness {
+    /// The `/readyz` answer of several flows.
+    fn flows_report(&self) -> (bool, String) {
+        let mut ready = true;
+        let mut assigned = 0u64;
+        let mut partitions = Vec::new();
+        let mut flows = Vec::new();
+        for (name, r) in self.flows.iter() {
+            let (flow_ready, body) = r.report();
+            ready &= flow_ready;
+            let mut v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            assigned += v["assigned_partitions"].as_u64().unwrap_or(0);
+            if let Some(list) = v["not_ready_partitions"].as_array_mut() {
+                for p in list.iter_mut() {
+                    p["flow"] = json!(name);
+                }
+                partitions.extend(list.iter().cloned());
+            }
+            v["flow"] = json!(name);
+            flows.push(v);
+        }
+        let body = json!({
+            "status": if ready { "ready" } else { "not_ready" },
+            "reason": if ready { String::new() } else { flows_reason(&self.flows) },
+            "assigned_partitions": assigned,
+            "not_ready_partitions": partitions,
+            "flows": flows,
+        });
+        (ready, format!("{body}\n"))
+    }
+}
+
+/// `flow a->b: <reason>; flow b->a: <reason>` over the flows that are not ready.
+fn flows_reason(flows: &[(String, Readiness)]) -> String {
+    flows
+        .iter()
+        .filter(|(_, r)| !r.is_ready())
+        .map(|(name, r)| format!("flow {name}: {}", r.reason()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn reason_of(st: &ReadyState) -> String {

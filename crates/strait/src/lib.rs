@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod failover;
+pub mod flows;
 pub mod health;
 pub mod http;
 pub mod import;

@@ -1,15 +1,11 @@
 //! `strait`: the Kafka cross-cluster mirror binary.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 use strait::cli::{Action, Cli};
-use strait::config::{Config, Environment};
-use strait::http::{self, Liveness, Readiness};
-use strait::metrics::Metrics;
-use strait::{Error, Result, logging, mirror};
-use strait_forward::observe::Observer;
+use strait::config::Environment;
+use strait::{Error, Result, logging};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -25,7 +21,13 @@ fn main() -> ExitCode {
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
             }
-            print!("{}", loaded.config.to_toml(true));
+            for (i, config) in loaded.all_flows().into_iter().enumerate() {
+                if !loaded.flows.is_empty() {
+                    let flow = strait::config::flows::flow_name(config);
+                    println!("{}# flow {flow}", if i > 0 { "\n" } else { "" });
+                }
+                print!("{}", config.to_toml(true));
+            }
             ExitCode::SUCCESS
         }
         Action::CheckConnected(loaded) => {
@@ -96,7 +98,7 @@ fn main() -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
             };
-            match runtime.block_on(run(loaded.config)) {
+            match runtime.block_on(run(loaded)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "strait stopped");
@@ -112,89 +114,19 @@ fn fail(e: &Error) -> ExitCode {
     ExitCode::from(e.exit_code())
 }
 
-/// Starts the telemetry endpoints and signal handling, runs the mirror, and shuts down cleanly.
-async fn run(config: Config) -> Result<()> {
+/// Handles signals and runs every flow (`strait::flows`) until a signal stops them.
+async fn run(loaded: strait::Loaded) -> Result<()> {
+    let labelled = !loaded.flows.is_empty();
+    let flows: Vec<strait::Config> = match labelled {
+        true => loaded.flows,
+        false => vec![loaded.config],
+    };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(
         shutdown.clone(),
-        config.mirror.drain_timeout + SHUTDOWN_GRACE,
+        strait::flows::drain_timeout(&flows) + SHUTDOWN_GRACE,
     ));
-    let mut metrics = Metrics::new();
-    if config.metrics.mm2_compat {
-        metrics = metrics.with_mm2_compat(&config.source.alias, &config.target.alias);
-    }
-    let metrics = Arc::new(metrics);
-    let readiness = Readiness::default();
-    let server = match config.metrics.listen {
-        Some(addr) => {
-            let listener = http::bind(addr).await?;
-            tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-            Some(http::spawn(
-                listener,
-                metrics.clone(),
-                readiness.clone(),
-                Liveness::default(),
-                shutdown.clone(),
-            )?)
-        }
-        None => None,
-    };
-    let otel = strait::otel::init_from_config(&config)?;
-    let mut observers: Vec<Arc<dyn Observer>> = vec![metrics.clone()];
-    if let Some(h) = &otel {
-        observers.push(h.observer());
-    }
-    // Checkpoints (opt-in, mirror.groups): the offset maps are fed by the forwarder's
-    // acknowledgements; persisted history is replayed before the mirror starts.
-    let mut checkpointer = None;
-    let mut offset_syncs = None;
-    if config.mirror.groups.is_some() {
-        let maps = Arc::new(strait::failover::OffsetMaps::default());
-        let started = tokio::select! {
-            c = strait::failover::checkpoint::Checkpointer::start(config.clone(), maps.clone()) => c?,
-            _ = shutdown.cancelled() => return Ok(()),
-        };
-        observers.push(Arc::new(strait::failover::OffsetObserver::new(maps)));
-        let stop = CancellationToken::new();
-        let started = started.with_metrics(metrics.clone());
-        offset_syncs = Some(started.sync_writer());
-        checkpointer = Some((tokio::spawn(started.run(stop.clone())), stop));
-    }
-    // ACL sync and mirror protection (opt-in): a background task that never stops the mirror.
-    let acl_sync = strait::acls::spawn(&config, shutdown.child_token());
-    let observer: Arc<dyn Observer> = if observers.len() == 1 {
-        metrics.clone()
-    } else {
-        Arc::new(strait::otel::Fanout::new(observers))
-    };
-    let result = mirror::run(
-        config,
-        observer,
-        metrics.clone(),
-        readiness,
-        offset_syncs,
-        shutdown.clone(),
-    )
-    .await;
-    // After the mirror's final commit: the last round persists what it acknowledged last.
-    if let Some((task, stop)) = checkpointer {
-        stop.cancel();
-        let _ = task.await;
-    }
-    if let Some(task) = acl_sync {
-        task.abort();
-    }
-    if let Some(h) = otel {
-        match h.shutdown().await {
-            Ok(stats) => tracing::info!(?stats, "tracing stopped"),
-            Err(e) => tracing::warn!(error = %e, "tracing did not shut down cleanly"),
-        }
-    }
-    shutdown.cancel();
-    if let Some(server) = server {
-        server.stopped().await;
-    }
-    result
+    strait::flows::run(flows, labelled, shutdown).await
 }
 
 /// Exit code when a shutdown did not finish within `mirror.drain_timeout` plus

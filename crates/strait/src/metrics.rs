@@ -208,12 +208,61 @@ pub struct Metrics {
     published: Mutex<HashSet<PartitionLabels>>,
     /// MirrorMaker 2's series (`metrics.mm2_compat`).
     mm2: Option<mm2::Mm2Metrics>,
+    /// With several flows: their metrics, which the exposition merges (see [`Metrics::of_flows`]).
+    flows: Vec<Arc<Metrics>>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
     }
+}
+
+/// Several text expositions as one: a metric family's `# HELP`/`# TYPE`/`# UNIT` lines once
+/// (from the first exposition that has it), followed by the samples of every exposition, since
+/// both text formats want each family's lines together and only once. `openmetrics`: end with
+/// `# EOF`.
+fn merge_expositions(parts: &[String], openmetrics: bool) -> String {
+    // (family name, metadata lines, sample lines), in first-seen order.
+    let mut families: Vec<(String, Vec<&str>, Vec<&str>)> = Vec::new();
+    for part in parts {
+        // Families this exposition introduced: only those take its metadata lines.
+        let mut introduced = HashSet::new();
+        let mut current: Option<usize> = None;
+        for line in part.lines() {
+            if line == "# EOF" || line.is_empty() {
+                continue;
+            }
+            if let Some(meta) = line.strip_prefix("# ") {
+                let name = meta.split(' ').nth(1).unwrap_or("");
+                let i = match families.iter().position(|f| f.0 == name) {
+                    Some(i) => i,
+                    None => {
+                        families.push((name.to_string(), Vec::new(), Vec::new()));
+                        introduced.insert(families.len() - 1);
+                        families.len() - 1
+                    }
+                };
+                if introduced.contains(&i) {
+                    families[i].1.push(line);
+                }
+                current = Some(i);
+            } else if let Some(i) = current {
+                families[i].2.push(line);
+            }
+        }
+    }
+    let mut out = String::new();
+    for (_, meta, samples) in &families {
+        for l in meta.iter().chain(samples) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    if openmetrics {
+        out.push_str("# EOF\n");
+    }
+    out
 }
 
 /// Seconds from `earlier` to `later`, 0 if the clock says otherwise (skew between hosts).
@@ -228,7 +277,32 @@ fn seconds_between_ms(earlier_ms: i64, later: SystemTime) -> f64 {
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("strait");
+        Metrics::with_registry(Registry::with_prefix("strait"))
+    }
+
+    /// The metrics of one flow of several in a process: every series carries the labels
+    /// `source` and `target` (the flow's cluster aliases). Serve them with [`Metrics::of_flows`].
+    pub fn for_flow(source: &str, target: &str) -> Metrics {
+        Metrics::with_registry(Registry::with_prefix_and_labels(
+            "strait",
+            [
+                ("source".into(), source.to_string().into()),
+                ("target".into(), target.to_string().into()),
+            ]
+            .into_iter(),
+        ))
+    }
+
+    /// The exposition of several flows' metrics ([`Metrics::for_flow`]) as one: each metric
+    /// family once, with the samples of every flow. Records nothing itself.
+    pub fn of_flows(flows: Vec<Arc<Metrics>>) -> Metrics {
+        Metrics {
+            flows,
+            ..Metrics::new()
+        }
+    }
+
+    fn with_registry(mut registry: Registry) -> Metrics {
         let m = Metrics {
             records: Family::default(),
             bytes: Family::default(),
@@ -261,6 +335,7 @@ impl Metrics {
             blocked: Mutex::new(HashMap::new()),
             published: Mutex::new(HashSet::new()),
             mm2: None,
+            flows: Vec::new(),
             registry: Registry::default(),
         };
         registry.register(
@@ -409,6 +484,10 @@ impl Metrics {
 
     /// The exposition in the OpenMetrics text format (ends with `# EOF`).
     pub fn encode_openmetrics(&self) -> String {
+        if !self.flows.is_empty() {
+            let parts: Vec<String> = self.flows.iter().map(|f| f.encode_openmetrics()).collect();
+            return merge_expositions(&parts, true);
+        }
         self.refresh_checkpoint_ages(Instant::now());
         let mut out = String::new();
         // Writing to a String cannot fail; an encoder error would be a bug in a metric type.
@@ -425,6 +504,10 @@ impl Metrics {
     /// The exposition in the Prometheus text format 0.0.4 (for scrapers that do not ask for
     /// OpenMetrics).
     pub fn encode_prometheus(&self) -> String {
+        if !self.flows.is_empty() {
+            let parts: Vec<String> = self.flows.iter().map(|f| f.encode_prometheus()).collect();
+            return merge_expositions(&parts, false);
+        }
         self.refresh_checkpoint_ages(Instant::now());
         let mut out = String::new();
         if let Err(e) =

@@ -56,6 +56,14 @@ impl Environment {
         self.vars.get(name).map(String::as_str)
     }
 
+    /// The names of the variables that start with `prefix`.
+    pub(crate) fn vars_with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> {
+        self.vars
+            .keys()
+            .filter(move |k| k.starts_with(prefix))
+            .map(String::as_str)
+    }
+
     fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }

@@ -24,6 +24,7 @@
 //! `strait_wire::ClientConfig::from_properties` when the mirror connects.
 
 pub mod env;
+pub mod flows;
 pub(crate) mod raw;
 pub mod topics;
 pub mod value;
@@ -366,6 +367,28 @@ pub struct Loaded {
     pub config: Config,
     /// Human-readable warnings, one per line, to log at startup.
     pub warnings: Vec<String>,
+    /// Several flows in one process (`[clusters.*]` + `[[flows]]`, or MirrorMaker 2 with
+    /// several enabled flows): every flow, `config` being the first. Empty for one flow.
+    pub flows: Vec<Config>,
+}
+
+impl Loaded {
+    /// One flow.
+    pub fn single(config: Config, warnings: Vec<String>) -> Loaded {
+        Loaded {
+            config,
+            warnings,
+            flows: Vec::new(),
+        }
+    }
+
+    /// The flows to run: `flows`, or `config` alone.
+    pub fn all_flows(&self) -> Vec<&Config> {
+        match self.flows.is_empty() {
+            true => vec![&self.config],
+            false => self.flows.iter().collect(),
+        }
+    }
 }
 
 /// Defaults.
@@ -438,11 +461,11 @@ impl Config {
             path: path.to_path_buf(),
             message: toml_error_message(text, &e),
         })?;
+        if flows::is_flows_form(&table) {
+            return flows::from_table(table, path, env);
+        }
         let raw = raw_from_toml(table)?;
-        Ok(Loaded {
-            config: Config::from_raw(raw, env)?,
-            warnings: Vec::new(),
-        })
+        Ok(Loaded::single(Config::from_raw(raw, env)?, Vec::new()))
     }
 
     /// Applies the environment to `raw` and validates everything.

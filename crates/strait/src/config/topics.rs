@@ -182,13 +182,21 @@ impl Rename {
     /// With prefixes, true when `topic` is itself a mirror of a topic that came from
     /// `target_alias` (`us.orders`, `asia.us.orders` seen on the source while mirroring to `us`):
     /// mirroring it back would loop. Always false for identity naming, which cannot tell.
+    ///
+    /// MirrorMaker 2's rule (`MirrorSourceConnector.isCycle` over
+    /// `DefaultReplicationPolicy.topicSource`/`upstreamTopic`): a name is remote when splitting
+    /// it at the separator gives at least two parts (Java's `split` drops trailing empty parts,
+    /// so `us.` and `us..` are not remote); its first part is the cluster it came from; the rest
+    /// is checked again, hop by hop.
     pub fn is_cycle(&self, topic: &str, target_alias: &str) -> bool {
         match self {
             Rename::Identity => false,
             Rename::Prefix { separator } => {
                 let mut rest = topic;
-                // Every prefix segment but the last part is a cluster alias.
                 while let Some((alias, tail)) = rest.split_once(separator.as_str()) {
+                    if tail.trim_end_matches(separator.as_str()).is_empty() {
+                        return false; // only trailing separators: not a remote topic
+                    }
                     if alias == target_alias {
                         return true;
                     }
@@ -276,6 +284,22 @@ mod tests {
         assert!(!p.is_cycle("orders", "us"));
         assert!(!p.is_cycle("usa.orders", "us"));
         assert!(!Rename::Identity.is_cycle("us.orders", "us"));
+        // Active-active a <-> b: what each flow sees on its source.
+        assert!(
+            p.is_cycle("b.x", "b"),
+            "b's x mirrored to a is not sent back to b"
+        );
+        assert!(
+            !p.is_cycle("a.x", "b"),
+            "a topic named a.x on a is mirrored to b (as a.a.x)"
+        );
+        assert!(p.is_cycle("a.b.x", "b"));
+        assert!(p.is_cycle("b.heartbeats", "b"));
+        assert!(!p.is_cycle("heartbeats", "b"));
+        // Java's split drops trailing empty parts: these are not remote topics.
+        assert!(!p.is_cycle("us.", "us"));
+        assert!(!p.is_cycle("us..", "us"));
+        assert!(p.is_cycle("us.x.", "us"));
         let dash = Rename::Prefix {
             separator: "__".into(),
         };

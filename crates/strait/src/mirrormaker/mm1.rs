@@ -240,10 +240,7 @@ pub(crate) fn from_properties(
             ));
         }
     }
-    Ok(Loaded {
-        config: Config::from_raw(raw, env)?,
-        warnings,
-    })
+    Ok(Loaded::single(Config::from_raw(raw, env)?, warnings))
 }
 
 #[cfg(test)]

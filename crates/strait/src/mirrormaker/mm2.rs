@@ -1,8 +1,11 @@
 //! MirrorMaker 2 dedicated mode (`connect-mirror-maker.sh mm2.properties [--clusters B]`).
 //!
-//! Strait runs exactly one replication flow per process. The flow is the one enabled
-//! `A->B.enabled = true` pair, or, when several are enabled, the one whose target is named with
-//! `--clusters` (MM2's meaning of the option: the target clusters this node drives).
+//! Strait runs every enabled flow (`A->B.enabled = true`) in one process, as MirrorMaker 2
+//! does, or only those whose target `--clusters` names (MM2's meaning of the option: the target
+//! clusters this node drives). Each flow has its own consumer group, metrics labels
+//! (`source`, `target`) and checkpoints; see [`crate::flows`]. Active-active (`A->B` and `B->A`)
+//! with the default prefix naming never mirrors a topic back to the cluster it came from
+//! (MirrorMaker 2's cycle rule, [`crate::config::Rename::is_cycle`]).
 //!
 //! | mm2.properties | Strait |
 //! |---|---|
@@ -89,7 +92,6 @@ pub(crate) fn from_properties(
     drive: &[String],
     env: &Environment,
 ) -> Result<Loaded> {
-    let origin = |p: &Property| Origin::Compat(props.describe(p));
     if let Some(p) = props.get("config.providers") {
         return Err(Error::Unsupported {
             what: format!("{} = {}", props.describe(p), p.value),
@@ -140,49 +142,75 @@ pub(crate) fn from_properties(
         .iter()
         .filter(|(_, t)| drive.is_empty() || drive.contains(t))
         .collect();
-    let (source, target) = match candidates.as_slice() {
-        [one] => (*one).clone(),
-        [] if enabled.is_empty() => {
-            return Err(Error::Missing {
+    if candidates.is_empty() {
+        return Err(if enabled.is_empty() {
+            Error::Missing {
                 key: format!("<source>-><target>.enabled ({})", props.path.display()),
                 hint: format!(
                     "enable one replication flow, e.g. {}->{}.enabled = true",
                     aliases[0], aliases[1]
                 ),
-            });
-        }
-        [] => {
-            return Err(Error::Invalid {
+            }
+        } else {
+            Error::Invalid {
                 key: "--clusters".into(),
                 expected: format!(
                     "the target of an enabled flow ({})",
                     enabled.iter().map(name).collect::<Vec<_>>().join(", ")
                 ),
                 got: format!("{:?}", drive.join(",")),
-            });
-        }
-        many => {
-            return Err(Error::Unsupported {
-                what: format!(
-                    "several enabled replication flows in one process ({})",
-                    many.iter().map(|f| name(f)).collect::<Vec<_>>().join(", ")
-                ),
-                hint: "Strait runs one flow per process: pick one with --clusters <target alias>, \
-                       or run one strait per flow"
-                    .into(),
-            });
-        }
-    };
+            }
+        });
+    }
     let mut warnings = Vec::new();
     for f in &enabled {
-        if *f != (source.clone(), target.clone()) {
+        if !candidates.contains(&f) {
             warnings.push(format!(
-                "flow {} is enabled in {} but not run by this process; run another strait for it",
+                "flow {} is enabled in {} but not run by this process (--clusters names other \
+                 targets); run another strait for it",
                 name(f),
                 props.path.display()
             ));
         }
     }
+    // Every enabled flow (of the targets --clusters names) runs in this process, as MirrorMaker
+    // 2 runs them: each with its own consumer group, metrics labels and checkpoints.
+    let mut configs = Vec::new();
+    for (source, target) in candidates {
+        let (config, flow_warnings) = flow_config(props, &aliases, source, target, env)?;
+        for w in flow_warnings {
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+        configs.push(config);
+    }
+    if configs.len() == 1 {
+        let config = configs.remove(0);
+        return Ok(Loaded::single(config, warnings));
+    }
+    crate::config::flows::check_flows(&configs, &mut warnings)?;
+    Ok(Loaded {
+        config: configs[0].clone(),
+        warnings,
+        flows: configs,
+    })
+}
+
+/// The configuration of the flow `source`->`target` (with its own warnings).
+fn flow_config(
+    props: &Properties,
+    aliases: &[String],
+    source: &str,
+    target: &str,
+    env: &Environment,
+) -> Result<(Config, Vec<String>)> {
+    let origin = |p: &Property| Origin::Compat(props.describe(p));
+    let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
+        key: format!("clusters ({})", props.path.display()),
+        hint: "list the cluster aliases, e.g. clusters = A, B".into(),
+    })?;
+    let mut warnings = Vec::new();
 
     // Sort every key into its layer.
     let flow_prefix = format!("{source}->{target}.");
@@ -237,8 +265,8 @@ pub(crate) fn from_properties(
     }
 
     let mut raw = RawConfig::default();
-    raw.source.alias = Some(Entry::text(&source, origin(clusters_prop)));
-    raw.target.alias = Some(Entry::text(&target, origin(clusters_prop)));
+    raw.source.alias = Some(Entry::text(source, origin(clusters_prop)));
+    raw.target.alias = Some(Entry::text(target, origin(clusters_prop)));
     raw.set(
         Section::Mirror,
         "rename",
@@ -414,10 +442,7 @@ pub(crate) fn from_properties(
     ) {
         warnings.push(w);
     }
-    Ok(Loaded {
-        config: Config::from_raw(raw, env)?,
-        warnings,
-    })
+    Ok((Config::from_raw(raw, env)?, warnings))
 }
 
 #[cfg(test)]
@@ -626,16 +651,50 @@ A->B.topics.exclude = payments
     }
 
     #[test]
-    fn several_flows_need_clusters() {
-        let text = "clusters = A, B, C\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nC.bootstrap.servers = c:1\nA->B.enabled = true\nB->A.enabled = true\nB->A.topics = x\n";
-        let err = load_text(text, &[]).unwrap_err().to_string();
+    fn several_flows_run_in_one_process_or_as_clusters_picks() {
+        let text = "clusters = A, B, C\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nC.bootstrap.servers = c:1\nA.security.protocol = SSL\nA->B.enabled = true\nB->A.enabled = true\nB->A.topics = x\ntopics = y\n";
+        // Every enabled flow, each with its clusters, its own group and its own topics.
+        let loaded = load_text(text, &[]).unwrap();
+        let flows: Vec<(&str, &str, &str, &[String])> = loaded
+            .flows
+            .iter()
+            .map(|c| {
+                (
+                    c.source.alias.as_str(),
+                    c.target.alias.as_str(),
+                    c.mirror.group_id.as_str(),
+                    c.mirror.topics.include(),
+                )
+            })
+            .collect();
+        let (y, x) = (vec!["y".to_string()], vec!["x".to_string()]);
         assert_eq!(
-            err,
-            "not supported: several enabled replication flows in one process (A->B, B->A); \
-             Strait runs one flow per process: pick one with --clusters <target alias>, or run \
-             one strait per flow"
+            flows,
+            [
+                ("A", "B", "strait-A-B", &y[..]),
+                ("B", "A", "strait-B-A", &x[..])
+            ]
         );
+        assert_eq!(loaded.config.source.alias, "A");
+        // Cluster-level settings follow the cluster, whichever side it is on.
+        assert_eq!(
+            loaded.flows[0].source.property("security.protocol"),
+            Some("SSL")
+        );
+        assert_eq!(
+            loaded.flows[1].target.property("security.protocol"),
+            Some("SSL")
+        );
+        assert_eq!(loaded.flows[1].source.property("security.protocol"), None);
+        assert_eq!(
+            loaded.flows[0].mirror.rename,
+            Rename::Prefix {
+                separator: ".".into()
+            }
+        );
+
         let loaded = load_text(text, &["A"]).unwrap();
+        assert!(loaded.flows.is_empty(), "one flow: the single-flow form");
         assert_eq!(loaded.config.source.alias, "B");
         assert_eq!(loaded.config.mirror.topics.include(), ["x"]);
         assert!(
