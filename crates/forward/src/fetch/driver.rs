@@ -38,6 +38,8 @@ pub(super) async fn run<C: SourceCluster>(
     let mut replies: HashMap<Ticket, oneshot::Sender<Result<FetchedPartition, IoError>>> =
         HashMap::new();
     let mut in_flight: Option<InFlight> = None;
+    // When the request in flight was sent (for the debug log of each round).
+    let mut sent_at = Instant::now();
     // A check of an overdue request's partitions against fresh metadata.
     let mut checking: Option<Check> = None;
     let mut open = true;
@@ -56,6 +58,7 @@ pub(super) async fn run<C: SourceCluster>(
             });
             if let Some(request) = scheduler.poll_request(Instant::now()) {
                 let cluster = cluster.clone();
+                sent_at = Instant::now();
                 in_flight = Some(Box::pin(async move { cluster.fetch(node, request).await }));
             }
         }
@@ -78,6 +81,12 @@ pub(super) async fn run<C: SourceCluster>(
                     Ok(response) => scheduler.on_response(response, Instant::now()),
                     Err(e) => scheduler.on_failure(e),
                 };
+                tracing::debug!(
+                    broker = node,
+                    answered = answers.len(),
+                    elapsed_ms = sent_at.elapsed().as_secs_f64() * 1e3,
+                    "fetch round answered"
+                );
                 deliver(&mut replies, answers);
             }
             Some(moved) = OptionFuture::from(checking.as_mut()), if checking.is_some() => {

@@ -34,6 +34,16 @@ use crate::pipeline::kafka::classify;
 /// full in-flight window or memory budget) and joins a later round.
 pub(crate) const REGATHER: Duration = Duration::from_millis(2);
 
+/// The longest a round may long-poll when it leaves without some of the partitions the previous
+/// round answered (they did not ask again within [`REGATHER`]). Those partitions had data a
+/// moment ago and most likely have more; they can only join the next round, and a long poll
+/// (`max_wait`, 100 ms by default) would hold them that long while their data piles up. On a
+/// busy machine (CPU contention: the partitions' tasks are not scheduled within 2 ms) this
+/// happened to nearly every round, adding up to a long poll per round trip to the mirror's
+/// latency. A round that leaves with everyone it expected long-polls as usual, so an idle broker
+/// still gets one request per `max_wait`.
+pub(crate) const LATE_MAX_WAIT: Duration = Duration::from_millis(5);
+
 /// How long past its long poll a request may go unanswered before the scheduler checks whether
 /// its partitions still belong to this broker. A live broker answers a Fetch when its long poll
 /// ends; one that does not may be frozen or black-holed, and its partitions may have moved to
@@ -172,6 +182,9 @@ impl Scheduler {
         if !self.expected.is_empty() && self.regather_until.is_some_and(|t| now < t) {
             return None;
         }
+        // Partitions the last round answered that have not asked again: this round must not hold
+        // them back for a whole long poll.
+        let late = self.expected.len();
         self.expected.clear();
         self.regather_until = None;
         // One isolation level per request; the rest waits for the next round.
@@ -181,11 +194,14 @@ impl Scheduler {
             .drain(..)
             .partition(|w| w.want.isolation == isolation);
         self.waiting = rest.into();
-        let max_wait = round
+        let mut max_wait = round
             .iter()
             .map(|w| w.want.max_wait)
             .min()
             .unwrap_or(Duration::from_millis(100));
+        if late > 0 {
+            max_wait = max_wait.min(LATE_MAX_WAIT);
+        }
         let max_bytes: i64 = round
             .iter()
             .map(|w| i64::from(w.want.partition.max_bytes))
@@ -197,6 +213,12 @@ impl Scheduler {
             ..FetchOptions::default()
         };
         let wanted: Vec<FetchPartition> = round.iter().map(|w| w.want.partition.clone()).collect();
+        tracing::debug!(
+            partitions = wanted.len(),
+            late,
+            max_wait_ms = max_wait.as_millis() as u64,
+            "fetch round"
+        );
         let request = self.session.request(&wanted, options);
         self.in_flight = Some(round);
         self.check_at = Some(now + max_wait + OVERDUE_AFTER);
@@ -480,6 +502,53 @@ mod tests {
         let r = s.poll_request(t0 + REGATHER).unwrap();
         assert_eq!(sent(&r), [0]);
         assert_eq!(r.forgotten.len(), 1, "partition 1 leaves the session");
+    }
+
+    /// A round that leaves without a partition the previous round answered (it did not ask again
+    /// within REGATHER: its task was not scheduled in time on a busy machine) long-polls at most
+    /// LATE_MAX_WAIT, so the late partition joins the next round within milliseconds instead of
+    /// waiting out a whole long poll; the round after that long-polls as usual again.
+    #[test]
+    fn a_round_without_late_partitions_does_not_long_poll() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        ask(&mut s, 1, want(0, 0));
+        ask(&mut s, 2, want(1, 0));
+        let r = s.poll_request(t0).unwrap();
+        assert_eq!(
+            r.options.max_wait,
+            Duration::from_millis(100),
+            "nobody late"
+        );
+        s.on_response(response(5, vec![data(0, None), data(1, None)]), t0);
+
+        // Partition 0 asks again at once, partition 1 misses the regather window.
+        ask(&mut s, 3, want(0, 1));
+        let r = s.poll_request(t0 + REGATHER).unwrap();
+        assert_eq!(sent(&r), [0]);
+        assert_eq!(r.options.max_wait, LATE_MAX_WAIT, "partition 1 is late");
+
+        // It asks while that round is in flight and goes with the next one.
+        ask(&mut s, 4, want(1, 1));
+        s.on_response(response(5, vec![]), t0 + REGATHER + LATE_MAX_WAIT);
+        let r = s
+            .poll_request(t0 + REGATHER + LATE_MAX_WAIT)
+            .expect("nobody was answered: no regather wait");
+        assert_eq!(sent(&r), [1]);
+        assert_eq!(
+            r.options.max_wait,
+            Duration::from_millis(100),
+            "everyone expected is there: a normal long poll"
+        );
+
+        // Both answered and both back within REGATHER: a normal long poll.
+        let t1 = t0 + Duration::from_secs(1);
+        s.on_response(response(5, vec![data(0, None), data(1, None)]), t1);
+        ask(&mut s, 5, want(0, 2));
+        ask(&mut s, 6, want(1, 2));
+        let r = s.poll_request(t1).unwrap();
+        assert_eq!(sent(&r), [0, 1]);
+        assert_eq!(r.options.max_wait, Duration::from_millis(100));
     }
 
     /// An incremental answer leaves out partitions without news: they keep waiting (and are not
