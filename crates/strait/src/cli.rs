@@ -172,6 +172,19 @@ pub enum Action {
 }
 
 impl Command {
+    /// The configuration files this command reads, for hot reload (`crate::reload`) to watch.
+    pub fn config_files(&self) -> Vec<PathBuf> {
+        match self {
+            Command::Run(args) => args.config.iter().cloned().collect(),
+            Command::MirrorMaker(args) => vec![
+                args.options.consumer_config.clone(),
+                args.options.producer_config.clone(),
+            ],
+            Command::Mm2(args) => vec![args.options.file.clone()],
+            _ => Vec::new(),
+        }
+    }
+
     /// Loads and validates the configuration this command names.
     pub fn load(&self, env: &Environment) -> Result<Action> {
         let from_file = |args: &ConfigArgs| match &args.config {

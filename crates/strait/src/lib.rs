@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod mirrormaker;
 pub mod otel;
+pub mod reload;
 pub mod retry;
 pub mod topics;
 

@@ -3,8 +3,11 @@
 //! The level comes from `log.level` unless `RUST_LOG` is set (and not empty), which wins, as
 //! usual for Rust programs. Both take `EnvFilter` directives (`info`, `strait=debug,warn`).
 //!
-//! [`init`] installs a complete subscriber. Callers that add layers of their own (for example an
+//! [`init`] installs a complete subscriber whose level [`set_level`] changes later (a
+//! configuration reload, see `crate::reload`). Callers that add layers of their own (for example an
 //! OpenTelemetry layer) build the registry themselves from [`filter`] and [`fmt_layer`].
+
+use std::sync::OnceLock;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
@@ -56,15 +59,45 @@ where
     }
 }
 
+/// Changes the filter of the subscriber [`init`] installed.
+type FilterHandle = tracing_subscriber::reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+static FILTER: OnceLock<FilterHandle> = OnceLock::new();
+
 /// Installs the global subscriber. Fails on a bad filter; a second call is a no-op.
 pub fn init(cfg: &LogConfig) -> Result<()> {
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = filter(cfg, rust_log.as_deref())?;
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     // try_init: tests and embedders may already have installed one; keep theirs.
-    let _ = tracing_subscriber::registry()
-        .with(fmt_layer(cfg))
+    if tracing_subscriber::registry()
         .with(filter)
-        .try_init();
+        .with(fmt_layer(cfg))
+        .try_init()
+        .is_ok()
+    {
+        let _ = FILTER.set(handle);
+    }
+    Ok(())
+}
+
+/// Applies a new `log.level` to the running process. `RUST_LOG` still wins, as at start: then
+/// nothing changes and a warning says so. Fails on a bad filter (nothing changes then either).
+pub fn set_level(cfg: &LogConfig) -> Result<()> {
+    let filter = filter(cfg, None)?;
+    if std::env::var("RUST_LOG").is_ok_and(|v| !v.trim().is_empty()) {
+        tracing::warn!(
+            "log.level changed to {:?}, but RUST_LOG is set and wins; unset it to configure the \
+             level in the file",
+            cfg.level
+        );
+        return Ok(());
+    }
+    if let Some(handle) = FILTER.get()
+        && let Err(e) = handle.reload(filter)
+    {
+        tracing::warn!(error = %e, "cannot change the log level");
+    }
     Ok(())
 }
 

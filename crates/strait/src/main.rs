@@ -98,7 +98,7 @@ fn main() -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
             };
-            match runtime.block_on(run(loaded)) {
+            match runtime.block_on(run(loaded, reload_source(cli.command))) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "strait stopped");
@@ -114,8 +114,18 @@ fn fail(e: &Error) -> ExitCode {
     ExitCode::from(e.exit_code())
 }
 
+/// How hot reload (`strait::reload`) loads the configuration again: as at start.
+fn reload_source(command: strait::cli::Command) -> strait::reload::Source {
+    strait::reload::Source::new(command.config_files(), move || {
+        match command.load(&Environment::from_process())? {
+            Action::Run(loaded) => Ok(loaded.all_flows().into_iter().cloned().collect()),
+            _ => Err(Error::Runtime("the command no longer runs a mirror".into())),
+        }
+    })
+}
+
 /// Handles signals and runs every flow (`strait::flows`) until a signal stops them.
-async fn run(loaded: strait::Loaded) -> Result<()> {
+async fn run(loaded: strait::Loaded, reload: strait::reload::Source) -> Result<()> {
     let labelled = !loaded.flows.is_empty();
     let flows: Vec<strait::Config> = match labelled {
         true => loaded.flows,
@@ -126,6 +136,9 @@ async fn run(loaded: strait::Loaded) -> Result<()> {
         shutdown.clone(),
         strait::flows::drain_timeout(&flows) + SHUTDOWN_GRACE,
     ));
+    // SIGHUP and file changes reload what can change while running (strait::reload).
+    let reloader = strait::reload::Reloader::new(flows.clone(), reload);
+    tokio::spawn(reloader.run(shutdown.child_token()));
     strait::flows::run(flows, labelled, shutdown).await
 }
 

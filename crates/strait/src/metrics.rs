@@ -32,6 +32,7 @@
 //! | `strait_checkpoint_age_seconds` | gauge | group | seconds since the last round that checkpointed every committed partition of the group (a group with a translation miss ages) |
 //! | `strait_groups_synced_total` | counter | | group offset syncs that committed offsets to a group on the target (`mirror.sync_group_offsets`) |
 //! | `strait_translation_misses_total` | counter | reason | committed source offsets a round could not translate exactly: `empty`, `below_oldest`, `not_mirrored`, `unknown_range` (see `failover::Miss`) |
+//! | `strait_config_reloads_total` | counter | result | configuration reloads (SIGHUP or a changed file, `crate::reload`): `applied`, `unchanged` (nothing live changed), `invalid` (refused; the old configuration stays) |
 //! | `strait_build_info` | info | version | 1, with the version |
 //!
 //! **Lag** (`crate::lag`) is the source's end offset (the largest seen: fetches report the high
@@ -114,6 +115,25 @@ struct BatchLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+/// Configuration reloads happen once per process (`crate::reload`), whatever flows and metrics
+/// it runs: one counter, registered by every [`Metrics`].
+fn config_reloads() -> Family<ResultLabels, Counter> {
+    static RELOADS: std::sync::OnceLock<Family<ResultLabels, Counter>> = std::sync::OnceLock::new();
+    RELOADS.get_or_init(Family::default).clone()
+}
+
+/// Counts a configuration reload: `applied`, `unchanged` or `invalid`.
+pub fn record_config_reload(result: &'static str) {
+    config_reloads()
+        .get_or_create(&ResultLabels { result })
+        .inc();
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -200,6 +220,7 @@ pub struct Metrics {
     checkpoint_age: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     groups_synced: Counter,
     translation_misses: Family<ReasonLabels, Counter>,
+    config_reloads: Family<ResultLabels, Counter>,
     /// When each group was last checkpointed completely (the age gauges derive from it).
     checkpointed: Mutex<HashMap<String, Instant>>,
     lag: Mutex<LagBook>,
@@ -329,6 +350,7 @@ impl Metrics {
             checkpoint_round: Histogram::new(LATENCY_BUCKETS),
             checkpoint_age: Family::default(),
             groups_synced: Counter::default(),
+            config_reloads: config_reloads(),
             translation_misses: Family::default(),
             checkpointed: Mutex::new(HashMap::new()),
             lag: Mutex::new(LagBook::default()),
@@ -457,6 +479,11 @@ impl Metrics {
             "checkpoint_age_seconds",
             "Seconds since the group's committed offsets were last checkpointed completely",
             m.checkpoint_age.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP or a changed file), by result: applied, unchanged, invalid",
+            m.config_reloads.clone(),
         );
         registry.register(
             "groups_synced",

@@ -121,7 +121,10 @@ pub async fn run(
         alias: config.target.alias.clone(),
         source: Box::new(source),
     })?;
-    let topics = Topics::new(source.clone(), target, config.clone()).with_metrics(metrics.clone());
+    // Hot reload (crate::reload): the topic filters follow the live configuration.
+    let topics = Topics::new(source.clone(), target, config.clone())
+        .with_metrics(metrics.clone())
+        .with_live(crate::reload::live_for(&config));
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
     let sampler = tokio::spawn(
@@ -197,6 +200,7 @@ async fn mirror_loop(
             );
             tokio::select! {
                 _ = tokio::time::sleep(refresh) => continue,
+                _ = topics.filters_changed() => continue,
                 _ = shutdown.cancelled() => return Ok(()),
             }
         }
@@ -312,7 +316,8 @@ async fn member_loop(
                 Some(_) => {}
                 None => return Ok(Next::Rejoin),
             },
-            _ = tokio::time::sleep_until(next_refresh) => {
+            // A reload of the topic filters rediscovers at once.
+            _ = refresh_due(next_refresh, topics) => {
                 let synced = tokio::select! {
                     s = topics.sync() => s,
                     _ = shutdown.cancelled() => return Ok(Next::Stop),
@@ -337,6 +342,14 @@ async fn member_loop(
             }
             _ = shutdown.cancelled() => return Ok(Next::Stop),
         }
+    }
+}
+
+/// Resolves at `at`, or earlier when the live topic filters change.
+async fn refresh_due(at: tokio::time::Instant, topics: &Topics) {
+    tokio::select! {
+        _ = tokio::time::sleep_until(at) => {}
+        _ = topics.filters_changed() => {}
     }
 }
 

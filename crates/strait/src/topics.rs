@@ -208,6 +208,8 @@ pub struct Topics {
     target: Client,
     target_admin: Admin,
     config: Config,
+    /// The live configuration (`crate::reload`): its topic filters replace those of `config`.
+    live: Option<Mutex<crate::reload::Live>>,
     metrics: Option<Arc<Metrics>>,
     history: Mutex<TargetHistory>,
     /// Replication factor of each selected source topic, from the last discovery.
@@ -233,6 +235,7 @@ impl Topics {
             target,
             target_admin,
             config,
+            live: None,
             metrics: None,
             history: Mutex::new(TargetHistory::default()),
             source_rf: Mutex::new(HashMap::new()),
@@ -244,6 +247,34 @@ impl Topics {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Takes the topic filters from `live` (hot reload) instead of the start configuration.
+    pub fn with_live(mut self, live: Option<crate::reload::Live>) -> Self {
+        self.live = live.map(Mutex::new);
+        self
+    }
+
+    /// The live configuration, marked as seen (see [`Topics::filters_changed`]).
+    fn live_config(&self) -> Option<Arc<Config>> {
+        let live = self.live.as_ref()?;
+        let mut rx = live.lock().unwrap_or_else(|p| p.into_inner());
+        Some(rx.borrow_and_update().clone())
+    }
+
+    /// Resolves when the live configuration changed since the last discovery (never without
+    /// one), so that the mirror rediscovers at once instead of at the next refresh.
+    pub async fn filters_changed(&self) {
+        let rx = self
+            .live
+            .as_ref()
+            .map(|live| live.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        if let Some(mut rx) = rx
+            && rx.changed().await.is_ok()
+        {
+            return;
+        }
+        std::future::pending().await
     }
 
     fn history(&self) -> std::sync::MutexGuard<'_, TargetHistory> {
@@ -277,11 +308,13 @@ impl Topics {
 
     /// The source topics that match, by source name.
     pub async fn discover(&self) -> Result<BTreeMap<String, SelectedTopic>> {
+        let live = self.live_config();
+        let config = live.as_deref().unwrap_or(&self.config);
         let md = self.source.metadata(None).await.map_err(Error::Wire)?;
         let mut selected = BTreeMap::new();
         let mut rfs = HashMap::new();
         for topic in md.topics.values() {
-            if topic.is_internal || topic.error.is_some() || !self.config.selects(&topic.name) {
+            if topic.is_internal || topic.error.is_some() || !config.selects(&topic.name) {
                 continue;
             }
             rfs.insert(topic.name.to_string(), replica_count(&md, &topic.name));
@@ -289,7 +322,7 @@ impl Topics {
                 topic.name.to_string(),
                 SelectedTopic {
                     source: topic.name.to_string(),
-                    target: self.config.target_topic(&topic.name),
+                    target: config.target_topic(&topic.name),
                     partitions: i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX),
                 },
             );

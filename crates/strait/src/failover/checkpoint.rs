@@ -206,7 +206,10 @@ impl Checkpointer {
         )
         .await?;
 
-        let Some(selection) = &self.config.mirror.groups else {
+        // Hot reload (crate::reload): the group filters follow the live configuration.
+        let live = crate::reload::live_for(&self.config).map(|rx| rx.borrow().clone());
+        let config = live.as_deref().unwrap_or(&self.config);
+        let Some(selection) = &config.mirror.groups else {
             return Ok(round);
         };
         let groups: Vec<String> = list_groups(&self.source)
