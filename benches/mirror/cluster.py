@@ -87,6 +87,8 @@ class Cluster:
     # WAN shapes: the port of the broker's WAN listener, and the port it advertises there (a delay proxy's)
     wan_port: int | None = None
     wan_proxy_port: int | None = None
+    # scale shapes: the broker's JMX port (its request meters), when started with jmx=True
+    jmx_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -139,6 +141,7 @@ def start(
     heap: str,
     timeout: float = 180.0,
     wan_proxy_port: int | None = None,
+    jmx: bool = False,
 ) -> Cluster:
     """Formats and starts a fresh cluster under `base/name`; returns once it serves.
 
@@ -179,12 +182,25 @@ def start(
         raise RuntimeError(f"formatting {name} failed: {_tail(d / 'logs' / 'format.log')}")
     reg.forget(fmt)
     log = d / "logs" / "stdout.log"
+    jmx_port = free_port() if jmx else None
+    jmx_opts = (
+        [
+            f"-Dcom.sun.management.jmxremote.port={jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={jmx_port}",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
+            "-Djava.rmi.server.hostname=127.0.0.1",
+        ]
+        if jmx_port
+        else []
+    )
     cmd = [
         kafka.java,
         f"-Xms{heap}",
         f"-Xmx{heap}",
         MARK,
         *JVM_PERF_OPTS,
+        *jmx_opts,
         f"-Dlog4j2.configurationFile={kafka.log4j2_server}",
         f"-Dkafka.logs.dir={d / 'logs'}",
         "-cp",
@@ -202,7 +218,7 @@ def start(
         if not started:
             started = "Kafka Server started" in log.read_text(errors="replace")
         if started and tcp_open(port) and (wan_port is None or tcp_open(wan_port)):
-            return Cluster(name, port, cport, d, proc, wan_port, wan_proxy_port)
+            return Cluster(name, port, cport, d, proc, wan_port, wan_proxy_port, jmx_port)
         time.sleep(0.1)
     reg.stop(proc, timeout=5)
     raise RuntimeError(f"broker {name} not ready after {timeout:.0f} s: {_tail(log)}")

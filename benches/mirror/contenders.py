@@ -58,8 +58,8 @@ class Contender:
 
 
 class Strait(Contender):
-    def __init__(self, binary: Path, build_error: str | None) -> None:
-        super().__init__("strait", "Strait", True)
+    def __init__(self, binary: Path, build_error: str | None, name: str = "strait", label: str = "Strait") -> None:
+        super().__init__(name, label, True)
         self.binary = binary
         self.build_error = build_error
 
@@ -117,12 +117,27 @@ listen = "127.0.0.1:{self.metrics_port(spec)}"
         return f"`{self.binary} run --config strait.toml` (topics = [the dataset topic], start = earliest, rename = identity)"
 
 
+# MM2 with exactly-once (KIP-618 source connectors on the target's Connect worker, Kafka 3.5+ dedicated mode): the
+# worker writes records and source offsets in one transaction per batch, and fences zombie tasks through the internal
+# REST server (KIP-710), which dedicated mode only starts when asked to. The source consumer reads committed records
+# only, as Kafka's geo-replication docs recommend. The bench's "mm2eos" contender; the counterpart of Strait's
+# `mirror.exactly_once = true`.
+MM2_EOS = {
+    "dst.exactly.once.source.support": "enabled",
+    "src.consumer.isolation.level": "read_committed",
+    "dedicated.mode.enable.internal.rest": "true",
+}
+
+
 class MirrorMaker2(Contender):
-    def __init__(self, kafka: Kafka, heap: str, tasks: int) -> None:
-        super().__init__("mm2", f"MM2 (tasks.max={tasks})", True)
+    def __init__(self, kafka: Kafka, heap: str, tasks: int, eos: bool = False) -> None:
+        super().__init__(
+            "mm2eos" if eos else "mm2", f"MM2 {'exactly-once ' if eos else ''}(tasks.max={tasks})", True
+        )
         self.kafka = kafka
         self.heap = heap
         self.tasks = tasks
+        self.eos = eos
 
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
         props = spec.dir / "mm2.properties"
@@ -166,7 +181,11 @@ dst.producer.batch.size = {spec.batch_size}
             text = text.replace(
                 "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n", ""
             )
-        for key, value in (spec.mm2_overrides or {}).items():
+        overrides = dict(spec.mm2_overrides or {})
+        if self.eos:
+            # the internal REST server needs a listener of its own (a free port per run)
+            overrides = {**MM2_EOS, "listeners": f"http://127.0.0.1:{free_port()}", **overrides}
+        for key, value in overrides.items():
             line = f"{key} = {value}"
             lines = text.splitlines()
             at = [i for i, ln in enumerate(lines) if ln.split("=", 1)[0].strip() == key]
@@ -197,6 +216,11 @@ dst.producer.batch.size = {spec.batch_size}
             f"Kafka {self.kafka.lib4.parent.name.removeprefix('kafka-')} `org.apache.kafka.connect.mirror.MirrorMaker "
             f"mm2.properties --clusters dst`, IdentityReplicationPolicy, tasks.max={self.tasks}, internal RFs 1, "
             f"refresh intervals 5 s, offset-syncs on the target, plugin.discovery=service_load, -Xmx{self.heap}"
+            + (
+                "; exactly-once: " + ", ".join(f"`{k} = {v}`" for k, v in MM2_EOS.items()) + ", `listeners` on a free port"
+                if self.eos
+                else ""
+            )
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -185,3 +186,23 @@ def line_reader(proc: subprocess.Popen, sink) -> threading.Thread:
     t = threading.Thread(target=pump, daemon=True)
     t.start()
     return t
+
+
+# The busy-machine latency phase's competing load: one process per core, each pinned to its core, spinning in a tight
+# loop at the default priority (nice 0), exactly like any other tenant of a shared machine that wants a whole core.
+HOG_CODE = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+
+def start_hogs(reg: Registry, n: int, log_dir: Path) -> list[subprocess.Popen]:
+    """Starts `n` busy loops (the fixed, documented CPU hog), the i-th pinned to core i mod cpu_count."""
+    cores = sorted(os.sched_getaffinity(0))
+    hogs = []
+    for i in range(n):
+        core = cores[i % len(cores)]
+        hogs.append(reg.spawn(f"hog-{i}", [sys.executable, "-c", HOG_CODE, str(core)], log_dir / f"hog-{i}.log"))
+    return hogs
+
+
+def stop_hogs(reg: Registry, hogs: list[subprocess.Popen]) -> None:
+    for h in hogs:
+        reg.stop(h, timeout=5, sig=signal.SIGKILL)

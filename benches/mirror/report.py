@@ -20,6 +20,7 @@ RUN_FIELDS = [
     "order",
     "dataset",
     "contender",
+    "machine",
     "status",
     "reason",
     "records",
@@ -140,9 +141,9 @@ def latency_table(lat: list[dict]) -> str:
     if not lat:
         return "_latency phase not run_\n"
     head = (
-        "| Rep | Path | Status | p50 ms | p99 ms | max ms | added p50 ms | added p99 ms | p50 first → last 10% ms "
-        "| mirror CPU % at rate | Peak RSS (MB) | sent | missing | duplicates |\n"
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| Machine | Rep | Path | Status | p50 ms | p99 ms | max ms | added p50 ms | added p99 ms "
+        "| p50 first → last 10% ms | mirror CPU % at rate | Peak RSS (MB) | sent | missing | duplicates |\n"
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     lines = []
     for r in lat:
@@ -153,7 +154,7 @@ def latency_table(lat: list[dict]) -> str:
         if r.get("p50_first10_ms") is not None:
             trend = f"{fmt(r['p50_first10_ms'], 1)} → {fmt(r['p50_last10_ms'], 1)}"
         lines.append(
-            f"| {r['rep']} | {r['label']} | {status} "
+            f"| {r.get('machine', 'calm')} | {r['rep']} | {r['label']} | {status} "
             f"| {fmt(r.get('p50_ms'), 2)} | {fmt(r.get('p99_ms'), 2)} | {fmt(r.get('max_ms'), 2)} "
             f"| {fmt(r.get('added_p50_ms'), 2)} | {fmt(r.get('added_p99_ms'), 2)} | {trend} "
             f"| {fmt(r.get('cpu_pct_at_rate'), 0)} "
@@ -161,6 +162,43 @@ def latency_table(lat: list[dict]) -> str:
             f"| {fmt(r.get('duplicates'))} |"
         )
     return head + "\n".join(lines) + "\n"
+
+
+def latency_summary(lat: list[dict]) -> str:
+    """Added latency per machine state and mirror over the repetitions: median (min–max)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in lat:
+        if r.get("contender") != "direct":
+            groups.setdefault((r.get("machine", "calm"), r["label"]), []).append(r)
+    if not groups:
+        return ""
+    head = (
+        "| Machine | Mirror | OK/runs | added p50 ms | added p99 ms | p99 ms | mirror CPU % at rate |\n"
+        "|---|---|---:|---:|---:|---:|---:|\n"
+    )
+    lines = []
+    for (machine, label), rows in groups.items():
+        ok = [r for r in rows if r["status"] == "OK" and r.get("added_p50_ms") is not None]
+
+        def col(key: str, digits: int) -> str:
+            return spread([r.get(key) for r in ok], digits)
+
+        lines.append(
+            f"| {machine} | {label} | {len(ok)}/{len(rows)} | {col('added_p50_ms', 1)} | {col('added_p99_ms', 1)} "
+            f"| {col('p99_ms', 1)} | {col('cpu_pct_at_rate', 0)} |"
+        )
+    return head + "\n".join(lines) + "\n"
+
+
+def spread(values: list, digits: int = 1) -> str:
+    """median (min–max) of the values present; one value alone; – if none."""
+    v = sorted(x for x in values if x is not None and x != "")
+    if not v:
+        return "–"
+    med = statistics.median(v)
+    if len(v) == 1:
+        return fmt(float(med), digits)
+    return f"{fmt(float(med), digits)} ({fmt(float(v[0]), digits)}–{fmt(float(v[-1]), digits)})"
 
 
 def limits_table(limits: list[dict]) -> str:

@@ -38,7 +38,7 @@ import datasets as dsets
 import report
 import verdict
 from contenders import Contender, MirrorMaker1, MirrorMaker2, RunSpec, Strait
-from procs import Registry, Sampler, cpu_seconds, load_average, machine_busy_seconds
+from procs import Registry, Sampler, cpu_seconds, load_average, machine_busy_seconds, start_hogs, stop_hogs
 from tools import ToolError, Tools, tail
 
 HERE = Path(__file__).resolve().parent
@@ -103,6 +103,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-warmup", type=float, default=env("LATENCY_WARMUP", 0.0), help="warm-up at rate (10)")
     p.add_argument("--latency-reps", type=int, default=env("LATENCY_REPS", 1))
     p.add_argument("--latency-linger-ms", type=int, default=env("LATENCY_LINGER_MS", 5))
+    p.add_argument(
+        "--busy",
+        action="store_true",
+        default=env("BUSY", "") not in ("", "0"),
+        help="run the latency phase a second time on a busy machine: --hogs busy loops (one pinned per core, nice 0) "
+        "run during every latency run of that pass, the baseline's included",
+    )
+    p.add_argument(
+        "--hogs", type=int, default=env("HOGS", 0), help="busy-loop processes of --busy (default: one per core)"
+    )
     p.add_argument(
         "--latency-target-warmup",
         type=int,
@@ -176,6 +186,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=env("FAILOVER_WAIT", 180.0),
         help="s to wait for translated offsets on the target before going on without them",
     )
+    s = p.add_argument_group("Scale shapes (--scale: only these run; see benches/mirror/scale.py)")
+    s.add_argument(
+        "--scale",
+        action="store_true",
+        default=env("SCALE", "") not in ("", "0"),
+        help="run the scale shapes instead of the loopback bench: thousands of partitions, many idle and few busy",
+    )
+    s.add_argument(
+        "--scale-shapes",
+        default=env("SCALE_SHAPES", ""),
+        help="parts-<T>x<P> / idle-<T>x<P>, comma-separated (default parts-2x6,parts-125x8,parts-500x8,"
+        "idle-500x8; quick: parts-2x6,parts-100x8,idle-100x8)",
+    )
+    s.add_argument(
+        "--scale-records", type=int, default=env("SCALE_RECORDS", 0), help="records per busy partition (quick 100)"
+    )
+    s.add_argument("--scale-busy", type=int, default=env("SCALE_BUSY", 2), help="busy topics of the idle- shapes")
+    s.add_argument("--scale-reps", type=int, default=env("SCALE_REPS", 1))
+    s.add_argument("--scale-watch-ms", type=int, default=env("SCALE_WATCH_MS", 100))
     p.add_argument(
         "--skip-after-failure",
         action="store_true",
@@ -199,6 +228,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--strait-bin",
         default=env("STRAIT_BIN", ""),
         help="default: $CARGO_TARGET_DIR or <repo>/target, /release/strait",
+    )
+    p.add_argument(
+        "--strait-b",
+        default=env("STRAIT_B", ""),
+        help="a second Strait binary, contender 'straitb' (A/B of two builds in one run, alternating order)",
     )
     p.add_argument("--kafka-lib4", default=env("KAFKA_LIB4", ""), help="lib dir of Kafka 4.x (scripts/kafka-jars.sh 4)")
     p.add_argument("--kafka-lib39", default=env("KAFKA_LIB39", ""), help="lib dir of Kafka 3.9 (kafka-jars.sh 3.9)")
@@ -233,6 +267,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.failover_records = a.failover_records or (120_000 if a.quick else 600_000)
         if a.wan:
             p.error("--failover and --wan are separate phases: run one at a time")
+    if a.scale:
+        a.scale_shapes = a.scale_shapes or (
+            "parts-2x6,parts-100x8,idle-100x8" if a.quick else "parts-2x6,parts-125x8,parts-500x8,idle-500x8"
+        )
+        a.scale_records = a.scale_records or (100 if a.quick else 500)
+        if a.wan or a.failover:
+            p.error("--scale, --wan and --failover are separate phases: run one at a time")
     a.datasets = a.datasets or ",".join(dsets.ALL)
     a.records_1k = a.records_1k or 1_000_000
     a.records_100 = a.records_100 or 5_000_000
@@ -283,14 +324,18 @@ class Bench:
         )
         available = {
             "strait": lambda n: Strait(strait_bin, os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None),
+            "straitb": lambda n: Strait(Path(args.strait_b), None, name="straitb", label=f"Strait B ({args.strait_b})"),
             "mm2": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks),
+            "mm2eos": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks, eos=True),
             "mm1": lambda n: MirrorMaker1(self.kafka, args.mirror_heap, n or args.mm1_streams),
         }
         self.contenders: list[Contender] = []
         for spec in args.contenders.split(","):
             kind, _, n = spec.strip().partition("@")
-            if kind not in available or (n and (kind == "strait" or not n.isdigit() or int(n) < 1)):
-                raise SystemExit(f"unknown contender {spec!r}: expected strait, mm2, mm1, mm2@N or mm1@N")
+            if kind not in available or (n and (kind.startswith("strait") or not n.isdigit() or int(n) < 1)):
+                raise SystemExit(
+                    f"unknown contender {spec!r}: expected strait, straitb, mm2, mm2eos, mm1, mm2@N or mm1@N"
+                )
             c = available[kind](int(n) if n else None)
             if n:
                 c.name = f"{kind}@{n}"  # a variant gets its own rows, logs and group ids
@@ -611,15 +656,17 @@ class Bench:
 
     def latency_phase(self) -> None:
         a = self.args
-        for rep in range(1, a.latency_reps + 1):
-            self.latency.append(self.latency_run(None, rep))
-            base = self.latency[-1]
-            for c in self.order(rep - 1):
-                row = self.latency_run(c, rep)
-                if row["status"] == "OK" and base["status"] == "OK":
-                    for q in ("p50", "p99", "max"):
-                        row[f"added_{q}_ms"] = row[f"{q}_ms"] - base[f"{q}_ms"]
-                self.latency.append(row)
+        passes = [0] + ([a.hogs or len(os.sched_getaffinity(0))] if a.busy else [])
+        for hogs in passes:
+            for rep in range(1, a.latency_reps + 1):
+                self.latency.append(self.latency_run(None, rep, hogs))
+                base = self.latency[-1]
+                for c in self.order(rep - 1):
+                    row = self.latency_run(c, rep, hogs)
+                    if row["status"] == "OK" and base["status"] == "OK":
+                        for q in ("p50", "p99", "max"):
+                            row[f"added_{q}_ms"] = row[f"{q}_ms"] - base[f"{q}_ms"]
+                    self.latency.append(row)
         for r in self.latency:
             self.log(
                 f"latency rep {r['rep']} {r['label']}: {r['status']} p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} "
@@ -644,7 +691,7 @@ class Bench:
         self.tools.consumer_perf(f"warm-consume-{rid}", target.bootstrap, topic, n, f"bench-warmup-{rid}")
         self.log(f"target {target.name} warmed with {n:,} records in {time.monotonic() - t:.1f} s")
 
-    def latency_run(self, c: Contender | None, rep: int) -> dict:
+    def latency_run(self, c: Contender | None, rep: int, hogs: int = 0) -> dict:
         a = self.args
         self.run_seq += 1
         rid = f"l{self.run_seq:02d}"
@@ -655,6 +702,7 @@ class Bench:
             "contender": name,
             "dataset": "latency-1k-lz4",
             "label": c.label if c else "source only (no mirror)",
+            "machine": f"busy ({hogs} busy loops)" if hogs else "calm",
         }
         if c and c.name in self.disabled:
             row.update(status="SKIPPED", reason=self.disabled[c.name])
@@ -689,6 +737,9 @@ class Bench:
             proc = self.reg.spawn(c.name, cmd, run_dir / "stdout.log", env=cenv)
             sampler = Sampler(proc.pid)
             sampler.start()
+        # The hog runs from just before the probe starts until the probe has finished (fresh target and warm-up
+        # excluded, they would only take longer): the mirror, the brokers and the probe all compete with it.
+        hog_procs = start_hogs(self.reg, hogs, run_dir) if hogs else []
         probe = self.tools.start_latency_probe(
             f"latency-{rid}",
             self.source.bootstrap,
@@ -730,6 +781,7 @@ class Bench:
             elif time.time() > deadline:
                 fail = "latency probe did not finish in time"
         probe_out.close()
+        stop_hogs(self.reg, hog_procs)
         if sampler:
             row["peak_rss_mb"] = sampler.sample()[1] / MB
             sampler.finish()
@@ -870,6 +922,8 @@ class Bench:
                 "did not keep up with the rate and its backlog grew.\n"
             ),
             report.latency_table(self.latency),
+            "\nAdded latency over the repetitions, median (min–max):\n",
+            report.latency_summary(self.latency),
             "\n## What the brokers allow on the same data\n",
             report.limits_table(self.limits),
             "\n## Every run\n",
@@ -960,6 +1014,25 @@ class Bench:
                 self.log(f"wrote {self.out}/results.md, results.csv")
         return text
 
+    def run_scale(self) -> str:
+        """The scale shapes only (--scale): thousands of partitions; see scale.py."""
+        import scale
+
+        s = scale.ScaleBench(self)
+        text = ""
+        try:
+            self.phase("setup (javac helpers)", s.setup)
+            self.phase("scale shapes", s.run)
+        except Exception as e:  # report what we have, then fail
+            self.notes.append(f"bench aborted: {e}")
+            self.log(f"ABORTED: {e}\n{traceback.format_exc()}")
+            raise
+        finally:
+            if s.rows:
+                text = self.write_phase_report(s, "scale")
+                self.log(f"wrote {self.out}/results.md, results.csv")
+        return text
+
     def write_phase_report(self, w, phase: str) -> str:  # noqa: ANN001 - wan.WanBench or failover.FailoverBench
         """results.md / results.csv / environment.json of a phase that runs alone (--wan, --failover): `w` gives
         the Markdown of its results and writes its CSV."""
@@ -1010,6 +1083,8 @@ class Bench:
             return self.run_wan()
         if self.args.failover:
             return self.run_failover()
+        if self.args.scale:
+            return self.run_scale()
         try:
             self.phase("setup (javac helpers, source cluster)", self.setup)
             self.phase("preload source", self.preload)

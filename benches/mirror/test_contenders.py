@@ -65,5 +65,30 @@ class ContenderConfigTest(unittest.TestCase):
         self.assertNotIn("groups", cfg["mirror"])
 
 
+
+class Mm2ExactlyOnceTest(unittest.TestCase):
+    """The exactly-once MM2 contender (mm2eos): KIP-618 on the target's worker, the internal REST server it needs in
+    dedicated mode (KIP-710) on a listener of its own, read_committed on the source; each key once."""
+
+    def test_eos_keys_once(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            p = Path("/nonexistent")
+            c = MirrorMaker2(Kafka("java", p, p, p, p, p), "1g", 2, eos=True)
+            self.assertEqual(c.name, "mm2eos")
+            c.command(spec(d))
+            props = properties((d / "mm2.properties").read_text())
+            self.assertEqual(props["dst.exactly.once.source.support"], ["enabled"])
+            self.assertEqual(props["src.consumer.isolation.level"], ["read_committed"])
+            self.assertEqual(props["dedicated.mode.enable.internal.rest"], ["true"])
+            self.assertEqual(len(props["listeners"]), 1)
+            self.assertTrue(props["listeners"][0].startswith("http://127.0.0.1:"))
+            # the plain contender has none of them
+            MirrorMaker2(Kafka("java", p, p, p, p, p), "1g", 2).command(spec(d))
+            plain = properties((d / "mm2.properties").read_text())
+            self.assertNotIn("dst.exactly.once.source.support", plain)
+            self.assertNotIn("listeners", plain)
+
+
 if __name__ == "__main__":
     unittest.main()
