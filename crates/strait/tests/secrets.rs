@@ -103,6 +103,8 @@ fn secrets_never_leak_and_stores_work() {
     let jaas_pw = format!("S3cr3t-jaas-{r:08x}");
     let key_pw = format!("S3cr3t-key-{r:08x}");
     let store_pw = format!("S3cr3t-store-{r:08x}");
+    let oauth_secret = format!("S3cr3t-oauth-{r:08x}");
+    let bare_secret = format!("S3cr3t-bare-{r:08x}");
 
     let cluster = Cluster::builder("secrets")
         .mtls()
@@ -129,6 +131,8 @@ fn secrets_never_leak_and_stores_work() {
         ("key password", key_pw.clone()),
         ("store password", store_pw.clone()),
         ("private key", inline_key.clone()),
+        ("OAuth client secret", oauth_secret.clone()),
+        ("secret on a line of its own", bare_secret.clone()),
     ]);
 
     // The stores and keys, made by the tools users make them with.
@@ -426,6 +430,23 @@ fn secrets_never_leak_and_stores_work() {
         (
             "space-separated",
             format!("dst.ssl.keystore.password {key_pw}\n"),
+        ),
+        // A secret alone on a line (its `key =` line lost) is a key to Java's reader.
+        ("bare line", format!("{bare_secret}\n")),
+        // An OAuth client secret with the wrong mechanism, and in an OAUTHBEARER JAAS whose
+        // token endpoint cannot be reached.
+        (
+            "oauth secret, SCRAM",
+            format!("dst.sasl.oauthbearer.client.credentials.client.secret = {oauth_secret}\n"),
+        ),
+        (
+            "oauth endpoint down",
+            format!(
+                "dst.sasl.mechanism = OAUTHBEARER\ndst.sasl.oauthbearer.token.endpoint.url = \
+                 http://127.0.0.1:1/token\ndst.sasl.jaas.config = \
+                 org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 clientId=\"mirror\" clientSecret=\"{oauth_secret}\";\n"
+            ),
         ),
     ] {
         let broken = d.join(format!("mm2-{name}.properties"));

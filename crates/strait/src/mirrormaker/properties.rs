@@ -79,11 +79,21 @@ impl Properties {
                     break;
                 }
             }
-            let (key, value) = split_entry(&logical).map_err(|message| Error::Properties {
-                path: path.to_path_buf(),
-                line: start_line,
-                message,
-            })?;
+            let (key, value, separated) =
+                split_entry(&logical).map_err(|message| Error::Properties {
+                    path: path.to_path_buf(),
+                    line: start_line,
+                    message,
+                })?;
+            // A line with a name and nothing else (no `=`, `:` or value) is most often a value
+            // on a line of its own, such as a password whose key line was lost. Java reads it
+            // as a key; its name would then be echoed in the "ignoring settings" warning and in
+            // errors, so it is replaced by a placeholder that only names the line.
+            let key = if value.is_empty() && !separated {
+                bare_line_key(start_line)
+            } else {
+                key
+            };
             match entries.iter_mut().find(|p| p.key == key) {
                 Some(p) => p.value = value,
                 None => entries.push(Property {
@@ -125,7 +135,13 @@ fn ends_with_odd_backslashes(s: &str) -> bool {
 }
 
 /// Splits a logical line into an unescaped key and value.
-fn split_entry(line: &str) -> Result<(String, String), String> {
+/// The placeholder key of a line without a separator and value (see [`Properties::parse`]).
+pub fn bare_line_key(line: usize) -> String {
+    format!("<line {line}: a name without `=` or value, not shown as it may be a secret>")
+}
+
+/// `(key, value, whether a '=' or ':' separator was present)`.
+fn split_entry(line: &str) -> Result<(String, String, bool), String> {
     let mut chars = line.chars().peekable();
     let mut key = String::new();
     // Key: up to the first unescaped '=', ':' or whitespace.
@@ -147,7 +163,8 @@ fn split_entry(line: &str) -> Result<(String, String), String> {
         .next_if(|c| matches!(c, ' ' | '\t' | '\x0c'))
         .is_some()
     {}
-    if chars.next_if(|c| matches!(c, '=' | ':')).is_some() {
+    let separated = chars.next_if(|c| matches!(c, '=' | ':')).is_some();
+    if separated {
         while chars
             .next_if(|c| matches!(c, ' ' | '\t' | '\x0c'))
             .is_some()
@@ -168,7 +185,7 @@ fn split_entry(line: &str) -> Result<(String, String), String> {
         }
     }
     value.truncate(keep);
-    Ok((key, value))
+    Ok((key, value, separated))
 }
 
 /// Reads the character(s) after a backslash.
@@ -226,9 +243,33 @@ mod tests {
                 ("c", "3"),
                 ("d", "e"),
                 ("f", ""),
-                ("g", ""),
+                (&bare_line_key(9), ""),
                 ("h", "spaced value"),
             ])
+        );
+    }
+
+    /// A line holding only a secret (its `key=` line lost) must not become a key that warnings
+    /// and errors print.
+    #[test]
+    fn a_bare_line_is_not_kept_as_a_name() {
+        let p = Properties::parse(
+            "bootstrap.servers=a:9092\nS3cr3t-hunter2\n  eyJhbGciOi.eyJzdWIi.sig  \nempty=\nk v\n",
+            Path::new("c.properties"),
+        )
+        .unwrap();
+        let all = format!("{p:?}");
+        assert!(!all.contains("S3cr3t") && !all.contains("eyJ"), "{all}");
+        assert_eq!(p.entries[1].key, bare_line_key(2));
+        assert_eq!(
+            p.describe(&p.entries[2]),
+            format!("c.properties:3 {}", bare_line_key(3))
+        );
+        // Lines with a separator or a value keep their names.
+        assert_eq!(p.entries[3].key, "empty");
+        assert_eq!(
+            (p.entries[4].key.as_str(), p.entries[4].value.as_str()),
+            ("k", "v")
         );
     }
 
