@@ -150,19 +150,35 @@ async fn supervise(
 ) -> Result<()> {
     let name = flow_name(&config);
     let mut delay = RESTART_FIRST;
+    // The last failure while the flow has not run since: a shutdown then exits non-zero.
+    let mut down: Option<Error> = None;
     loop {
         let started = Instant::now();
-        let outcome = run_flow(
+        let run = run_flow(
             config.clone(),
             tracer.clone(),
             metrics.clone(),
             readiness.clone(),
             shutdown.clone(),
-        )
-        .await;
-        let e = match outcome {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
+        );
+        tokio::pin!(run);
+        let mut check = tokio::time::interval(Duration::from_millis(500));
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut run => break outcome,
+                _ = check.tick() => {
+                    if down.is_some() && readiness.is_running() {
+                        tracing::info!(flow = %name, "flow runs again");
+                        down = None;
+                    }
+                }
+            }
+        };
+        let e = match (outcome, down.take()) {
+            (Ok(()), None) => return Ok(()),
+            // Stopped (a shutdown) while still coming back from a failure.
+            (Ok(()), Some(e)) => return Err(e),
+            (Err(e), _) => e,
         };
         if shutdown.is_cancelled() {
             tracing::error!(flow = %name, error = %e, "flow failed while shutting down");
@@ -181,6 +197,7 @@ async fn supervise(
             () = tokio::time::sleep(delay) => {}
             () = shutdown.cancelled() => return Err(e),
         }
+        down = Some(e);
         delay = (delay * 2).min(RESTART_MAX);
     }
 }

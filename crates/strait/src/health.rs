@@ -213,6 +213,12 @@ impl Readiness {
         st.problems = problems;
     }
 
+    /// True while the mirror runs its assignment, whatever its partitions do (false while
+    /// starting, shutting down, or stopped on an error).
+    pub fn is_running(&self) -> bool {
+        self.state().lifecycle == Lifecycle::Running
+    }
+
     /// True while running with every partition making progress.
     pub fn is_ready(&self) -> bool {
         if !self.flows.is_empty() {

@@ -34,7 +34,6 @@ fn main() -> ExitCode {
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
             }
-            print!("{}", loaded.config.to_toml(true));
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -42,22 +41,38 @@ fn main() -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
             };
-            match runtime.block_on(strait::check::check(&loaded.config)) {
-                Ok(report) => {
-                    print!("{}", report.text);
-                    match report.failure() {
-                        Some(e) => fail(&e),
-                        None => ExitCode::SUCCESS,
-                    }
+            // Every flow is checked (its clusters, rights and plan); the first failure decides.
+            let mut code: Option<ExitCode> = None;
+            for (i, config) in loaded.all_flows().into_iter().enumerate() {
+                if !loaded.flows.is_empty() {
+                    let flow = strait::config::flows::flow_name(config);
+                    println!("{}# flow {flow}", if i > 0 { "\n" } else { "" });
                 }
-                Err(e) => fail(&e),
+                print!("{}", config.to_toml(true));
+                let failed = match runtime.block_on(strait::check::check(config)) {
+                    Ok(report) => {
+                        print!("{}", report.text);
+                        report.failure().map(|e| fail(&e))
+                    }
+                    Err(e) => Some(fail(&e)),
+                };
+                code = code.or(failed);
             }
+            code.unwrap_or(ExitCode::SUCCESS)
         }
         Action::Failover {
             loaded,
             groups,
             apply,
         } => {
+            if !loaded.flows.is_empty() {
+                return fail(&Error::Unsupported {
+                    what: "strait failover / strait offsets with several flows".into(),
+                    hint: "fail over one flow at a time: give it a configuration with [source] \
+                           and [target] (the flow's clusters and [mirror] settings)"
+                        .into(),
+                });
+            }
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

@@ -3,7 +3,9 @@
 //! `x`, every record arrives once on the other side (`a.x` on b, `b.x` on a), and nothing loops
 //! back (`a.b.x` / `b.a.x` never appear). Run first from a strait.toml with `[clusters.*]` +
 //! `[[flows]]`, then from the equivalent mm2.properties (`strait mm2`), which resumes from the
-//! same consumer groups. Each run ends with SIGTERM and exit code 0.
+//! same consumer groups. Each run ends with SIGTERM and exit code 0. Last, a flow whose target
+//! does not answer is retried and reported (log, `/readyz`) while the other flow keeps mirroring,
+//! and SIGTERM then exits with code 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -162,14 +164,15 @@ fn two_flows_mirror_both_ways_once_and_nothing_loops_back() {
         }
     });
 
-    // 1. strait.toml, both flows; records written before and while it runs.
+    // 1. strait.toml, both flows; records written before and while it runs. Every topic is
+    // selected (the default `.*`): only the cycle rule keeps `b.x` on a from going back to b.
     let addr = free_addr();
     let toml = dir.path().join("strait.toml");
     std::fs::write(
         &toml,
         format!(
             "[clusters.a]\n\"bootstrap.servers\" = \"{}\"\n\n[clusters.b]\n\"bootstrap.servers\" = \"{}\"\n\n\
-             [mirror]\nrename = \"prefix\"\ntopics = [\"x\"]\nrefresh_interval = \"1s\"\n\
+             [mirror]\nrename = \"prefix\"\nrefresh_interval = \"1s\"\n\
              commit_interval = \"200ms\"\nsession_timeout = \"6s\"\nreplication_factor = 1\n\n\
              [[flows]]\nsource = \"a\"\ntarget = \"b\"\n\n\
              [[flows]]\nsource = \"b\"\ntarget = \"a\"\n\n\
@@ -239,7 +242,7 @@ fn two_flows_mirror_both_ways_once_and_nothing_loops_back() {
         &props,
         format!(
             "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
-             a->b.enabled = true\nb->a.enabled = true\na->b.topics = x\nb->a.topics = x\n\
+             a->b.enabled = true\nb->a.enabled = true\na->b.topics = .*\nb->a.topics = .*\n\
              replication.factor = 1\nrefresh.topics.interval.seconds = 1\n",
             ca.bootstrap(),
             cb.bootstrap()
@@ -266,4 +269,50 @@ fn two_flows_mirror_both_ways_once_and_nothing_loops_back() {
         assert_no_loop(&a, &b, &log).await;
     });
     stop(process, &log);
+
+    // 3. A flow that cannot start (its target does not answer) is reported and retried while
+    // the healthy flow keeps mirroring; stopping the process then exits non-zero.
+    let dead = free_addr();
+    let addr = free_addr();
+    let toml = dir.path().join("dead.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "[clusters.a]\n\"bootstrap.servers\" = \"{}\"\n\n[clusters.b]\n\"bootstrap.servers\" = \"{}\"\n\n\
+             [clusters.dead]\n\"bootstrap.servers\" = \"{dead}\"\n\n\
+             [mirror]\nrename = \"prefix\"\nrefresh_interval = \"1s\"\n\
+             commit_interval = \"200ms\"\nsession_timeout = \"6s\"\nreplication_factor = 1\n\n\
+             [[flows]]\nsource = \"a\"\ntarget = \"b\"\n\n\
+             [[flows]]\nsource = \"a\"\ntarget = \"dead\"\n\n\
+             [metrics]\nlisten = \"{addr}\"\n",
+            ca.bootstrap(),
+            cb.bootstrap()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("dead.log");
+    let mut process = spawn(&["run", "--config", toml.to_str().unwrap()], &log, &[]);
+    common::wait_for_log(&log, "flow stopped on an error; restarting it in", WAIT);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .any(|l| l.contains("flow stopped on an error") && l.contains("a->dead")),
+        "the error names the flow"
+    );
+    rt.block_on(async {
+        common::produce_numbered(&a, "x", 0..PARTITIONS, 3 * PER_PHASE..4 * PER_PHASE).await;
+        wait_mirrored(&a, "strait-a-b", &log).await;
+        assert_exact(&a, &b).await;
+    });
+    let (status, body) = common::http_get(addr, "/readyz").unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("flow a->dead: stopped on an error"), "{body}");
+    let status = common::terminate(&mut process);
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "stopping while a flow is down exits with its error code; log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
