@@ -838,6 +838,7 @@ impl Handshake<'_> {
                          expects",
                         last.error_message
                             .as_deref()
+                            .filter(|m| *m != challenge)
                             .map(|m| format!("; {m}"))
                             .unwrap_or_default()
                     )));

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD as B64, URL_SAFE_NO_PAD as B64URL};
 use common::*;
+use rcgen::{KeyPair, PKCS_ECDSA_P256_SHA256, SigningKey as _};
 use strait_testkit::{AdminOp, Cluster, Listener};
 use strait_wire::{Client, FetchOptions, FetchPartition, ProduceBatch, ProduceOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,11 +41,27 @@ const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBe
 const CLIENT_ID: &str = "mirror-client";
 const CLIENT_SECRET: &str = "right-secret-4711";
 const WRONG_SECRET: &str = "wrong-secret-0815";
+/// A client the endpoint issues tokens for another audience.
+const OTHER_AUDIENCE_CLIENT: &str = "elsewhere-client";
+const AUDIENCE: &str = "kafka";
+const ISSUER: &str = "https://issuer.strait.test";
+const KID: &str = "strait-test-key";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauthbearer_tokens_are_refreshed_and_sessions_renewed() {
-    let cluster = blocking(|| {
+    let key = Arc::new(KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap());
+    let jwks = JwksFile::write(&key);
+    let endpoint = TokenEndpoint::start(key.clone()).await;
+    let jwks_url = format!("file://{}", jwks.0.display());
+    let allowed = format!(
+        "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks_url},{}",
+        endpoint.url
+    );
+    let cluster = blocking(move || {
+        let validator =
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
         let c = Cluster::builder("wire-oauth")
+            .mtls()
             .sasl()
             .broker_config(
                 "sasl.enabled.mechanisms",
@@ -54,6 +71,23 @@ async fn oauthbearer_tokens_are_refreshed_and_sessions_renewed() {
                 "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
                 &format!("{OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"admin\";"),
             )
+            .broker_config(
+                "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config",
+                &format!("{OAUTH_MODULE} required;"),
+            )
+            .broker_config(
+                "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class",
+                validator,
+            )
+            .broker_config("sasl.oauthbearer.jwks.endpoint.url", &jwks_url)
+            .broker_config("sasl.oauthbearer.expected.audience", AUDIENCE)
+            .broker_config("sasl.oauthbearer.expected.issuer", ISSUER)
+            .jvm_opt(&allowed)
+            // The authorizer is on (mTLS cluster): the OAuth principals are super users here.
+            .broker_config(
+                "super.users",
+                &format!("User:broker;User:admin;User:alice;User:{CLIENT_ID}"),
+            )
             // Much longer than a token: the token's expiry is what ends each session.
             .broker_config("connections.max.reauth.ms", "3600000")
             .start()
@@ -62,26 +96,35 @@ async fn oauthbearer_tokens_are_refreshed_and_sessions_renewed() {
         Arc::new(c)
     })
     .await;
-    let bootstrap = cluster.listener(Listener::SaslPlaintext);
-    let base = |extra: &[(&str, String)]| {
+    let ca = cluster.pki().unwrap().ca_pem().display().to_string();
+    let base = |l: Listener, extra: &[(&str, String)]| {
         let mut p = vec![
-            ("bootstrap.servers".to_owned(), bootstrap.clone()),
-            ("security.protocol".to_owned(), "SASL_PLAINTEXT".to_owned()),
+            ("bootstrap.servers".to_owned(), cluster.listener(l)),
+            (
+                "security.protocol".to_owned(),
+                l.security_protocol().to_owned(),
+            ),
             ("sasl.mechanism".to_owned(), "OAUTHBEARER".to_owned()),
             ("client.id".to_owned(), "strait-wire-test".to_owned()),
         ];
+        if l.is_tls() {
+            p.push(("ssl.ca.location".to_owned(), ca.clone()));
+        }
         p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
         p
     };
 
     // 1. Unsecured JWS.
-    let unsecured = connect(base(&[(
-        "sasl.jaas.config",
-        format!(
-            "{OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"alice\" \
-             unsecuredLoginLifetimeSeconds=\"{TOKEN_SECS}\";"
-        ),
-    )]))
+    let unsecured = connect(base(
+        Listener::SaslPlaintext,
+        &[(
+            "sasl.jaas.config",
+            format!(
+                "{OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"alice\" \
+                 unsecuredLoginLifetimeSeconds=\"{TOKEN_SECS}\";"
+            ),
+        )],
+    ))
     .await
     .unwrap();
     let connections = keep_working(&unsecured, "unsecured", 4 * TOKEN_SECS).await;
@@ -90,33 +133,35 @@ async fn oauthbearer_tokens_are_refreshed_and_sessions_renewed() {
         "{connections} connections in four token lifetimes"
     );
 
-    // 2. Client credentials from a token endpoint.
-    let endpoint = TokenEndpoint::start().await;
-    let cc = |secret: &str| {
-        base(&[
-            (
-                "sasl.login.callback.handler.class",
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
-                    .to_owned(),
-            ),
-            ("sasl.oauthbearer.token.endpoint.url", endpoint.url.clone()),
-            (
-                "sasl.jaas.config",
-                format!(
-                    "{OAUTH_MODULE} required clientId=\"{CLIENT_ID}\" clientSecret=\"{secret}\" \
-                     scope=\"kafka\";"
+    // 2. Client credentials from a token endpoint; signed tokens checked against the JWKS.
+    let cc = |id: &str, secret: &str| {
+        base(
+            Listener::SaslSsl,
+            &[
+                (
+                    "sasl.login.callback.handler.class",
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+                        .to_owned(),
                 ),
-            ),
-        ])
+                ("sasl.oauthbearer.token.endpoint.url", endpoint.url.clone()),
+                (
+                    "sasl.jaas.config",
+                    format!(
+                        "{OAUTH_MODULE} required clientId=\"{id}\" clientSecret=\"{secret}\" \
+                         scope=\"kafka\";"
+                    ),
+                ),
+            ],
+        )
     };
-    let client = connect(cc(CLIENT_SECRET)).await.unwrap();
+    let client = connect(cc(CLIENT_ID, CLIENT_SECRET)).await.unwrap();
     keep_working(&client, "client credentials", 2 * TOKEN_SECS + 2).await;
     let issued = endpoint.issued.load(Ordering::SeqCst);
     println!("token endpoint issued {issued} tokens");
     assert!(issued >= 3, "{issued} tokens in two lifetimes and a bit");
 
     // 3. A wrong secret: a clear, secret-free error naming the fix.
-    let e = match connect(cc(WRONG_SECRET)).await {
+    let e = match connect(cc(CLIENT_ID, WRONG_SECRET)).await {
         Ok(_) => panic!("connected with a wrong client secret"),
         Err(e) => e.to_string(),
     };
@@ -126,6 +171,16 @@ async fn oauthbearer_tokens_are_refreshed_and_sessions_renewed() {
     assert!(e.contains("clientSecret"), "{e}");
     assert!(!e.contains(WRONG_SECRET), "{e}");
     assert!(endpoint.refused.load(Ordering::SeqCst) >= 1);
+
+    // 4. A validly signed token for another audience: the broker's validator refuses it.
+    let e = match connect(cc(OTHER_AUDIENCE_CLIENT, CLIENT_SECRET)).await {
+        Ok(_) => panic!("connected with a token for another audience"),
+        Err(e) => e.to_string(),
+    };
+    println!("other audience: {e}");
+    assert!(e.contains("SASL OAUTHBEARER authentication"), "{e}");
+    assert!(e.contains("rejected the token"), "{e}");
+    assert!(e.contains("audience"), "{e}");
 }
 
 /// Produces one record and fetches it back every 100 ms for `secs`; every request must succeed.
@@ -197,7 +252,7 @@ impl Drop for TokenEndpoint {
 }
 
 impl TokenEndpoint {
-    async fn start() -> TokenEndpoint {
+    async fn start(key: Arc<KeyPair>) -> TokenEndpoint {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
         let issued = Arc::new(AtomicUsize::new(0));
@@ -208,22 +263,29 @@ impl TokenEndpoint {
                 let Ok((mut s, _)) = listener.accept().await else {
                     return;
                 };
-                let (i, r) = (i.clone(), r.clone());
+                let (i, r, key) = (i.clone(), r.clone(), key.clone());
                 tokio::spawn(async move {
                     let request = read_request(&mut s).await;
-                    let right = format!(
-                        "Basic {}",
-                        B64.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"))
-                    );
-                    let authorized = request.lines().any(|l| {
-                        l.split_once(':').is_some_and(|(k, v)| {
-                            k.eq_ignore_ascii_case("authorization") && v.trim() == right
+                    let basic =
+                        |id: &str| format!("Basic {}", B64.encode(format!("{id}:{CLIENT_SECRET}")));
+                    let client = [CLIENT_ID, OTHER_AUDIENCE_CLIENT].into_iter().find(|id| {
+                        request.lines().any(|l| {
+                            l.split_once(':').is_some_and(|(k, v)| {
+                                k.eq_ignore_ascii_case("authorization") && v.trim() == basic(id)
+                            })
                         })
                     });
+                    let authorized = client.is_some();
                     let form_ok = request.ends_with("grant_type=client_credentials&scope=kafka");
                     let (status, body) = if authorized && form_ok {
                         i.fetch_add(1, Ordering::SeqCst);
-                        let token = unsecured_jwt(CLIENT_ID, TOKEN_SECS);
+                        let audience = if client == Some(CLIENT_ID) {
+                            AUDIENCE
+                        } else {
+                            "not-kafka"
+                        };
+                        let token =
+                            signed_jwt(&key, client.unwrap_or_default(), audience, TOKEN_SECS);
                         (
                             "200 OK",
                             format!(
@@ -284,16 +346,68 @@ async fn read_request(s: &mut tokio::net::TcpStream) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// An `alg: none` JWT for `sub`, valid for `secs`.
-fn unsecured_jwt(sub: &str, secs: u64) -> String {
+/// The JWKS file the broker reads at start-up (removed on drop).
+struct JwksFile(std::path::PathBuf);
+
+impl JwksFile {
+    fn write(key: &KeyPair) -> JwksFile {
+        // rcgen's raw P-256 public key is the uncompressed point 0x04 || x || y.
+        let point = key.public_key_raw();
+        assert_eq!(point.len(), 65, "unexpected public key encoding");
+        let (x, y) = point[1..].split_at(32);
+        let jwks = format!(
+            r#"{{"keys":[{{"kty":"EC","crv":"P-256","use":"sig","alg":"ES256","kid":"{KID}","x":"{}","y":"{}"}}]}}"#,
+            B64URL.encode(x),
+            B64URL.encode(y)
+        );
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "strait-wire-oauth-jwks-{}-{nanos}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, jwks).unwrap();
+        JwksFile(path)
+    }
+}
+
+impl Drop for JwksFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// An ES256 JWT for `sub` and `audience`, signed with `key`, valid for `secs`.
+fn signed_jwt(key: &KeyPair, sub: &str, audience: &str, secs: u64) -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let claims = format!(r#"{{"sub":"{sub}","iat":{now},"exp":{}}}"#, now + secs);
-    format!(
-        "{}.{}.",
-        B64URL.encode(r#"{"alg":"none"}"#),
-        B64URL.encode(claims)
-    )
+    let header = B64URL.encode(format!(r#"{{"alg":"ES256","typ":"JWT","kid":"{KID}"}}"#));
+    let claims = B64URL.encode(format!(
+        r#"{{"sub":"{sub}","iss":"{ISSUER}","aud":"{audience}","scope":"kafka","iat":{now},"exp":{}}}"#,
+        now + secs
+    ));
+    let input = format!("{header}.{claims}");
+    let der = key.sign(input.as_bytes()).unwrap();
+    format!("{input}.{}", B64URL.encode(der_to_jws(&der)))
+}
+
+/// An ASN.1 `ECDSA-Sig-Value` (SEQUENCE of two INTEGERs) as JWS's fixed 64-byte `r || s`.
+fn der_to_jws(der: &[u8]) -> Vec<u8> {
+    assert_eq!(der[0], 0x30);
+    let mut i = if der[1] & 0x80 != 0 { 3 } else { 2 };
+    let mut out = Vec::with_capacity(64);
+    for _ in 0..2 {
+        assert_eq!(der[i], 0x02);
+        let len = der[i + 1] as usize;
+        let int = &der[i + 2..i + 2 + len];
+        let int = &int[int.len().saturating_sub(32)..];
+        out.extend(std::iter::repeat_n(0u8, 32 - int.len()));
+        out.extend_from_slice(int);
+        i += 2 + len;
+    }
+    out
 }
