@@ -1,6 +1,7 @@
 //! # strait-wire: a pure-Rust Kafka wire client
 //!
-//! Owns: connections to Kafka brokers (TCP, TLS and mTLS through rustls, SASL PLAIN and SCRAM),
+//! Owns: connections to Kafka brokers (TCP, TLS and mTLS through rustls, SASL PLAIN, SCRAM,
+//! OAUTHBEARER and AWS_MSK_IAM; see `docs/security.md` for the OAUTHBEARER token sources),
 //! request framing and correlation, ApiVersions negotiation, and the client side of the Kafka
 //! APIs a mirror needs (metadata, list offsets, fetch, produce, consumer groups, offsets, admin).
 //! Message codecs come from the `kafka-protocol` crate.
