@@ -827,6 +827,9 @@ impl Handshake<'_> {
                         auth_version,
                     )
                     .await?;
+                if resp.error_code != 0 || !resp.auth_bytes.is_empty() {
+                    oauth.invalidate().await;
+                }
                 if resp.error_code == 0 && !resp.auth_bytes.is_empty() {
                     // RFC 7628 3.2.2: the server's error challenge (JSON); the client answers
                     // with a lone %x01 and the server then fails the exchange.

@@ -197,6 +197,12 @@ impl OAuthBearer {
         }
     }
 
+    /// Forgets the cached token (the broker refused it: expired in transit, revoked, or
+    /// issued for something else), so the next connection gets a new one.
+    pub(crate) async fn invalidate(&self) {
+        *self.cache.lock().await = None;
+    }
+
     fn source_name(&self) -> &'static str {
         match self.source {
             TokenSource::Unsecured(_) => "unsecured",
