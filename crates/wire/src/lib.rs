@@ -75,9 +75,9 @@ pub mod conn;
 pub mod error;
 pub mod fetch;
 pub(crate) mod frame;
-pub(crate) mod http;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod fuzzing;
+pub(crate) mod http;
 pub mod metadata;
 pub(crate) mod oauth;
 pub mod offsets;

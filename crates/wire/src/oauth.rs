@@ -732,6 +732,10 @@ mod tests {
         let c = o.token().await.unwrap();
         assert_ne!(a, c);
         assert!(!format!("{o:?}").contains(&c));
+        // A token the broker refused is not handed out again.
+        o.invalidate().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_ne!(o.token().await.unwrap(), c);
     }
 
     fn cfg(extra: &[(&str, &str)]) -> Result<crate::ClientConfig> {
