@@ -58,6 +58,8 @@ pub(crate) struct Credentials {
 #[derive(Clone)]
 pub struct MskIam {
     pub(crate) profile: Option<String>,
+    /// The environment (the process's own; a map in tests).
+    env: Env,
     /// Web identity credentials, cached until shortly before they expire.
     sts_cache: Arc<tokio::sync::Mutex<Option<(Credentials, Instant)>>>,
 }
@@ -78,10 +80,24 @@ impl std::fmt::Debug for MskIam {
     }
 }
 
+/// Where environment variables are read: the process environment, or a fixed map (tests).
+#[derive(Clone, Default)]
+struct Env(Option<Arc<std::collections::BTreeMap<String, String>>>);
+
+impl Env {
+    fn var(&self, key: &str) -> Option<String> {
+        match &self.0 {
+            None => std::env::var(key).ok(),
+            Some(m) => m.get(key).cloned(),
+        }
+    }
+}
+
 impl MskIam {
     pub(crate) fn new(profile: Option<String>) -> MskIam {
         MskIam {
             profile,
+            env: Env::default(),
             sts_cache: Arc::new(tokio::sync::Mutex::new(None)),
         }
     }
@@ -90,7 +106,7 @@ impl MskIam {
     pub(crate) async fn auth_payload(&self, host: &str) -> Result<Vec<u8>> {
         let creds = self.credentials().await?;
         let region = region_of_host(host)
-            .or_else(region_from_env)
+            .or_else(|| region_from_env(&self.env))
             .ok_or_else(|| {
                 credentials_error(
                     "AWS region",
@@ -116,7 +132,7 @@ impl MskIam {
     /// The OAUTHBEARER token of the MSK signer libraries, and its lifetime.
     pub(crate) async fn oauth_token(&self) -> Result<(String, Duration)> {
         let creds = self.credentials().await?;
-        let region = region_from_env().ok_or_else(|| {
+        let region = region_from_env(&self.env).ok_or_else(|| {
             credentials_error(
                 "AWS region",
                 "the MSK OAUTHBEARER signer needs the cluster's region; set AWS_REGION".into(),
@@ -133,7 +149,7 @@ impl MskIam {
 
     async fn credentials(&self) -> Result<Credentials> {
         if self.profile.is_none() {
-            if let Some(c) = env_credentials()? {
+            if let Some(c) = env_credentials(&self.env)? {
                 return Ok(c);
             }
             if let Some(c) = self.web_identity().await? {
@@ -143,9 +159,9 @@ impl MskIam {
         let profile = self
             .profile
             .clone()
-            .or_else(|| std::env::var("AWS_PROFILE").ok())
+            .or_else(|| self.env.var("AWS_PROFILE"))
             .unwrap_or_else(|| "default".into());
-        profile_credentials(&profile)?.ok_or_else(|| {
+        profile_credentials(&self.env, &profile)?.ok_or_else(|| {
             credentials_error(
                 "AWS credentials",
                 format!(
@@ -163,8 +179,8 @@ impl MskIam {
     /// STS AssumeRoleWithWebIdentity (an unsigned call: the web identity token authenticates).
     async fn web_identity(&self) -> Result<Option<Credentials>> {
         let (Some(file), Some(role)) = (
-            std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE"),
-            std::env::var("AWS_ROLE_ARN").ok(),
+            self.env.var("AWS_WEB_IDENTITY_TOKEN_FILE"),
+            self.env.var("AWS_ROLE_ARN"),
         ) else {
             return Ok(None);
         };
@@ -185,11 +201,20 @@ impl MskIam {
                 true,
             )
         })?;
-        let session = std::env::var("AWS_ROLE_SESSION_NAME")
-            .unwrap_or_else(|_| format!("strait-{}", std::process::id()));
-        let url = match region_from_env() {
-            Some(r) => format!("https://sts.{r}.amazonaws.com/"),
-            None => "https://sts.amazonaws.com/".to_owned(),
+        let session = self
+            .env
+            .var("AWS_ROLE_SESSION_NAME")
+            .unwrap_or_else(|| format!("strait-{}", std::process::id()));
+        // AWS_ENDPOINT_URL_STS / AWS_ENDPOINT_URL: the SDKs' endpoint overrides (VPC endpoints).
+        let url = match (
+            self.env
+                .var("AWS_ENDPOINT_URL_STS")
+                .or_else(|| self.env.var("AWS_ENDPOINT_URL")),
+            region_from_env(&self.env),
+        ) {
+            (Some(u), _) => u,
+            (None, Some(r)) => format!("https://sts.{r}.amazonaws.com/"),
+            (None, None) => "https://sts.amazonaws.com/".to_owned(),
         };
         let body = format!(
             "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
@@ -239,10 +264,10 @@ fn user_agent() -> String {
     format!("strait/{}", env!("CARGO_PKG_VERSION"))
 }
 
-fn region_from_env() -> Option<String> {
+fn region_from_env(env: &Env) -> Option<String> {
     ["AWS_REGION", "AWS_DEFAULT_REGION"]
         .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .find_map(|k| env.var(k).filter(|v| !v.trim().is_empty()))
 }
 
 /// `b-1.c.x.c2.kafka.us-east-1.amazonaws.com` -> `us-east-1` (also `kafka-serverless`).
@@ -254,19 +279,15 @@ pub(crate) fn region_of_host(host: &str) -> Option<String> {
     })
 }
 
-fn env_credentials() -> Result<Option<Credentials>> {
-    let id = std::env::var("AWS_ACCESS_KEY_ID")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
-        .ok()
-        .filter(|s| !s.is_empty());
+fn env_credentials(env: &Env) -> Result<Option<Credentials>> {
+    let id = env.var("AWS_ACCESS_KEY_ID").filter(|s| !s.is_empty());
+    let secret = env.var("AWS_SECRET_ACCESS_KEY").filter(|s| !s.is_empty());
     match (id, secret) {
         (Some(id), Some(secret)) => Ok(Some(Credentials {
             access_key_id: id,
             secret_access_key: Password::new(secret),
-            session_token: std::env::var("AWS_SESSION_TOKEN")
-                .ok()
+            session_token: env
+                .var("AWS_SESSION_TOKEN")
                 .filter(|s| !s.is_empty())
                 .map(Password::new),
         })),
@@ -279,10 +300,10 @@ fn env_credentials() -> Result<Option<Credentials>> {
     }
 }
 
-fn profile_credentials(profile: &str) -> Result<Option<Credentials>> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+fn profile_credentials(env: &Env, profile: &str) -> Result<Option<Credentials>> {
+    let home = env.var("HOME").map(PathBuf::from);
     let file = |var: &str, default: &str| {
-        std::env::var_os(var)
+        env.var(var)
             .map(PathBuf::from)
             .or_else(|| home.as_ref().map(|h| h.join(default)))
     };
@@ -705,5 +726,186 @@ mod tests {
                    <SecretAccessKey>sk</SecretAccessKey></Credentials></AssumeRoleWithWebIdentityResponse>";
         assert_eq!(xml_text(xml, "AccessKeyId").as_deref(), Some("ASIA"));
         assert_eq!(xml_text(xml, "SessionToken"), None);
+    }
+
+    fn msk_with_env(profile: Option<&str>, vars: &[(&str, String)]) -> MskIam {
+        let mut m = MskIam::new(profile.map(str::to_owned));
+        m.env = Env(Some(Arc::new(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )));
+        m
+    }
+
+    fn payload(bytes: &[u8]) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::from_slice(bytes).unwrap() {
+            serde_json::Value::Object(m) => m,
+            other => panic!("{other}"),
+        }
+    }
+
+    /// Credentials from the environment, then a profile file; the payload has the fields of
+    /// aws-msk-iam-auth and never the secret key.
+    #[tokio::test]
+    async fn credential_sources_and_the_msk_payload() {
+        let host = "b-1.demo.abc.c2.kafka.eu-west-1.amazonaws.com";
+        let env = msk_with_env(
+            None,
+            &[
+                ("AWS_ACCESS_KEY_ID", "AKIDENV".into()),
+                ("AWS_SECRET_ACCESS_KEY", "env-secret-key".into()),
+                ("AWS_SESSION_TOKEN", "env-session".into()),
+            ],
+        );
+        let bytes = env.auth_payload(host).await.unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(!text.contains("env-secret-key"), "{text}");
+        let p = payload(&bytes);
+        let mut keys: Vec<&str> = p.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "action",
+                "host",
+                "user-agent",
+                "version",
+                "x-amz-algorithm",
+                "x-amz-credential",
+                "x-amz-date",
+                "x-amz-expires",
+                "x-amz-security-token",
+                "x-amz-signature",
+                "x-amz-signedheaders"
+            ]
+        );
+        assert_eq!(p["action"], "kafka-cluster:Connect");
+        assert_eq!(p["version"], "2020_10_22");
+        assert_eq!(p["host"], host);
+        assert_eq!(p["x-amz-security-token"], "env-session");
+        let credential = p["x-amz-credential"].as_str().unwrap();
+        assert!(
+            credential.starts_with("AKIDENV/")
+                && credential.ends_with("/eu-west-1/kafka-cluster/aws4_request"),
+            "{credential}"
+        );
+
+        let dir = std::env::temp_dir().join(format!("strait-aws-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let creds = dir.join("credentials");
+        std::fs::write(
+            &creds,
+            "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = d\n\
+             [prod]\naws_access_key_id = AKIDPROD\naws_secret_access_key = p\n",
+        )
+        .unwrap();
+        let file = ("AWS_SHARED_CREDENTIALS_FILE", creds.display().to_string());
+        let none = ("AWS_CONFIG_FILE", dir.join("none").display().to_string());
+        let prod = msk_with_env(Some("prod"), &[file.clone(), none.clone()]);
+        let p = payload(&prod.auth_payload(host).await.unwrap());
+        assert!(
+            p["x-amz-credential"]
+                .as_str()
+                .unwrap()
+                .starts_with("AKIDPROD/")
+        );
+        assert!(!p.contains_key("x-amz-security-token"));
+        let default = msk_with_env(None, &[file, none.clone()]);
+        let p = payload(&default.auth_payload(host).await.unwrap());
+        assert!(
+            p["x-amz-credential"]
+                .as_str()
+                .unwrap()
+                .starts_with("AKIDDEFAULT/")
+        );
+
+        // Nothing anywhere: the error lists every source.
+        let e = msk_with_env(None, &[none])
+            .auth_payload(host)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("AWS_ACCESS_KEY_ID") && e.contains("AWS_WEB_IDENTITY_TOKEN_FILE"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Web identity: the token file is exchanged with STS AssumeRoleWithWebIdentity (here a
+    /// local endpoint through AWS_ENDPOINT_URL_STS), and the temporary credentials sign.
+    #[tokio::test]
+    async fn web_identity_through_sts() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !String::from_utf8_lossy(&buf).contains("WebIdentityToken=") {
+                let n = s.read(&mut chunk).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>\
+                        <Credentials><AccessKeyId>ASIASTS</AccessKeyId><SecretAccessKey>sts-secret\
+                        </SecretAccessKey><SessionToken>sts-session</SessionToken></Credentials>\
+                        </AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(resp.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&buf).into_owned()
+        });
+        let token = std::env::temp_dir().join(format!("strait-aws-wi-{}", std::process::id()));
+        std::fs::write(&token, "eyJ-web-identity-token\n").unwrap();
+        let m = msk_with_env(
+            None,
+            &[
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", token.display().to_string()),
+                (
+                    "AWS_ROLE_ARN",
+                    "arn:aws:iam::123456789012:role/mirror".into(),
+                ),
+                ("AWS_ENDPOINT_URL_STS", url),
+                ("AWS_REGION", "us-east-2".into()),
+            ],
+        );
+        let (t, lifetime) = m.oauth_token().await.unwrap();
+        let request = server.await.unwrap();
+        let _ = std::fs::remove_file(&token);
+        assert!(
+            request.contains("Action=AssumeRoleWithWebIdentity"),
+            "{request}"
+        );
+        assert!(
+            request.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fmirror"),
+            "{request}"
+        );
+        assert!(
+            request.contains("WebIdentityToken=eyJ-web-identity-token"),
+            "{request}"
+        );
+        assert_eq!(lifetime, Duration::from_secs(900));
+        // The MSK signer token: a presigned URL for kafka.<region>.amazonaws.com, base64url.
+        let url = String::from_utf8(B64URL.decode(t).unwrap()).unwrap();
+        assert!(
+            url.starts_with(
+                "https://kafka.us-east-2.amazonaws.com/?Action=kafka-cluster%3AConnect&"
+            ),
+            "{url}"
+        );
+        assert!(url.contains("X-Amz-Credential=ASIASTS%2F"), "{url}");
+        assert!(url.contains("X-Amz-Security-Token=sts-session"), "{url}");
+        assert!(
+            url.contains("&X-Amz-Signature=") && url.contains("&User-Agent=strait%2F"),
+            "{url}"
+        );
+        assert!(!url.contains("sts-secret"));
     }
 }
