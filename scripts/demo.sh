@@ -183,15 +183,7 @@ if [[ "$traces" == jaeger ]]; then
   STRAIT_JAEGER_HOST=${otlp%:*} STRAIT_JAEGER_OTLP_HTTP_PORT=${otlp##*:} STRAIT_JAEGER_QUERY_PORT=${query##*:} \
     start jaeger "$jaeger_bin" --config "$root/crates/otlp-sink/jaeger.yaml"
   wait_for jaeger "Everything is ready" 60
-  start summary "$bin/strait-otlp-sink" --jaeger-query "http://$query" --service hello-world-producer \
-    --summary-every "$summary"
-  wait_for summary "reading the traces" 30
-else
-  say "in-house OTLP receiver on http://$otlp (the hop summary prints every $summary)"
-  start summary "$bin/strait-otlp-sink" --listen "$otlp" --summary-every "$summary"
-  wait_for summary "receiving OTLP" 30
 fi
-show "$work/summary.log"
 
 say "starting the clusters europe and us (mTLS, ACLs, my-topic with 12 partitions on europe)"
 start kafka-europe scripts/kafka.sh up --name europe --mtls \
@@ -250,6 +242,18 @@ service_name = "my-mirror-maker"
 format = "text"
 level = "info"
 EOF
+
+# The hop summary starts with the traffic (not while the brokers start).
+if [[ "$traces" == jaeger ]]; then
+  start summary "$bin/strait-otlp-sink" --jaeger-query "http://$query" --service hello-world-producer \
+    --summary-every "$summary"
+  wait_for summary "reading the traces" 30
+else
+  say "in-house OTLP receiver on http://$otlp (the hop summary prints every $summary)"
+  start summary "$bin/strait-otlp-sink" --listen "$otlp" --summary-every "$summary"
+  wait_for summary "receiving OTLP" 30
+fi
+show "$work/summary.log"
 
 say "starting strait run --config $work/strait.toml"
 start strait "${DEMO_STRAIT_BIN:-$bin/strait}" run --config "$work/strait.toml"
