@@ -2,7 +2,7 @@
 # The reference scenario on one machine: a traced producer writes "Hello world - N" to my-topic (12 partitions) on
 # the mTLS cluster "europe", Strait mirrors every topic to the mTLS cluster "us", a traced consumer in group
 # my-group reads them there, and all three send their spans to a real Jaeger v2 all-in-one (in-memory storage;
-# scripts/install-jaeger.sh builds it from the Go module proxy the first time, ~8 CPU-minutes). Every 10 s the demo
+# scripts/install-jaeger.sh builds it from the Go module proxy the first time, ~10 CPU-minutes). Every 10 s the demo
 # prints, from Jaeger's query API (/api/traces), the time each record spent in each hop: producer send, source ->
 # mirror, inside the mirror, mirror -> consumer, end to end (p50/p99). Each record is one trace (the producer's
 # traceparent travels unchanged; the mirror parents its per-record span on it). The locally built Jaeger has no UI
@@ -70,7 +70,7 @@ if [[ "$traces" == jaeger ]]; then
   if [[ -n "${STRAIT_JAEGER:-}" ]]; then
     jaeger_bin=$STRAIT_JAEGER
   else
-    say "Jaeger v2 (scripts/install-jaeger.sh: cached in ~/.cache/strait; the first build takes ~8 CPU-minutes)"
+    say "Jaeger v2 (scripts/install-jaeger.sh: cached in ~/.cache/strait; the first build takes ~10 CPU-minutes)"
     jaeger_bin=$(scripts/install-jaeger.sh) || {
       echo "demo: no Jaeger binary (see above); DEMO_TRACES=sink runs the demo with the in-house receiver" >&2
       exit 1

@@ -32,7 +32,7 @@ if [ "$fast" = 0 ]; then
   scripts/kafka-jars.sh 4 3.9
 
   # The tracing tests read their traces back from a real Jaeger v2. A fresh machine builds it
-  # once from the Go module proxy (~8 CPU-minutes); later runs find it cached.
+  # once from the Go module proxy (~10 CPU-minutes); later runs find it cached.
   step "Jaeger v2 (Go module proxy -> ${STRAIT_CACHE:-$HOME/.cache/strait}; first time only)"
   STRAIT_JAEGER=${STRAIT_JAEGER:-$(scripts/install-jaeger.sh)}
   export STRAIT_JAEGER
