@@ -324,6 +324,10 @@ impl Reloader {
     /// Reloads on SIGHUP and on file changes until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let mut hangup = hangups();
+        tracing::info!(
+            files = ?self.source.files,
+            "hot reload: SIGHUP or a change of the configuration files reloads the configuration"
+        );
         let mut poll = tokio::time::interval(POLL_INTERVAL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -5,7 +5,8 @@
 //!    needs a restart): `hr-beta` starts mirroring, `hr-alpha` stops after its position is
 //!    committed (records written to it afterwards never reach the target), and the restart-only
 //!    setting is named in the log.
-//! 2. An invalid edit is refused with the validation error in the log; mirroring continues.
+//! 2. An invalid edit is refused with the validation error in the log (on the file change, and
+//!    again on SIGHUP, which no longer ends the process); mirroring continues.
 //! 3. The client certificate is rotated on disk (same paths, new key, new CN): the broker is
 //!    restarted so every connection is new, and the old certificate's principal is denied. Only
 //!    the new certificate can read, so mirroring that continues proves the new files are used.
@@ -16,7 +17,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{client, end_offsets, produce_numbered, runtime, spawn_strait, wait_for_log};
+use common::{client, end_offsets, produce_numbered, runtime, spawn_strait};
 use strait_testkit::{AdminOp, Cluster, Listener, Resource, Validity};
 use strait_wire::{Client, ClientConfig};
 
@@ -109,6 +110,19 @@ fn log_text(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
 
+/// Waits until the log contains `needle`; fails with the whole log.
+fn wait_for_log(log: &Path, needle: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !log_text(log).contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} not logged within {timeout:?}:\n{}",
+            log_text(log)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() {
     let (mut src, dst) = std::thread::scope(|s| {
@@ -151,6 +165,12 @@ fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() 
         produce_numbered(&producer, BETA, 0..1, 0..20).await;
     });
     let (mut strait, log) = spawn_strait(&config, 1);
+    // The reloader says it runs at start (a strait binary without it fails here, clearly).
+    wait_for_log(
+        &log,
+        "hot reload: SIGHUP or a change",
+        Duration::from_secs(60),
+    );
     rt.block_on(wait_for_end(&target, ALPHA, 20, Duration::from_secs(120)));
     assert!(
         !rt.block_on(target.metadata(None))
@@ -204,6 +224,14 @@ fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() 
         .find(|l| l.contains("configuration reload refused"))
         .unwrap();
     assert!(refused.contains("mirror.topics"), "{refused}");
+    // SIGHUP reloads too (and no longer ends the process): the same file, refused again.
+    let hup = std::process::Command::new("kill")
+        .arg("-HUP")
+        .arg(strait.id().to_string())
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    wait_for_log(&log, "trigger=\"SIGHUP\"", Duration::from_secs(30));
     rt.block_on(produce_numbered(&producer, BETA, 0..1, 40..60));
     rt.block_on(wait_for_end(&target, BETA, 60, Duration::from_secs(120)));
     assert!(strait.try_wait().unwrap().is_none(), "strait exited");
