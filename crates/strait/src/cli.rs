@@ -54,7 +54,7 @@ pub enum Command {
         after_help = "Example:\n  strait mirror-maker --consumer.config consumer.properties \\\n      --producer.config producer.properties --include 'orders|payments.*'"
     )]
     MirrorMaker(MirrorMakerArgs),
-    /// Run from an mm2.properties file (drop-in for connect-mirror-maker.sh); one flow per process.
+    /// Run from an mm2.properties file (drop-in for connect-mirror-maker.sh); every enabled flow.
     #[command(after_help = "Example:\n  strait mm2 mm2.properties --clusters us")]
     Mm2(Mm2Args),
     /// Site failover: print the translated offsets of the checkpointed groups from the target

@@ -227,19 +227,24 @@ fn mm2_check_lists_ignored_settings_in_one_warning() {
 }
 
 #[test]
-fn mm2_with_two_flows_needs_clusters() {
+fn mm2_with_two_flows_runs_both_or_the_one_clusters_names() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(
         dir.path(),
         "mm2.properties",
         "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\nB->A.enabled = true\n",
     );
+    // Both flows in one process (docs/flows.md), each printed with its own group.
     let o = strait(&["mm2", &path, "--check"], &[]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
     assert!(
-        stderr(&o).contains("several enabled replication flows in one process (A->B, B->A)"),
-        "{}",
-        stderr(&o)
+        out.contains("# flow A->B") && out.contains("# flow B->A"),
+        "{out}"
+    );
+    assert!(
+        out.contains("group_id = \"strait-A-B\"") && out.contains("group_id = \"strait-B-A\""),
+        "{out}"
     );
     let o = strait(&["mm2", &path, "--clusters", "A", "--check"], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -336,6 +336,9 @@ group_id = "back"
         assert_eq!(ba.target_topic("payments"), "b.payments");
         // Mirrors of the other side are never selected: no loop.
         assert!(!ab.selects("b.orders.x"));
+        // Heartbeats follow `topics` unless replicate_heartbeats (MirrorMaker 2's default).
+        assert!(!ab.mirror.replicate_heartbeats);
+        assert!(!ab.selects("heartbeats"));
         assert!(!ba.selects("a.payments"));
         assert_eq!(loaded.all_flows().len(), 2);
     }

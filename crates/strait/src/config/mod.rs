@@ -215,6 +215,10 @@ pub struct Mirror {
     pub topics: TopicSelection,
     /// Target topic naming.
     pub rename: Rename,
+    /// Mirror heartbeats topics (`heartbeats`, `a.heartbeats`...) even when `topics` does not
+    /// select them, as MirrorMaker 2 does (`heartbeats.replication.enabled`, on by default
+    /// there; `strait mm2` turns it on). Default false.
+    pub replicate_heartbeats: bool,
     /// Start position for partitions without a committed position.
     pub start: StartPosition,
     /// Consumer group (on the source cluster) that holds the mirror's positions.
@@ -391,6 +395,9 @@ impl Loaded {
     }
 }
 
+/// MirrorMaker 2's heartbeats topic (`heartbeats.topic` is not configurable in its properties).
+pub const HEARTBEATS_TOPIC: &str = "heartbeats";
+
 /// Defaults.
 pub mod defaults {
     use std::time::Duration;
@@ -540,10 +547,16 @@ impl Config {
         })
     }
 
-    /// True when `topic` on the source is mirrored: it passes the include/exclude patterns, is
-    /// not internal, and (with prefixes) did not originate on the target cluster.
+    /// True when `topic` on the source is mirrored: it passes the include/exclude patterns (or
+    /// is a heartbeats topic with `mirror.replicate_heartbeats`), is not internal, and (with
+    /// prefixes) did not originate on the target cluster: MirrorMaker 2's
+    /// `MirrorSourceConnector.shouldReplicateTopic`.
     pub fn selects(&self, topic: &str) -> bool {
-        self.mirror.topics.matches(topic) && !self.mirror.rename.is_cycle(topic, &self.target.alias)
+        let m = &self.mirror;
+        let heartbeats = m.replicate_heartbeats
+            && !topics::is_internal_topic(topic)
+            && m.rename.original_topic(topic) == HEARTBEATS_TOPIC;
+        (m.topics.matches(topic) || heartbeats) && !m.rename.is_cycle(topic, &self.target.alias)
     }
 
     /// The target topic for a source topic.
@@ -577,6 +590,9 @@ impl Config {
         mirror.insert("topics".into(), strings(m.topics.include()));
         mirror.insert("topics_exclude".into(), strings(m.topics.exclude()));
         mirror.insert("rename".into(), m.rename.as_str().into());
+        if m.replicate_heartbeats {
+            mirror.insert("replicate_heartbeats".into(), true.into());
+        }
         if let Rename::Prefix { separator } = &m.rename {
             mirror.insert("separator".into(), separator.clone().into());
         }
@@ -1027,6 +1043,8 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         })?
         .unwrap_or(defaults::BATCH_SIZE),
         partition_assignment_strategy,
+        replicate_heartbeats: get(raw, s, "replicate_heartbeats", |f| f.boolean())?
+            .unwrap_or(false),
     })
 }
 

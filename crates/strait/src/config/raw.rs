@@ -97,6 +97,7 @@ impl Section {
                 "topics_exclude",
                 "rename",
                 "separator",
+                "replicate_heartbeats",
                 "start",
                 "group_id",
                 "memory_budget",

@@ -179,6 +179,25 @@ impl Rename {
         }
     }
 
+    /// The name `topic` had on the cluster it was first written to: `orders` for `us.orders` and
+    /// `eu.us.orders` (MirrorMaker 2's `ReplicationPolicy.originalTopic`); `topic` itself with
+    /// identity naming.
+    pub fn original_topic<'t>(&self, topic: &'t str) -> &'t str {
+        match self {
+            Rename::Identity => topic,
+            Rename::Prefix { separator } => {
+                let mut rest = topic;
+                while let Some((_, tail)) = rest.split_once(separator.as_str()) {
+                    if tail.trim_end_matches(separator.as_str()).is_empty() {
+                        break;
+                    }
+                    rest = tail;
+                }
+                rest
+            }
+        }
+    }
+
     /// With prefixes, true when `topic` is itself a mirror of a topic that came from
     /// `target_alias` (`us.orders`, `asia.us.orders` seen on the source while mirroring to `us`):
     /// mirroring it back would loop. Always false for identity naming, which cannot tell.
@@ -300,6 +319,10 @@ mod tests {
         assert!(!p.is_cycle("us.", "us"));
         assert!(!p.is_cycle("us..", "us"));
         assert!(p.is_cycle("us.x.", "us"));
+        assert_eq!(p.original_topic("eu.us.orders"), "orders");
+        assert_eq!(p.original_topic("heartbeats"), "heartbeats");
+        assert_eq!(p.original_topic("us."), "us.");
+        assert_eq!(Rename::Identity.original_topic("us.orders"), "us.orders");
         let dash = Rename::Prefix {
             separator: "__".into(),
         };

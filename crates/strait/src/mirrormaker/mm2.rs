@@ -16,6 +16,7 @@
 //! | `topics`, `topics.exclude` (`topics.blacklist`), also as `A->B.topics...` | `mirror.topics`, `mirror.topics_exclude` |
 //! | `replication.policy.class` | `DefaultReplicationPolicy` (default) -> `rename = "prefix"`, `IdentityReplicationPolicy` -> `"identity"`; others: error |
 //! | `replication.policy.separator` | `mirror.separator` |
+//! | `heartbeats.replication.enabled` (default true) | `mirror.replicate_heartbeats` (true unless set false): heartbeats topics are mirrored even when `topics` does not select them |
 //! | `replication.factor` | `mirror.replication_factor` (unset: Strait takes the source topic's factor, capped by the target's broker count; MM2's default is a fixed 2) |
 //! | `sync.topic.configs.enabled`, `sync.topic.configs.interval.seconds` | `mirror.sync_topic_configs`, `mirror.sync_topic_configs_interval` |
 //! | `config.properties.exclude` (`config.properties.blacklist`) | `mirror.topic_configs_exclude` (unset: MM2's default list without `min.insync.replicas`, which Strait copies, lowered to the target's replication factor when needed) |
@@ -277,6 +278,14 @@ fn flow_config(
     );
     raw.set(
         Section::Mirror,
+        "replicate_heartbeats",
+        Entry::text(
+            "true",
+            Origin::Compat("MirrorMaker 2's default heartbeats.replication.enabled = true".into()),
+        ),
+    );
+    raw.set(
+        Section::Mirror,
         "group_id",
         Entry::text(
             format!("strait-{source}-{target}"),
@@ -347,6 +356,7 @@ fn flow_config(
                 );
             }
             "replication.factor" => mirror(&mut raw, "replication_factor", p),
+            "heartbeats.replication.enabled" => mirror(&mut raw, "replicate_heartbeats", p),
             // Checkpoints are opt-in in Strait: only an explicit `groups` enables them.
             "groups" => mirror(&mut raw, "groups", p),
             "groups.exclude" => mirror(&mut raw, "groups_exclude", p),
@@ -592,6 +602,29 @@ emit.heartbeats.enabled = true
             .unwrap()
             .config;
         assert_eq!(c.target_topic("orders"), "europe_orders");
+    }
+
+    #[test]
+    fn heartbeats_topics_are_mirrored_whatever_the_filter_as_in_mirror_maker_2() {
+        // MirrorSourceConnector.shouldReplicateTopic: (filter || heartbeats) && !internal && !cycle.
+        let text = "clusters = a, b\na.bootstrap.servers = a:1\nb.bootstrap.servers = b:1\na->b.enabled = true\na->b.topics = orders\n";
+        let c = load_text(text, &[]).unwrap().config;
+        assert!(c.mirror.replicate_heartbeats);
+        assert!(c.selects("orders"));
+        assert!(!c.selects("payments"));
+        assert!(c.selects("heartbeats"));
+        assert!(
+            c.selects("c.heartbeats"),
+            "another cluster's heartbeats, hop by hop"
+        );
+        assert!(
+            !c.selects("b.heartbeats"),
+            "b's own heartbeats never go back to b"
+        );
+        assert!(!c.selects("heartbeats.internal"));
+        let off = format!("{text}heartbeats.replication.enabled = false\n");
+        let c = load_text(&off, &[]).unwrap().config;
+        assert!(!c.selects("heartbeats"));
     }
 
     #[test]
