@@ -7,6 +7,9 @@
 #   scripts/bench.sh --wan --quick   # WAN shapes, near-source only, 15 s per rate (~10 minutes)
 #   scripts/bench.sh --failover [--quick]   # instead: consumer-group failover through MM2 and Strait (checkpoints +
 #                               # group offset sync): duplicates, losses, commit-to-target delay (quick: 120k records)
+#   scripts/bench.sh --scale [--quick]   # instead: thousands of partitions (parts-TxP, idle-TxP shapes), Strait vs MM2:
+#                               # CPU/GB, RSS, RSS per 1,000 partitions, time to first record / every partition started
+#   scripts/bench.sh --quick --busy      # the latency phase also on a busy machine (one pinned busy loop per core)
 # Every other option goes to benches/mirror/run.py (--help lists them). This script only prepares:
 #   Java + Maven (scripts/install-prereqs.sh), the Kafka 4.x and 3.9 jars (scripts/kafka-jars.sh), a Python venv with
 #   matplotlib under ${STRAIT_CACHE:-~/.cache/strait}/bench-venv, and `cargo build --release -p strait`
