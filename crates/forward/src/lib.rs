@@ -127,10 +127,10 @@ pub use legacy::LegacyBatch;
 pub use merge::MergeKind;
 #[cfg(feature = "pipeline")]
 pub use pipeline::kafka::{
-    ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget,
+    ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget, WireTransactions,
 };
 #[cfg(feature = "pipeline")]
-pub use pipeline::{Failure, Forwarder, OutOfRangePolicy, Route, Settings};
+pub use pipeline::{ExactlyOnce, Failure, Forwarder, OutOfRangePolicy, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,

@@ -23,8 +23,8 @@ use strait_forward::observe::{
     BatchForwarded, LossReason, Observer, OffsetPoint, Path, SkipReason,
 };
 use strait_forward::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Isolation, Positions, ProduceAck, ProducerIdentity,
-    Source, StartPosition, Target, TopicLimits,
+    ErrorClass, FetchSpec, Fetched, IoError, Isolation, NoTransactions, Positions, ProduceAck,
+    ProducerIdentity, Source, StartPosition, Target, TopicLimits,
 };
 use strait_forward::{
     Compression, FetchedBatch, FetchedRecords, Forwarder, OutOfRangePolicy, RecordBatch, Route,
@@ -1000,6 +1000,7 @@ impl Target for FakeTarget {
         &self,
         node: i32,
         batches: Vec<(TopicPartition, Bytes)>,
+        _transactional_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send {
         // Everything happens when the request "arrives" (the call), in call order, as on one
         // connection; only the answer is delayed.
@@ -1074,6 +1075,21 @@ impl Target for FakeTarget {
             }),
         };
         async move { answer }
+    }
+
+    // Exactly-once runs against real brokers (crates/strait/tests/exactly_once*.rs).
+    type Transactions = NoTransactions;
+
+    fn transactions(&self, _: &str, _: Duration) -> Result<NoTransactions, IoError> {
+        Ok(NoTransactions)
+    }
+
+    async fn stable_positions(
+        &self,
+        _: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<Option<i64>>, IoError> {
+        Ok(vec![None; partitions.len()])
     }
 }
 

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use strait_forward::observe::Observer;
 use strait_forward::{
-    Compression as Codec, Forwarder, GroupPositions, Route, Settings, WireSource, WireTarget,
+    Compression as Codec, ExactlyOnce, Forwarder, GroupPositions, Route, Settings, WireSource,
+    WireTarget,
 };
 use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};
@@ -50,6 +51,16 @@ pub fn settings(config: &Config) -> Settings {
         config::Compression::Lz4 => Some(Codec::Lz4),
         config::Compression::Zstd => Some(Codec::Zstd),
     };
+    s.exactly_once = m.exactly_once.as_ref().map(|eos| {
+        // Positions in the group of the same name on the target, transactional ids prefixed
+        // with it: stable across restarts and shared by every instance of the group.
+        let mut e = ExactlyOnce::new(m.group_id.clone());
+        e.transaction_interval = eos.transaction_interval;
+        e.transaction_timeout = eos.transaction_timeout;
+        // Past the session timeout the group has revoked a partition from a paused instance.
+        e.fenced_backoff = m.session_timeout + Duration::from_secs(5);
+        e
+    });
     s
 }
 

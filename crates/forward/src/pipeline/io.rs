@@ -100,6 +100,13 @@ pub enum ErrorClass {
     Denied,
     /// Needs an operator (missing topic, invalid record, bad configuration...).
     Fatal,
+    /// Exactly-once: a newer producer with the partition's transactional id took over (another
+    /// instance owns the partition now, or the coordinator timed the transaction out). Nothing
+    /// of the open transaction becomes visible.
+    Fenced,
+    /// Exactly-once: the open transaction can no longer commit; abort it and redo its work
+    /// from the last committed position.
+    Abortable,
 }
 
 /// A failed call, classified for the pipeline, with the broker's own error name.
@@ -155,16 +162,92 @@ pub trait Target: Send + Sync + 'static {
     /// One Produce request (acks=all) to `node`, at most one batch per partition. The answers
     /// are in the order of `batches` (whatever order the broker answered in).
     /// The outer error fails every partition of the request (disconnect, timeout).
+    /// `transactional_id`: the request belongs to that producer's open transaction (every
+    /// batch carries its id and epoch and the transactional bit).
     fn produce(
         &self,
         node: i32,
         batches: Vec<(TopicPartition, Bytes)>,
+        transactional_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send;
     /// Limits of a target topic.
     fn topic_limits(
         &self,
         topic: &str,
     ) -> impl Future<Output = Result<TopicLimits, IoError>> + Send;
+
+    /// Exactly-once: the transactional producer of one route.
+    type Transactions: Transactions;
+
+    /// Exactly-once: a transactional producer for `transactional_id`, not initialized yet.
+    fn transactions(
+        &self,
+        transactional_id: &str,
+        transaction_timeout: Duration,
+    ) -> Result<Self::Transactions, IoError>;
+
+    /// Exactly-once: the positions committed in transactions to `group_id` on the target,
+    /// keyed by target partition (`None`: nothing committed). Waits out transactions still
+    /// completing (OffsetFetch `require_stable`).
+    fn stable_positions(
+        &self,
+        group_id: &str,
+        partitions: &[TopicPartition],
+    ) -> impl Future<Output = Result<Vec<Option<i64>>, IoError>> + Send;
+}
+
+/// Exactly-once: one route's transactional producer on the target.
+///
+/// A transaction holds the route's batches and the source position after them, stored as the
+/// target partition's offset in a consumer group on the target: both become visible to
+/// `read_committed` consumers together, or neither does.
+pub trait Transactions: Send + 'static {
+    /// (Re-)initializes: bumps the epoch of the transactional id, which aborts whatever an
+    /// older producer with the id left open and fences it. Batches are stamped with the
+    /// returned identity, sequences from 0.
+    fn init(&mut self) -> impl Future<Output = Result<ProducerIdentity, IoError>> + Send;
+    /// Opens a transaction if none is open and adds `partition` to it. Must complete before a
+    /// batch for the partition is produced.
+    fn add_partition(
+        &mut self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<(), IoError>> + Send;
+    /// Stores `positions` (target partition, next source offset) in `group_id` inside the open
+    /// transaction (opening one if needed) and commits it.
+    fn commit(
+        &mut self,
+        group_id: &str,
+        positions: &[(TopicPartition, i64)],
+    ) -> impl Future<Output = Result<(), IoError>> + Send;
+    /// Aborts the open transaction, if any.
+    fn abort(&mut self) -> impl Future<Output = Result<(), IoError>> + Send;
+}
+
+/// For targets that cannot run transactions (every call fails as fatal).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTransactions;
+
+fn no_transactions() -> IoError {
+    IoError::new(
+        ErrorClass::Fatal,
+        "unsupported",
+        "this target does not support transactions; turn exactly-once off",
+    )
+}
+
+impl Transactions for NoTransactions {
+    async fn init(&mut self) -> Result<ProducerIdentity, IoError> {
+        Err(no_transactions())
+    }
+    async fn add_partition(&mut self, _: &TopicPartition) -> Result<(), IoError> {
+        Err(no_transactions())
+    }
+    async fn commit(&mut self, _: &str, _: &[(TopicPartition, i64)]) -> Result<(), IoError> {
+        Err(no_transactions())
+    }
+    async fn abort(&mut self) -> Result<(), IoError> {
+        Err(no_transactions())
+    }
 }
 
 /// Where source positions are stored (normally the source cluster's consumer group).

@@ -12,7 +12,7 @@ use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{
     Client, ClientConfig, Error as WireError, IsolationLevel, OffsetSpec, ProduceBatch,
-    ProduceOptions, ResponseError, TopicPartition,
+    ProduceOptions, ResponseError, TopicPartition, TransactionalProducer, TxnState,
 };
 
 use strait_wire::ErrorClass as WireClass;
@@ -21,7 +21,7 @@ use crate::Error;
 use crate::observe::{NoopObserver, Observer};
 use crate::pipeline::io::{
     ErrorClass, FetchSpec, Fetched, IoError, Positions, ProduceAck, ProducerIdentity, Source,
-    StartPosition, Target, TopicLimits,
+    StartPosition, Target, TopicLimits, Transactions,
 };
 use crate::pipeline::{Forwarder, Settings};
 
@@ -43,6 +43,8 @@ fn pipeline_class(class: WireClass) -> ErrorClass {
         WireClass::ProducerState => ErrorClass::ProducerState,
         WireClass::TooLarge => ErrorClass::TooLarge,
         WireClass::Denied => ErrorClass::Denied,
+        WireClass::Fenced => ErrorClass::Fenced,
+        WireClass::Abortable => ErrorClass::Abortable,
         c if c.is_retriable() => ErrorClass::Retriable,
         // Fatal, and any class a newer wire client adds: an operator looks before data moves.
         _ => ErrorClass::Fatal,
@@ -230,6 +232,7 @@ impl Target for WireTarget {
         &self,
         node: i32,
         batches: Vec<(TopicPartition, Bytes)>,
+        transactional_id: Option<&str>,
     ) -> Result<Vec<Result<ProduceAck, IoError>>, IoError> {
         let conn = self.client.broker(node).await.map_err(|e| classify(&e))?;
         let batches: Vec<ProduceBatch> = batches
@@ -237,8 +240,12 @@ impl Target for WireTarget {
             .map(|(tp, b)| ProduceBatch::new(tp, b))
             .collect();
         let md = self.client.cached_metadata();
+        let options = ProduceOptions {
+            transactional_id: transactional_id.map(str::to_owned),
+            ..ProduceOptions::default()
+        };
         let answers = conn
-            .produce(&batches, &ProduceOptions::default(), |topic| {
+            .produce(&batches, &options, |topic| {
                 md.topic(topic).and_then(|t| t.id)
             })
             .await
@@ -309,6 +316,99 @@ impl Target for WireTarget {
                 ))
             }
             Err(e) => Err(classify(&e)),
+        }
+    }
+
+    type Transactions = WireTransactions;
+
+    fn transactions(
+        &self,
+        transactional_id: &str,
+        transaction_timeout: std::time::Duration,
+    ) -> Result<WireTransactions, IoError> {
+        TransactionalProducer::new(&self.client, transactional_id, transaction_timeout)
+            .map(|producer| WireTransactions { producer })
+            .map_err(|e| classify(&e))
+    }
+
+    async fn stable_positions(
+        &self,
+        group_id: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<Option<i64>>, IoError> {
+        let committed = GroupOffsets::new(&self.client, group_id)
+            .fetch(partitions)
+            .await
+            .map_err(|e| classify(&e))?;
+        Ok(partitions
+            .iter()
+            .map(|tp| committed.get(tp).and_then(|c| c.as_ref()).map(|c| c.offset))
+            .collect())
+    }
+}
+
+/// One route's transactions over a `strait-wire` [`TransactionalProducer`].
+pub struct WireTransactions {
+    producer: TransactionalProducer,
+}
+
+impl WireTransactions {
+    /// The error, classified by what the producer can still do: an abortable transaction and a
+    /// fenced producer are told apart by the producer's state, whatever the broker's code was.
+    fn failed(&self, e: &WireError) -> IoError {
+        let mut io = classify(e);
+        match self.producer.state() {
+            TxnState::AbortRequired => io.class = ErrorClass::Abortable,
+            TxnState::Fatal if io.class != ErrorClass::Denied => io.class = ErrorClass::Fenced,
+            _ => {}
+        }
+        io
+    }
+}
+
+impl Transactions for WireTransactions {
+    async fn init(&mut self) -> Result<ProducerIdentity, IoError> {
+        self.producer.init().await.map_err(|e| self.failed(&e))
+    }
+
+    async fn add_partition(&mut self, partition: &TopicPartition) -> Result<(), IoError> {
+        if self.producer.state() == TxnState::Ready {
+            self.producer.begin().map_err(|e| self.failed(&e))?;
+        }
+        self.producer
+            .add_partitions(std::slice::from_ref(partition))
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
+    async fn commit(
+        &mut self,
+        group_id: &str,
+        positions: &[(TopicPartition, i64)],
+    ) -> Result<(), IoError> {
+        if self.producer.state() == TxnState::Ready {
+            self.producer.begin().map_err(|e| self.failed(&e))?;
+        }
+        // A retry after a failed EndTxn must not add the offsets again.
+        if self.producer.state() == TxnState::InTransaction {
+            let offsets: Vec<CommitOffset> = positions
+                .iter()
+                .map(|(tp, o)| CommitOffset::new(tp.clone(), *o))
+                .collect();
+            // No members on the target group: positions are fenced by the transactional id
+            // (a zombie's producer epoch is stale), not by a group generation.
+            self.producer
+                .send_offsets(group_id, &Generation::simple(), &offsets)
+                .await
+                .map_err(|e| self.failed(&e))?;
+        }
+        self.producer.commit().await.map_err(|e| self.failed(&e))
+    }
+
+    async fn abort(&mut self) -> Result<(), IoError> {
+        match self.producer.state() {
+            TxnState::Ready | TxnState::Uninitialized => Ok(()),
+            _ => self.producer.abort().await.map_err(|e| self.failed(&e)),
         }
     }
 }

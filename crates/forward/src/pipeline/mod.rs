@@ -10,6 +10,7 @@
 
 mod backoff;
 mod budget;
+mod cycle;
 pub mod io;
 pub mod kafka;
 mod partition;
@@ -33,7 +34,7 @@ use crate::compression::Compression;
 use crate::observe::Observer;
 use crate::rewrite::LogAppendTimePolicy;
 
-pub use io::{Isolation, Positions, Source, StartPosition, Target};
+pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
 use io::{ErrorClass, IoError};
 pub use partition::Route;
@@ -103,6 +104,61 @@ pub struct Settings {
     /// owner fetches it again (at-least-once holds). Keep it well under the group's rebalance
     /// timeout, or a partition whose target keeps failing holds up the whole rebalance.
     pub drain_timeout: Duration,
+    /// `Some`: exactly-once mode (see [`ExactlyOnce`]); `None`: at-least-once.
+    pub exactly_once: Option<ExactlyOnce>,
+}
+
+/// Exactly-once mirroring: each route writes to the target in transactions of its own, and
+/// each transaction also stores the route's source position as the target partition's offset
+/// in the consumer group `group_id` on the target. After any crash the target holds every
+/// source record up to the last committed transaction exactly once, and nothing after it is
+/// visible to `read_committed` consumers.
+///
+/// The transactional id of a route is `{transactional_id_prefix}-{source topic}-{partition}`:
+/// the same for every instance and across restarts, so a new owner of a partition fences the
+/// old one (a zombie's transaction aborts and it cannot commit any more).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ExactlyOnce {
+    /// The consumer group on the target that stores the positions, keyed by target partition.
+    pub group_id: String,
+    /// Prefix of every route's transactional id.
+    pub transactional_id_prefix: String,
+    /// How long a transaction stays open before it commits. Longer: fewer transaction
+    /// round trips; shorter: records become visible to `read_committed` consumers sooner.
+    pub transaction_interval: Duration,
+    /// `transaction.timeout.ms`: the coordinator aborts a transaction open longer than this.
+    pub transaction_timeout: Duration,
+    /// How long a fenced route waits before it takes its transactional id back. Another
+    /// instance that owns the partition now gets it revoked here well within this time; the
+    /// wait only runs out when nobody else took over (the coordinator timed our transaction
+    /// out during a long outage).
+    pub fenced_backoff: Duration,
+}
+
+impl ExactlyOnce {
+    /// Exactly-once with positions in `group_id` on the target, transactional ids prefixed
+    /// with it, 300 ms transactions, Java's 60 s transaction timeout and a 30 s fenced backoff.
+    pub fn new(group_id: impl Into<String>) -> Self {
+        let group_id = group_id.into();
+        ExactlyOnce {
+            transactional_id_prefix: group_id.clone(),
+            group_id,
+            transaction_interval: Duration::from_millis(300),
+            transaction_timeout: Duration::from_secs(60),
+            fenced_backoff: Duration::from_secs(30),
+        }
+    }
+
+    /// The transactional id of the route from `source`.
+    pub fn transactional_id(&self, source: &TopicPartition) -> String {
+        format!(
+            "{}-{}-{}",
+            self.transactional_id_prefix,
+            source.topic(),
+            source.partition()
+        )
+    }
 }
 
 impl Default for Settings {
@@ -126,6 +182,7 @@ impl Default for Settings {
             max_requests_per_broker: 5,
             batch_size: 256 << 10,
             drain_timeout: Duration::from_secs(10),
+            exactly_once: None,
         }
     }
 }
@@ -159,6 +216,22 @@ impl Settings {
         }
         if self.drain_timeout.is_zero() {
             return bad("drain_timeout", "must be positive");
+        }
+        if let Some(eos) = &self.exactly_once {
+            if eos.group_id.is_empty() || eos.transactional_id_prefix.is_empty() {
+                return bad(
+                    "exactly_once",
+                    "the positions group and the transactional id prefix must not be empty",
+                );
+            }
+            if eos.transaction_interval.is_zero()
+                || eos.transaction_interval >= eos.transaction_timeout
+            {
+                return bad(
+                    "transaction_interval",
+                    "must be positive and shorter than the transaction timeout",
+                );
+            }
         }
         Ok(())
     }
@@ -332,7 +405,18 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
             return Ok(());
         }
         let sources: Vec<TopicPartition> = routes.iter().map(|r| r.source.clone()).collect();
-        let committed = self.positions.load(&sources).await.map_err(Error::Io)?;
+        let mut committed = self.positions.load(&sources).await.map_err(Error::Io)?;
+        if let Some(eos) = &self.shared.settings.exactly_once {
+            // The positions committed with the data are the truth; the position store's copy
+            // (committed after each transaction, for monitoring) may lag behind them.
+            let targets: Vec<TopicPartition> = routes.iter().map(|r| r.target.clone()).collect();
+            committed = self
+                .shared
+                .target
+                .stable_positions(&eos.group_id, &targets)
+                .await
+                .map_err(Error::Io)?;
+        }
         if committed.len() != routes.len() {
             // Zipping would silently leave partitions unassigned.
             return Err(Error::Io(IoError::new(

@@ -21,16 +21,18 @@ use crate::observe::Path;
 use crate::observe::{BatchForwarded, Observer};
 use crate::rewrite::TargetPolicy;
 
-use super::Settings;
 use super::backoff::Backoff;
 use super::budget::{Account, Budget, Reservation};
+use super::cycle::{Cycle, CycleAction};
 use super::io::{
     ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
+    TopicLimits, Transactions,
 };
 use super::plan::{self, Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
 use super::sender::{ProduceItem, Senders, SlotResult};
 use super::window::{Action, Done, MergePolicy, Transmit, Window, WindowConfig};
+use super::{ExactlyOnce, Settings};
 
 /// A source partition and where it goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -122,6 +124,17 @@ pub(crate) async fn run<S: Source, T: Target>(
         shared.target.topic_limits(route.target.topic())
     })
     .await?;
+    let leg = Leg {
+        shared: &shared,
+        route: &route,
+        position: &position,
+        account: &account,
+        stop: &stop,
+        limits,
+    };
+    if let Some(eos) = &shared.settings.exactly_once {
+        return run_transactional(&leg, eos, start).await;
+    }
     let seq = match shared.producers.claim(&route.target) {
         Some(seq) => seq,
         // Another route writes into the same target partition right now: sharing its producer
@@ -130,52 +143,210 @@ pub(crate) async fn run<S: Source, T: Target>(
             ProducerSeq::fresh(retry(&shared, &stop, || shared.target.init_producer_id()).await?)
         }
     };
-    let rules = Rules {
-        isolation: shared.settings.isolation,
-        policy: TargetPolicy {
-            max_message_bytes: limits.max_message_bytes,
-            compression: shared.settings.compression,
-            log_append_time: shared.settings.log_append_time,
-            max_decompressed_bytes: shared.settings.max_decompressed_bytes,
-            ..TargetPolicy::default()
-        },
-    };
-    // The produce side lowers it when the target refuses a batch as too large.
-    let max_message_bytes = AtomicUsize::new(limits.max_message_bytes);
-    let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
-    let fetch = fetch_loop(
-        &shared,
-        &route,
-        start,
-        rules.clone(),
-        &max_message_bytes,
-        &account,
-        tx,
-        &stop,
-    );
-    let produce = produce_loop(
-        &shared,
-        &route,
-        rx,
-        &position,
-        seq,
-        rules.policy,
-        &max_message_bytes,
-    );
-    // The produce side ends when the fetch side has ended and everything was acknowledged.
-    let fetch = async {
-        let r = fetch.await;
-        tracing::debug!(partition = %route.source, "fetch side ended");
-        r
-    };
-    let produce = async {
-        let r = produce.await;
-        tracing::debug!(partition = %route.source, "produce side ended");
-        r
-    };
-    let (fetched, (produced, seq)) = tokio::join!(fetch, produce);
+    let (result, seq) = leg.run(start, seq, None).await;
     shared.producers.release(&route.target, seq);
-    produced.and(fetched)
+    result
+}
+
+/// What one run of a partition's fetch and produce sides needs.
+struct Leg<'a, S, T> {
+    shared: &'a Arc<Shared<S, T>>,
+    route: &'a Route,
+    position: &'a PositionCell,
+    account: &'a Arc<Account>,
+    stop: &'a CancellationToken,
+    limits: TopicLimits,
+}
+
+impl<S: Source, T: Target> Leg<'_, S, T> {
+    /// Fetches from `start` and produces under `seq` until the fetch side ends (stop) and
+    /// everything is acknowledged (and, exactly-once, committed), or an error stops it.
+    async fn run(
+        &self,
+        start: i64,
+        seq: ProducerSeq,
+        txn: Option<&mut RouteTxn<T::Transactions>>,
+    ) -> (Result<(), Error>, ProducerSeq) {
+        let (shared, route) = (self.shared, self.route);
+        let rules = Rules {
+            isolation: shared.settings.isolation,
+            policy: TargetPolicy {
+                max_message_bytes: self.limits.max_message_bytes,
+                compression: shared.settings.compression,
+                log_append_time: shared.settings.log_append_time,
+                max_decompressed_bytes: shared.settings.max_decompressed_bytes,
+                ..TargetPolicy::default()
+            },
+        };
+        // The produce side lowers it when the target refuses a batch as too large.
+        let max_message_bytes = AtomicUsize::new(self.limits.max_message_bytes);
+        let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
+        let fetch = fetch_loop(
+            shared,
+            route,
+            start,
+            rules.clone(),
+            &max_message_bytes,
+            self.account,
+            tx,
+            self.stop,
+        );
+        let produce = produce_loop(
+            shared,
+            route,
+            rx,
+            self.position,
+            seq,
+            rules.policy,
+            &max_message_bytes,
+            txn,
+        );
+        // The produce side ends when the fetch side has ended and everything was acknowledged.
+        let fetch = async {
+            let r = fetch.await;
+            tracing::debug!(partition = %route.source, "fetch side ended");
+            r
+        };
+        let produce = async {
+            let r = produce.await;
+            tracing::debug!(partition = %route.source, "produce side ended");
+            r
+        };
+        let (fetched, (produced, seq)) = tokio::join!(fetch, produce);
+        (produced.and(fetched), seq)
+    }
+}
+
+/// Exactly-once: a route's transactional producer and its commit cycle.
+pub(crate) struct RouteTxn<X> {
+    txn: X,
+    cycle: Cycle,
+    group_id: String,
+}
+
+/// Exactly-once: runs the route in transactions. A transaction that cannot commit is aborted
+/// and its work redone from the last committed position under a new epoch; a fenced route
+/// waits (another instance owns the partition now, and the group revokes it here), then takes
+/// its transactional id back.
+async fn run_transactional<S: Source, T: Target>(
+    leg: &Leg<'_, S, T>,
+    eos: &ExactlyOnce,
+    mut start: i64,
+) -> Result<(), Error> {
+    let (shared, route, stop) = (leg.shared, leg.route, leg.stop);
+    let id = eos.transactional_id(&route.source);
+    let producer = shared
+        .target
+        .transactions(&id, eos.transaction_timeout)
+        .map_err(Error::Io)?;
+    let mut txn = RouteTxn {
+        txn: producer,
+        cycle: Cycle::new(eos.transaction_interval, start),
+        group_id: eos.group_id.clone(),
+    };
+    loop {
+        let identity = match init_transactions(leg, &mut txn.txn).await {
+            Ok(identity) => identity,
+            Err(Error::Stopped) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        tracing::debug!(partition = %route.source, transactional_id = %id,
+            producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
+        txn.cycle = Cycle::new(eos.transaction_interval, start);
+        let (result, _) = leg
+            .run(
+                start,
+                ProducerSeq::fresh_transactional(identity),
+                Some(&mut txn),
+            )
+            .await;
+        let Err(e) = result else { return Ok(()) };
+        // Nothing of the open transaction may become visible: abort it (a fenced producer's
+        // is aborted by whoever fenced it).
+        let aborted = txn.txn.abort().await;
+        start = txn.cycle.committed_position();
+        leg.position.ackd.store(start, Ordering::Release);
+        let class = error_class(&e);
+        let fenced = class == Some(ErrorClass::Fenced)
+            || matches!(&aborted, Err(a) if a.class == ErrorClass::Fenced);
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+        if fenced {
+            tracing::warn!(partition = %route.source, transactional_id = %id, error = %e,
+                "fenced: another producer with this transactional id took over (another instance \
+                 owns the partition now, or the transaction outlived the transaction timeout); \
+                 nothing of the open transaction becomes visible; taking the id back in {:?} \
+                 unless the partition is revoked before", eos.fenced_backoff);
+            tokio::select! {
+                () = tokio::time::sleep(eos.fenced_backoff) => {}
+                _ = stop.cancelled() => return Ok(()),
+            }
+        } else if matches!(class, Some(ErrorClass::Abortable)) {
+            tracing::warn!(partition = %route.source, transactional_id = %id, error = %e,
+                restart = start, "transaction aborted; redoing it from the last committed position");
+        } else {
+            return Err(e);
+        }
+    }
+}
+
+/// The pipeline class behind a partition's error, if it came from a cluster.
+fn error_class(e: &Error) -> Option<ErrorClass> {
+    match e {
+        Error::Io(io) | Error::Target { detail: io, .. } => Some(io.class),
+        _ => None,
+    }
+}
+
+/// Initializes the route's transactional id: retried while retriable, waited out while denied.
+async fn init_transactions<S: Source, T: Target>(
+    leg: &Leg<'_, S, T>,
+    txn: &mut T::Transactions,
+) -> Result<ProducerIdentity, Error> {
+    let shared = leg.shared;
+    let mut backoff = Backoff::new(
+        shared.settings.retry_backoff,
+        shared.settings.retry_backoff_max,
+    );
+    let mut denial = Denial::new();
+    let mut attempts = 0u32;
+    loop {
+        match txn.init().await {
+            Ok(identity) => {
+                denial.clear(shared.observer.as_ref(), &leg.route.source);
+                return Ok(identity);
+            }
+            Err(e) if e.class == ErrorClass::Denied => {
+                if !denial
+                    .wait(
+                        Some((shared.observer.as_ref(), &leg.route.source)),
+                        &e,
+                        leg.stop,
+                    )
+                    .await
+                {
+                    return Err(Error::Stopped);
+                }
+            }
+            Err(e) if e.class == ErrorClass::Retriable => {
+                attempts += 1;
+                if attempts.is_power_of_two() {
+                    tracing::warn!(partition = %leg.route.source, error = %e, attempts,
+                        "initializing the transactional producer failed; retrying");
+                }
+                if !backoff.wait(leg.stop).await {
+                    return Err(Error::Stopped);
+                }
+            }
+            Err(e) => {
+                return Err(Error::Target {
+                    partition: leg.route.target.to_string(),
+                    detail: e,
+                });
+            }
+        }
+    }
 }
 
 async fn resolve_start<S: Source, T: Target>(
@@ -499,7 +670,9 @@ async fn out_of_range<S: Source, T: Target>(
 
 /// Drives the partition's [`Window`]: carries its batches to the target, the target's answers
 /// back, and does the I/O its actions ask for (producer ids, topic limits). The window decides
-/// everything else.
+/// everything else. Exactly-once (`txn`): the [`Cycle`] decides when the partition joins a
+/// transaction and when it commits; the acknowledged position moves only with commits.
+#[allow(clippy::too_many_arguments)]
 async fn produce_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
@@ -508,6 +681,7 @@ async fn produce_loop<S: Source, T: Target>(
     seq: ProducerSeq,
     policy: TargetPolicy,
     max_message_bytes: &AtomicUsize,
+    mut txn: Option<&mut RouteTxn<T::Transactions>>,
 ) -> (Result<(), Error>, ProducerSeq) {
     let settings = &shared.settings;
     let (acks_tx, mut acks_rx) = mpsc::unbounded_channel::<SlotResult>();
@@ -524,31 +698,73 @@ async fn produce_loop<S: Source, T: Target>(
         },
         seq,
     );
+    let transactional_id: Option<Arc<str>> = match (&txn, &settings.exactly_once) {
+        (Some(_), Some(eos)) => Some(Arc::from(eos.transactional_id(&route.source))),
+        _ => None,
+    };
+    // Exactly-once: the position after everything acknowledged, not yet committed.
+    let mut acked = position.ackd.load(Ordering::Acquire);
     let result = async {
         let mut input_open = true;
         loop {
             while let Some(done) = w.poll_done() {
-                forwarded(shared, route, position, done);
+                if let Some(next) = forwarded(shared, route, done) {
+                    acknowledge(position, txn.is_some(), &mut acked, next);
+                }
             }
             if let Some(next) = w.take_pending_advance() {
-                position.acknowledge(next);
+                acknowledge(position, txn.is_some(), &mut acked, next);
             }
             while let Some(t) = w.poll_transmit() {
-                transmit(shared, route, t, &acks_tx).await;
+                if let Some(txn) = txn.as_deref_mut()
+                    && txn.cycle.before_send(now())
+                {
+                    join_transaction(shared, route, txn).await?;
+                }
+                transmit(shared, route, t, &acks_tx, transactional_id.clone()).await;
             }
             if let Some(action) = w.poll_action() {
+                if txn.is_some() && matches!(action, Action::NeedProducerId) {
+                    // A transaction cannot renumber its batches under a new producer id: abort
+                    // it and redo it under a new epoch.
+                    return Err(Error::Target {
+                        partition: route.target.to_string(),
+                        detail: IoError::new(
+                            ErrorClass::Abortable,
+                            "producer_state",
+                            "the target refused the transaction's producer state",
+                        ),
+                    });
+                }
                 handle_action(shared, route, &mut w, action, &policy, max_message_bytes).await?;
                 // It may have unblocked the window: look again before waiting.
                 continue;
             }
-            if !input_open && w.is_empty() {
+            if let Some(txn) = txn.as_deref_mut()
+                && let Some(CycleAction::Commit { position: next }) =
+                    txn.cycle.poll(now(), acked, w.is_empty(), !input_open)
+            {
+                commit_transaction(shared, route, txn, next).await?;
+                txn.cycle.committed(next);
+                position.acknowledge(next);
+                shared.observer.committed(&route.source, next);
+                continue;
+            }
+            if !input_open && w.is_empty() && txn.as_ref().is_none_or(|t| t.cycle.is_closed()) {
                 return Ok(());
             }
-            let timeout = w.poll_timeout();
+            let cycle_open = txn.as_ref().is_none_or(|t| t.cycle.accepts_input());
+            let timeout = match (
+                w.poll_timeout(),
+                txn.as_ref().and_then(|t| t.cycle.poll_timeout()),
+            ) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             tokio::select! {
                 biased;
                 Some(ack) = acks_rx.recv() => on_answer(shared, route, &mut w, ack),
-                work = rx.recv(), if input_open && w.accepts_input() => match work {
+                work = rx.recv(), if input_open && cycle_open && w.accepts_input() => match work {
                     None => input_open = false,
                     Some(work) => {
                         take(&mut w, work);
@@ -574,6 +790,107 @@ async fn produce_loop<S: Source, T: Target>(
     }
     .await;
     (result, w.seq())
+}
+
+/// A batch (or a skipped range) is acknowledged up to `next`: at-least-once, the committable
+/// position moves at once; exactly-once, only the transaction's pending position does.
+fn acknowledge(position: &PositionCell, transactional: bool, acked: &mut i64, next: i64) {
+    if transactional {
+        *acked = (*acked).max(next);
+    } else {
+        position.acknowledge(next);
+    }
+}
+
+/// Adds the route's target partition to its open transaction (opening one), retried while
+/// retriable and waited out while denied.
+async fn join_transaction<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    txn: &mut RouteTxn<T::Transactions>,
+) -> Result<(), Error> {
+    transaction_call(shared, route, &mut txn.txn, TxnOp::Add).await?;
+    txn.cycle.added();
+    Ok(())
+}
+
+/// Stores `next` in the transaction and commits it.
+async fn commit_transaction<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    txn: &mut RouteTxn<T::Transactions>,
+    next: i64,
+) -> Result<(), Error> {
+    let positions = [(route.target.clone(), next)];
+    transaction_call(
+        shared,
+        route,
+        &mut txn.txn,
+        TxnOp::Commit(&txn.group_id, &positions),
+    )
+    .await
+}
+
+/// A transaction operation of a route.
+#[derive(Clone, Copy)]
+enum TxnOp<'a> {
+    /// Add the route's target partition (opening a transaction).
+    Add,
+    /// Store the positions in the group and commit.
+    Commit(&'a str, &'a [(TopicPartition, i64)]),
+}
+
+/// One transaction operation, retried (the producer keeps the request pending) while
+/// retriable, waited out while denied; abortable and fenced errors end the run.
+async fn transaction_call<S: Source, T: Target>(
+    shared: &Shared<S, T>,
+    route: &Route,
+    txn: &mut T::Transactions,
+    op: TxnOp<'_>,
+) -> Result<(), Error> {
+    let what = match op {
+        TxnOp::Add => "adding the partition to the transaction",
+        TxnOp::Commit(..) => "committing the transaction",
+    };
+    // Not cancellable by `stop`: a stopping route still commits what it has (the drain
+    // deadline bounds it; an abandoned transaction is aborted by the next owner's init).
+    let never = CancellationToken::new();
+    let mut backoff = Backoff::new(
+        shared.settings.retry_backoff,
+        shared.settings.retry_backoff_max,
+    );
+    let mut denial = Denial::new();
+    let mut attempts = 0u32;
+    loop {
+        let outcome = match op {
+            TxnOp::Add => txn.add_partition(&route.target).await,
+            TxnOp::Commit(group, positions) => txn.commit(group, positions).await,
+        };
+        match outcome {
+            Ok(()) => {
+                denial.clear(shared.observer.as_ref(), &route.source);
+                return Ok(());
+            }
+            Err(e) if e.class == ErrorClass::Retriable => {
+                attempts += 1;
+                if attempts.is_power_of_two() {
+                    tracing::warn!(partition = %route.target, error = %e, attempts, "{what} failed; retrying");
+                }
+                backoff.wait(&never).await;
+            }
+            Err(e) if e.class == ErrorClass::Denied => {
+                denial
+                    .wait(Some((shared.observer.as_ref(), &route.source)), &e, &never)
+                    .await;
+            }
+            Err(e) => {
+                return Err(Error::Target {
+                    partition: route.target.to_string(),
+                    detail: e,
+                });
+            }
+        }
+    }
 }
 
 /// The window's clock: tokio's, so paused-time tests drive it.
@@ -618,6 +935,7 @@ async fn transmit<S: Source, T: Target>(
     route: &Route,
     t: Transmit,
     acks_tx: &mpsc::UnboundedSender<SlotResult>,
+    transactional_id: Option<Arc<str>>,
 ) {
     let target = &route.target;
     let node = match shared.target.leader(target, t.refresh).await {
@@ -638,16 +956,17 @@ async fn transmit<S: Source, T: Target>(
             slot: t.slot,
             reply: acks_tx.clone(),
             queued_at: std::time::Instant::now(),
+            transactional_id,
         },
     );
 }
 
+/// Reports an acknowledged batch; returns the position it completes, if any.
 fn forwarded<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
-    position: &PositionCell,
     done: Done<Reservation>,
-) {
+) -> Option<i64> {
     shared.observer.batch_forwarded(&BatchForwarded {
         source: &route.source,
         target: &route.target,
@@ -664,11 +983,9 @@ fn forwarded<S: Source, T: Target>(
         batch: &done.part.batch,
         offsets: &done.part.offsets,
     });
-    if let Some(next) = done.next {
-        position.acknowledge(next);
-    }
     // The memory the batch held is free once the target has it.
     drop(done.holds);
+    done.next
 }
 
 async fn handle_action<S: Source, T: Target>(

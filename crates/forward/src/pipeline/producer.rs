@@ -27,6 +27,8 @@ pub(crate) struct ProducerSeq {
     /// later batch would be appended ahead of an earlier one the target refused: only one batch
     /// may be in flight.
     pub(crate) confirmed: bool,
+    /// Exactly-once: the batches belong to the identity's transactions (transactional bit set).
+    pub(crate) transactional: bool,
 }
 
 impl ProducerSeq {
@@ -36,13 +38,27 @@ impl ProducerSeq {
             identity,
             next_sequence: 0,
             confirmed: false,
+            transactional: false,
+        }
+    }
+
+    /// A transactional producer's freshly initialized epoch: sequences start at 0.
+    pub(crate) fn fresh_transactional(identity: ProducerIdentity) -> Self {
+        ProducerSeq {
+            transactional: true,
+            ..Self::fresh(identity)
         }
     }
 
     /// The stamp for a batch of `records` records; the sequence advances past it (wrapping at
     /// `i32::MAX` as Kafka's does).
     pub(crate) fn stamp(&mut self, records: u32) -> ProducerStamp {
-        let stamp = ProducerStamp::idempotent(
+        let make = if self.transactional {
+            ProducerStamp::transactional
+        } else {
+            ProducerStamp::idempotent
+        };
+        let stamp = make(
             self.identity.producer_id,
             self.identity.epoch,
             self.next_sequence,
@@ -138,6 +154,7 @@ mod tests {
             identity: id(1),
             next_sequence: i32::MAX - 1,
             confirmed: true,
+            transactional: false,
         };
         assert_eq!(seq.stamp(3).base_sequence, i32::MAX - 1);
         assert_eq!(seq.next_sequence, 1);

@@ -32,6 +32,9 @@ pub(crate) struct ProduceItem {
     pub(crate) reply: mpsc::UnboundedSender<SlotResult>,
     /// When the batch was handed to the aggregator.
     pub(crate) queued_at: Instant,
+    /// Exactly-once: the transactional id whose open transaction the batch belongs to. A
+    /// Produce request carries one transactional id, so only batches of the same one share it.
+    pub(crate) transactional_id: Option<Arc<str>>,
 }
 
 /// The outcome of one produced batch.
@@ -125,13 +128,16 @@ impl<T: Target> Aggregator<T> {
                         .iter()
                         .map(|i| (i.partition.clone(), i.batch.clone()))
                         .collect();
+                    let transactional_id = request.first().and_then(|i| i.transactional_id.clone());
                     let sent = Instant::now();
                     let queued = request
                         .iter()
                         .map(|i| sent.saturating_duration_since(i.queued_at))
                         .max()
                         .unwrap_or_default();
-                    let outcome = target.produce(node, batches).await;
+                    let outcome = target
+                        .produce(node, batches, transactional_id.as_deref())
+                        .await;
                     observer.produce_request(node, request.len(), sent.elapsed(), queued);
                     (request, outcome)
                 });
@@ -157,15 +163,17 @@ impl<T: Target> Aggregator<T> {
         }
     }
 
-    /// The oldest waiting batch of each partition, up to the request size limit.
+    /// The oldest waiting batch of each partition, up to the request size limit, all of the
+    /// oldest batch's transactional id (or all without one).
     fn take_request(&self, waiting: &mut VecDeque<ProduceItem>) -> Request {
         let mut request = Vec::new();
         let mut seen = HashSet::new();
         let mut size = 0usize;
         let mut kept = VecDeque::with_capacity(waiting.len());
+        let id = waiting.front().and_then(|i| i.transactional_id.clone());
         while let Some(item) = waiting.pop_front() {
             let fits = request.is_empty() || size + item.batch.len() <= self.max_request_bytes;
-            if fits && !seen.contains(&item.partition) {
+            if fits && item.transactional_id == id && !seen.contains(&item.partition) {
                 size += item.batch.len();
                 seen.insert(item.partition.clone());
                 request.push(item);

@@ -294,6 +294,19 @@ pub struct Mirror {
     /// The principal the target brokers see for Strait (`mirror.target_principal`); `None`:
     /// derived from the target client settings as `strait check` prints it.
     pub target_principal: Option<String>,
+    /// `mirror.exactly_once = true`: transactions on the target, positions stored in them
+    /// (see docs/exactly-once.md); `None`: at-least-once (the default).
+    pub exactly_once: Option<ExactlyOnce>,
+}
+
+/// Exactly-once settings (`mirror.exactly_once = true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExactlyOnce {
+    /// `mirror.transaction_interval`: how long a transaction stays open before it commits.
+    pub transaction_interval: Duration,
+    /// `mirror.transaction_timeout`: `transaction.timeout.ms` of the mirror's transactions.
+    pub transaction_timeout: Duration,
 }
 
 /// The `[metrics]` section.
@@ -416,6 +429,11 @@ pub mod defaults {
     pub const SESSION_TIMEOUT: Duration = Duration::from_secs(45);
     /// `mirror.drain_timeout`: well under the group's rebalance timeout.
     pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+    /// `mirror.transaction_interval`: records become visible to `read_committed` consumers on
+    /// the target within about this long, at a few transaction round trips per interval.
+    pub const TRANSACTION_INTERVAL: Duration = Duration::from_millis(300);
+    /// `mirror.transaction_timeout`: the Java producer's `transaction.timeout.ms`.
+    pub const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
     /// `mirror.max_in_flight`: the idempotent producer's dedup window.
     pub const MAX_IN_FLIGHT: u8 = 5;
     /// `mirror.batch_size`: 256 KiB, sixteen times Kafka's producer default, so that over a
@@ -654,6 +672,17 @@ impl Config {
                 mirror.insert("target_principal".into(), p.clone().into());
             }
         }
+        if let Some(eos) = &m.exactly_once {
+            mirror.insert("exactly_once".into(), true.into());
+            mirror.insert(
+                "transaction_interval".into(),
+                format_duration(eos.transaction_interval).into(),
+            );
+            mirror.insert(
+                "transaction_timeout".into(),
+                format_duration(eos.transaction_timeout).into(),
+            );
+        }
         if let Some(groups) = &m.groups {
             mirror.insert("groups".into(), strings(groups.include()));
             mirror.insert("groups_exclude".into(), strings(groups.exclude()));
@@ -832,6 +861,63 @@ fn validate_client_properties(raw: &RawCluster, section: &str) -> Result<()> {
     }
 }
 
+/// `mirror.exactly_once` and its settings.
+fn exactly_once(
+    raw: &RawConfig,
+    described: &dyn Fn(&str) -> String,
+) -> Result<Option<ExactlyOnce>> {
+    let s = Section::Mirror;
+    if get(raw, s, "exactly_once", |f| f.boolean())? != Some(true) {
+        return Ok(None);
+    }
+    if get(raw, s, "isolation", |f| f.choice(ISOLATION))?
+        .is_some_and(|i| i != Isolation::ReadCommitted)
+    {
+        return Err(Error::Invalid {
+            key: described("isolation"),
+            expected: "read_committed with mirror.exactly_once = true (a mirror that copies \
+                       aborted source transactions cannot be exactly-once)"
+                .into(),
+            got: "read_uncommitted".into(),
+        });
+    }
+    let transaction_interval = get(raw, s, "transaction_interval", |f| {
+        let d = f.duration()?;
+        if d < Duration::from_millis(10) {
+            return Err(f.invalid("a duration of at least 10ms, e.g. \"300ms\""));
+        }
+        Ok(d)
+    })?
+    .unwrap_or(defaults::TRANSACTION_INTERVAL);
+    let transaction_timeout = get(raw, s, "transaction_timeout", |f| {
+        let d = f.duration()?;
+        if d < Duration::from_secs(1) || d > Duration::from_secs(900) {
+            return Err(f.invalid(
+                "a duration from 1s to 15m (the broker's transaction.max.timeout.ms), e.g. \"60s\"",
+            ));
+        }
+        Ok(d)
+    })?
+    .unwrap_or(defaults::TRANSACTION_TIMEOUT);
+    if transaction_interval * 2 > transaction_timeout {
+        return Err(Error::Invalid {
+            key: described("transaction_interval"),
+            expected: "at most half of mirror.transaction_timeout (a transaction must commit \
+                       well before the coordinator times it out)"
+                .into(),
+            got: format!(
+                "{} with a timeout of {}",
+                format_duration(transaction_interval),
+                format_duration(transaction_timeout)
+            ),
+        });
+    }
+    Ok(Some(ExactlyOnce {
+        transaction_interval,
+        transaction_timeout,
+    }))
+}
+
 fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror> {
     let s = Section::Mirror;
     let described = |key: &str| {
@@ -950,7 +1036,9 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         }),
         &described("topic_configs_exclude"),
     )?;
+    let exactly_once = exactly_once(raw, &described)?;
     Ok(Mirror {
+        exactly_once,
         groups,
         checkpoint_interval,
         sync_group_offsets: get(raw, s, "sync_group_offsets", |f| f.boolean())?.unwrap_or(false),

@@ -126,6 +126,9 @@ impl Section {
                 "sync_topic_acls_interval",
                 "protect_mirrors",
                 "target_principal",
+                "exactly_once",
+                "transaction_interval",
+                "transaction_timeout",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout", "mm2_compat"],
             Section::Tracing => &[

@@ -1,0 +1,185 @@
+//! Exactly-once: when a route's transaction opens, stops taking batches and commits.
+//!
+//! A route's transaction holds its batches and, at the end, the source position after them.
+//! [`Cycle`] decides, from events the produce loop feeds it and the time passed in:
+//!
+//! - the partition must be added to a transaction before its first batch of the transaction is
+//!   sent ([`Cycle::before_send`]);
+//! - `interval` after a transaction opened (or the position moved without a batch, e.g. past a
+//!   source transaction's aborted records), the window stops taking input ([`Cycle::accepts_input`])
+//!   until everything sent is acknowledged, then the position is committed
+//!   ([`Cycle::poll`] -> [`CycleAction::Commit`]);
+//! - when the input has ended (revoke, shutdown), the open transaction commits at once.
+//!
+//! It holds no I/O and no clock of its own, so the tests below drive it in memory.
+
+use std::time::{Duration, Instant};
+
+/// What the produce loop must do next for the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CycleAction {
+    /// Store `position` (the next source offset) in the transaction and commit it.
+    Commit { position: i64 },
+}
+
+/// One route's transaction cycle (see the [module docs](self)).
+#[derive(Debug)]
+pub(crate) struct Cycle {
+    interval: Duration,
+    /// When the open transaction started (its first batch, or the first move of the position
+    /// with nothing to send); `None`: no transaction open.
+    opened: Option<Instant>,
+    /// The partition is in the open transaction.
+    added: bool,
+    /// Waiting for the window to empty before committing.
+    draining: bool,
+    /// The position the last transaction committed (or the start position).
+    committed: i64,
+}
+
+impl Cycle {
+    /// A cycle starting at `committed`, the position the route starts from.
+    pub(crate) fn new(interval: Duration, committed: i64) -> Self {
+        Cycle {
+            interval,
+            opened: None,
+            added: false,
+            draining: false,
+            committed,
+        }
+    }
+
+    /// A batch is about to be sent: true if the partition must be added to the transaction
+    /// first (call [`added`](Self::added) once it is).
+    pub(crate) fn before_send(&mut self, now: Instant) -> bool {
+        self.opened.get_or_insert(now);
+        !self.added
+    }
+
+    /// The partition is in the open transaction.
+    pub(crate) fn added(&mut self) {
+        self.added = true;
+    }
+
+    /// Whether the window may take more batches: not while a commit waits for it to empty, so
+    /// a steady stream cannot hold a transaction open forever.
+    pub(crate) fn accepts_input(&self) -> bool {
+        !self.draining
+    }
+
+    /// Decides the next step. `acknowledged`: the position after everything the target
+    /// acknowledged; `window_empty`: nothing is queued or in flight; `input_ended`: no more
+    /// batches will come (the route is stopping).
+    pub(crate) fn poll(
+        &mut self,
+        now: Instant,
+        acknowledged: i64,
+        window_empty: bool,
+        input_ended: bool,
+    ) -> Option<CycleAction> {
+        if self.opened.is_none() && acknowledged > self.committed {
+            // The position moved with nothing sent (skipped source batches): commit it too.
+            self.opened = Some(now);
+        }
+        let opened = self.opened?;
+        if input_ended || now >= opened + self.interval {
+            self.draining = true;
+        }
+        (self.draining && window_empty).then_some(CycleAction::Commit {
+            position: acknowledged.max(self.committed),
+        })
+    }
+
+    /// When [`poll`](Self::poll) must run again even if nothing else happens.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        match self.opened {
+            Some(opened) if !self.draining => Some(opened + self.interval),
+            _ => None,
+        }
+    }
+
+    /// The transaction committed `position`: the next one starts closed.
+    pub(crate) fn committed(&mut self, position: i64) {
+        self.committed = position;
+        self.opened = None;
+        self.added = false;
+        self.draining = false;
+    }
+
+    /// The position the last transaction committed (or the start position).
+    pub(crate) fn committed_position(&self) -> i64 {
+        self.committed
+    }
+
+    /// Nothing is open: the route may end.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.opened.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_transaction_commits_after_the_interval_once_the_window_is_empty() {
+        let t0 = Instant::now();
+        let mut c = Cycle::new(SECOND, 10);
+        assert_eq!(c.poll(t0, 10, true, false), None, "nothing to commit");
+        assert!(c.before_send(t0), "the first batch adds the partition");
+        c.added();
+        assert!(
+            !c.before_send(t0),
+            "later batches of the transaction do not"
+        );
+        assert_eq!(c.poll_timeout(), Some(t0 + SECOND));
+        assert_eq!(c.poll(t0, 15, false, false), None);
+        // Due, but a batch is still in flight: stop taking input and wait.
+        assert_eq!(c.poll(t0 + SECOND, 15, false, false), None);
+        assert!(!c.accepts_input());
+        assert_eq!(c.poll_timeout(), None);
+        assert_eq!(
+            c.poll(t0 + SECOND, 20, true, false),
+            Some(CycleAction::Commit { position: 20 })
+        );
+        c.committed(20);
+        assert!(c.accepts_input() && c.is_closed());
+        assert!(
+            c.before_send(t0 + 2 * SECOND),
+            "a new transaction adds it again"
+        );
+    }
+
+    #[test]
+    fn a_position_moved_without_batches_is_committed_too() {
+        let t0 = Instant::now();
+        let mut c = Cycle::new(SECOND, 10);
+        assert_eq!(c.poll(t0, 12, true, false), None);
+        assert_eq!(
+            c.poll(t0 + SECOND, 12, true, false),
+            Some(CycleAction::Commit { position: 12 })
+        );
+    }
+
+    #[test]
+    fn the_end_of_input_commits_at_once() {
+        let t0 = Instant::now();
+        let mut c = Cycle::new(SECOND, 0);
+        c.before_send(t0);
+        c.added();
+        assert_eq!(c.poll(t0, 3, false, true), None, "still in flight");
+        assert_eq!(
+            c.poll(t0, 5, true, true),
+            Some(CycleAction::Commit { position: 5 })
+        );
+        c.committed(5);
+        assert_eq!(
+            c.poll(t0, 5, true, true),
+            None,
+            "nothing left: the route may end"
+        );
+        assert!(c.is_closed());
+    }
+}
