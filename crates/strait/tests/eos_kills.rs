@@ -15,6 +15,11 @@
 //! * the positions stored on the target (group `strait-eos`, under the target topic) are the
 //!   source's end offsets.
 //!
+//! A second test pauses an instance (SIGSTOP) past its session timeout while another takes its
+//! partitions over (initializing their transactional ids fences it), then resumes it: nothing
+//! the zombie sends after the takeover becomes visible (the target still holds every record
+//! exactly once), and it gives the partitions up.
+//!
 //! Run: `cargo test -p strait --test eos_kills -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -120,6 +125,96 @@ fn sigkills_and_rebalances_leave_every_record_exactly_once() {
         aborted > 0,
         "the kills hit no open transaction: the scenario did not happen"
     );
+}
+
+#[test]
+fn a_paused_instance_resumed_after_a_takeover_commits_nothing() {
+    let (source, target) = clusters("zombie");
+    for c in [&source, &target] {
+        c.admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)]).unwrap();
+    }
+    let rt = runtime();
+    let src = rt.block_on(client(&source));
+    let dst = rt.block_on(client(&target));
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, instance: &str| {
+        write_config(
+            dir.path(),
+            name,
+            &source,
+            &target,
+            TOPIC,
+            MIRROR_GROUP,
+            &format!(
+                "exactly_once = true\ntransaction_interval = \"200ms\"\ninstance_id = \"{instance}\"\n"
+            ),
+        )
+    };
+    let (zombie_config, heir_config) = (config("zombie", "z-0"), config("heir", "z-1"));
+    let stop = AtomicBool::new(false);
+    let produced = AtomicUsize::new(0);
+    let (mut zombie, zombie_log, mut heir, heir_log) = std::thread::scope(|scope| {
+        let producer = scope.spawn(|| {
+            let rt = runtime();
+            let c = rt.block_on(client(&source));
+            while !stop.load(Ordering::Acquire) {
+                let n = produced.load(Ordering::Acquire);
+                rt.block_on(produce_numbered(&c, TOPIC, 0..PARTITIONS, n..n + ROUND));
+                produced.store(n + ROUND, Ordering::Release);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let tps = partitions();
+            let (zombie, zombie_log) = spawn_strait(&zombie_config, 0);
+            let positions = wait_for_progress(&rt, &dst, &tps, &vec![0; tps.len()], &zombie_log);
+            // Paused mid-stream, with transactions open: the group gives every partition to
+            // the heir after the session timeout, and its initializations fence the zombie.
+            signal(&zombie, "-STOP");
+            let (heir, heir_log) = spawn_strait(&heir_config, 1);
+            let positions = wait_for_progress(&rt, &dst, &tps, &positions, &heir_log);
+            signal(&zombie, "-CONT");
+            // The zombie wakes up to a group that moved on; the heir keeps mirroring.
+            wait_for_log(&zombie_log, "revoked", Duration::from_secs(60));
+            wait_for_progress(&rt, &dst, &tps, &positions, &heir_log);
+            (zombie, zombie_log, heir, heir_log)
+        }));
+        stop.store(true, Ordering::Release);
+        producer.join().expect("the source producer");
+        schedule.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    let total = produced.load(Ordering::Acquire);
+    let ends = rt.block_on(end_offsets(&src, TOPIC, PARTITIONS));
+    wait_for_positions(&rt, &dst, &partitions(), &ends, &heir_log);
+    assert_eq!(terminate(&mut heir).code(), Some(0));
+    assert_eq!(terminate(&mut zombie).code(), Some(0));
+    drop((heir, zombie));
+    let committed = consume(&target, total, "read_committed");
+    for p in 0..PARTITIONS {
+        assert_eq!(
+            committed.get(&p).cloned().unwrap_or_default(),
+            (0..total).collect::<Vec<_>>(),
+            "partition {p}: exactly once after the zombie resumed"
+        );
+    }
+    let zombie_text = std::fs::read_to_string(&zombie_log).unwrap();
+    println!(
+        "{total} records per partition exactly once; the zombie was {}told it was fenced",
+        if zombie_text.contains("fenced") {
+            ""
+        } else {
+            "not "
+        }
+    );
+}
+
+fn signal(process: &StraitProcess, which: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(which)
+        .arg(process.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {which}");
 }
 
 fn partitions() -> Vec<TopicPartition> {
