@@ -619,3 +619,29 @@ fn partition_assignment_strategy_defaults_to_roundrobin_then_range() {
         );
     }
 }
+
+#[test]
+fn exactly_once_settings_are_read_and_checked() {
+    assert!(parse(MINIMAL).unwrap().mirror.exactly_once.is_none());
+    let c = parse(&format!(
+        "{MINIMAL}[mirror]\nexactly_once = true\ntransaction_interval = \"1s\"\ntransaction_timeout = \"30s\"\n"
+    ))
+    .unwrap();
+    let eos = c.mirror.exactly_once.unwrap();
+    assert_eq!(eos.transaction_interval, Duration::from_secs(1));
+    assert_eq!(eos.transaction_timeout, Duration::from_secs(30));
+    let e = err(&format!(
+        "{MINIMAL}[mirror]\nexactly_once = true\nisolation = \"read_uncommitted\"\n"
+    ));
+    assert!(
+        e.contains("mirror.isolation") && e.contains("read_committed"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{MINIMAL}[mirror]\nexactly_once = true\ntransaction_interval = \"40s\"\n"
+    ));
+    assert!(
+        e.contains("mirror.transaction_interval") && e.contains("half"),
+        "{e}"
+    );
+}

@@ -25,6 +25,7 @@
 //! | `emit.checkpoints.interval.seconds` | `mirror.checkpoint_interval` |
 //! | `sync.group.offsets.enabled`, `sync.group.offsets.interval.seconds` | `mirror.sync_group_offsets`, `mirror.sync_group_offsets_interval` (for the groups `groups` names) |
 //! | `refresh.topics.interval.seconds` | `mirror.refresh_interval` |
+//! | `exactly.once.source.support = enabled`, `exactly.once.support = required` | `mirror.exactly_once = true` (see docs/exactly-once.md) |
 //! | no consumer `group.id` | `mirror.group_id = "strait-A-B"` (one group per flow) |
 //! | other checkpoint/heartbeat/offset-sync settings, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
 //! | `config.providers`, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
@@ -357,6 +358,18 @@ fn flow_config(
             }
             "replication.factor" => mirror(&mut raw, "replication_factor", p),
             "heartbeats.replication.enabled" => mirror(&mut raw, "replicate_heartbeats", p),
+            // Connect's exactly-once source support (worker) or a connector requesting it.
+            "exactly.once.source.support" | "exactly.once.support" => {
+                let on = matches!(
+                    p.value.trim().to_ascii_lowercase().as_str(),
+                    "enabled" | "required" | "requested"
+                );
+                raw.set(
+                    Section::Mirror,
+                    "exactly_once",
+                    Entry::text(if on { "true" } else { "false" }, origin(p)),
+                );
+            }
             // Checkpoints are opt-in in Strait: only an explicit `groups` enables them.
             "groups" => mirror(&mut raw, "groups", p),
             "groups.exclude" => mirror(&mut raw, "groups_exclude", p),
@@ -847,6 +860,34 @@ A->B.topics.exclude = payments
                 .to_toml(true)
                 .contains("sync_topic_acls = true")
         );
+    }
+
+    #[test]
+    fn exactly_once_support_is_mapped() {
+        let base = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n";
+        assert!(
+            load_text(base, &[])
+                .unwrap()
+                .config
+                .mirror
+                .exactly_once
+                .is_none()
+        );
+        for line in [
+            "exactly.once.source.support = enabled",
+            "A->B.exactly.once.support = required",
+        ] {
+            let loaded = load_text(&format!("{base}{line}\n"), &[]).unwrap();
+            assert!(loaded.warnings.is_empty(), "{line}: {:?}", loaded.warnings);
+            let eos = loaded.config.mirror.exactly_once.clone().expect(line);
+            assert_eq!(eos.transaction_interval, Duration::from_millis(300));
+            assert!(loaded.config.to_toml(true).contains("exactly_once = true"));
+        }
+        let off = load_text(
+            &format!("{base}exactly.once.source.support = disabled\n"),
+            &[],
+        );
+        assert!(off.unwrap().config.mirror.exactly_once.is_none());
     }
 
     #[test]
