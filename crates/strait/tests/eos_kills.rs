@@ -27,12 +27,11 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
 use strait_wire::TopicPartition;
-use strait_wire::offset_commit::GroupOffsets;
 
 const TOPIC: &str = "payments";
 const PARTITIONS: i32 = 6;
@@ -40,86 +39,117 @@ const MIRROR_GROUP: &str = "strait-eos";
 /// Records per partition per producer round.
 const ROUND: usize = 40;
 
-#[test]
-fn sigkills_and_rebalances_leave_every_record_exactly_once() {
-    let (source, target) = clusters("eos");
-    for c in [&source, &target] {
-        c.admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)]).unwrap();
+/// Two clusters with the topic, clients on both, and mirror configs in a temporary directory.
+struct Setup {
+    source: Cluster,
+    target: Cluster,
+    rt: tokio::runtime::Runtime,
+    src: strait_wire::Client,
+    dst: strait_wire::Client,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(prefix: &str) -> Setup {
+        let (source, target) = clusters(prefix);
+        for c in [&source, &target] {
+            c.admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)]).unwrap();
+        }
+        let rt = runtime();
+        let src = rt.block_on(client(&source));
+        let dst = rt.block_on(client(&target));
+        let dir = tempfile::tempdir().unwrap();
+        Setup {
+            source,
+            target,
+            rt,
+            src,
+            dst,
+            dir,
+        }
     }
-    let rt = runtime();
-    let src = rt.block_on(client(&source));
-    let dst = rt.block_on(client(&target));
-    let dir = tempfile::tempdir().unwrap();
-    let config = |name: &str, instance: &str| {
+
+    /// An exactly-once mirror config with static member id `instance`.
+    fn config(&self, name: &str, instance: &str) -> std::path::PathBuf {
         write_config(
-            dir.path(),
+            self.dir.path(),
             name,
-            &source,
-            &target,
+            &self.source,
+            &self.target,
             TOPIC,
             MIRROR_GROUP,
             &format!(
                 "exactly_once = true\ntransaction_interval = \"200ms\"\ninstance_id = \"{instance}\"\n"
             ),
         )
-    };
-    let first = config("first", "eos-0");
-    let second = config("second", "eos-1");
+    }
 
-    // The stream: ROUND records per partition every 100 ms until the schedule is over, on a
-    // client and runtime of its own.
-    let stop = AtomicBool::new(false);
-    let produced = AtomicUsize::new(0);
-    let (mut a, log) = std::thread::scope(|scope| {
-        let producer = scope.spawn(|| {
-            let rt = runtime();
-            let c = rt.block_on(client(&source));
-            while !stop.load(Ordering::Acquire) {
-                let n = produced.load(Ordering::Acquire);
-                rt.block_on(produce_numbered(&c, TOPIC, 0..PARTITIONS, n..n + ROUND));
-                produced.store(n + ROUND, Ordering::Release);
-                std::thread::sleep(Duration::from_millis(100));
-            }
+    /// Runs `schedule` while a producer writes ROUND records per partition every 100 ms (on a
+    /// client and runtime of its own); returns its result and the records per partition
+    /// produced.
+    fn while_streaming<R>(&self, schedule: impl FnOnce() -> R) -> (R, usize) {
+        let stop = AtomicBool::new(false);
+        let produced = AtomicUsize::new(0);
+        let result = std::thread::scope(|scope| {
+            let producer = scope.spawn(|| {
+                let rt = runtime();
+                let c = rt.block_on(client(&self.source));
+                while !stop.load(Ordering::Acquire) {
+                    let n = produced.load(Ordering::Acquire);
+                    rt.block_on(produce_numbered(&c, TOPIC, 0..PARTITIONS, n..n + ROUND));
+                    produced.store(n + ROUND, Ordering::Release);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(schedule));
+            stop.store(true, Ordering::Release);
+            producer.join().expect("the source producer");
+            result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            kill_and_rebalance(&rt, &dst, &first, &second)
-        }));
-        stop.store(true, Ordering::Release);
-        producer.join().expect("the source producer");
-        schedule.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    });
-    let total = produced.load(Ordering::Acquire);
-    let tps = partitions();
-    let ends = rt.block_on(end_offsets(&src, TOPIC, PARTITIONS));
-    assert!(
-        ends.iter().all(|e| *e == total as i64),
-        "{ends:?} != {total}"
-    );
-    wait_for_positions(&rt, &dst, &tps, &ends, &log);
+        (result, produced.load(Ordering::Acquire))
+    }
+
+    /// Waits until the mirror stored the source's end offsets (`total` per partition) on the
+    /// target, then asserts that a read_committed consumer reads every record once, in order.
+    fn assert_exactly_once(&self, total: usize, log: &std::path::Path) {
+        let ends = self.rt.block_on(end_offsets(&self.src, TOPIC, PARTITIONS));
+        assert!(
+            ends.iter().all(|e| *e == total as i64),
+            "{ends:?} != {total}"
+        );
+        wait_for_positions(&self.rt, &self.dst, &partitions(), &ends, log);
+        let committed = consume(&self.target, total, "read_committed");
+        for p in 0..PARTITIONS {
+            let got = committed.get(&p).cloned().unwrap_or_default();
+            let missing = (0..total).filter(|n| !got.contains(n)).count();
+            let duplicates = got.len() + missing - total;
+            assert_eq!(
+                got,
+                (0..total).collect::<Vec<_>>(),
+                "partition {p}: the read_committed target must hold every source record once, \
+                 in order ({missing} missing, {duplicates} duplicates)"
+            );
+        }
+    }
+}
+
+#[test]
+fn sigkills_and_rebalances_leave_every_record_exactly_once() {
+    let s = Setup::new("eos");
+    let (first, second) = (s.config("first", "eos-0"), s.config("second", "eos-1"));
+    let ((mut a, log), total) =
+        s.while_streaming(|| kill_and_rebalance(&s.rt, &s.dst, &first, &second));
+    s.assert_exactly_once(total, &log);
     assert_eq!(terminate(&mut a).code(), Some(0));
     drop(a);
-
-    let committed = consume(&target, total, "read_committed");
-    let mut missing = 0;
-    let mut duplicates = 0;
-    for p in 0..PARTITIONS {
-        let got = committed.get(&p).cloned().unwrap_or_default();
-        let want: Vec<usize> = (0..total).collect();
-        missing += want.iter().filter(|n| !got.contains(n)).count();
-        duplicates += got.len() - got.iter().collect::<std::collections::BTreeSet<_>>().len();
-        assert_eq!(
-            got, want,
-            "partition {p}: the read_committed target must hold every source record once, in order"
-        );
-    }
-    let uncommitted: usize = consume(&target, total * 2, "read_uncommitted")
+    let uncommitted: usize = consume(&s.target, total * 2, "read_uncommitted")
         .values()
         .map(Vec::len)
         .sum();
     let aborted = uncommitted - total * PARTITIONS as usize;
     println!(
-        "{total} records per partition, {PARTITIONS} partitions: {missing} missing, {duplicates} \
-         duplicates read_committed; {aborted} records of aborted transactions in the target log"
+        "{total} records per partition, {PARTITIONS} partitions: 0 missing, 0 duplicates \
+         read_committed; {aborted} records of aborted transactions in the target log"
     );
     assert!(
         aborted > 0,
@@ -129,74 +159,26 @@ fn sigkills_and_rebalances_leave_every_record_exactly_once() {
 
 #[test]
 fn a_paused_instance_resumed_after_a_takeover_commits_nothing() {
-    let (source, target) = clusters("zombie");
-    for c in [&source, &target] {
-        c.admin(&[AdminOp::topic(TOPIC, PARTITIONS, 1)]).unwrap();
-    }
-    let rt = runtime();
-    let src = rt.block_on(client(&source));
-    let dst = rt.block_on(client(&target));
-    let dir = tempfile::tempdir().unwrap();
-    let config = |name: &str, instance: &str| {
-        write_config(
-            dir.path(),
-            name,
-            &source,
-            &target,
-            TOPIC,
-            MIRROR_GROUP,
-            &format!(
-                "exactly_once = true\ntransaction_interval = \"200ms\"\ninstance_id = \"{instance}\"\n"
-            ),
-        )
-    };
-    let (zombie_config, heir_config) = (config("zombie", "z-0"), config("heir", "z-1"));
-    let stop = AtomicBool::new(false);
-    let produced = AtomicUsize::new(0);
-    let (mut zombie, zombie_log, mut heir, heir_log) = std::thread::scope(|scope| {
-        let producer = scope.spawn(|| {
-            let rt = runtime();
-            let c = rt.block_on(client(&source));
-            while !stop.load(Ordering::Acquire) {
-                let n = produced.load(Ordering::Acquire);
-                rt.block_on(produce_numbered(&c, TOPIC, 0..PARTITIONS, n..n + ROUND));
-                produced.store(n + ROUND, Ordering::Release);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let tps = partitions();
-            let (zombie, zombie_log) = spawn_strait(&zombie_config, 0);
-            let positions = wait_for_progress(&rt, &dst, &tps, &vec![0; tps.len()], &zombie_log);
-            // Paused mid-stream, with transactions open: the group gives every partition to
-            // the heir after the session timeout, and its initializations fence the zombie.
-            signal(&zombie, "-STOP");
-            let (heir, heir_log) = spawn_strait(&heir_config, 1);
-            let positions = wait_for_progress(&rt, &dst, &tps, &positions, &heir_log);
-            signal(&zombie, "-CONT");
-            // The zombie wakes up to a group that moved on; the heir keeps mirroring.
-            wait_for_log(&zombie_log, "revoked", Duration::from_secs(60));
-            wait_for_progress(&rt, &dst, &tps, &positions, &heir_log);
-            (zombie, zombie_log, heir, heir_log)
-        }));
-        stop.store(true, Ordering::Release);
-        producer.join().expect("the source producer");
-        schedule.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    let s = Setup::new("zombie");
+    let (zombie_config, heir_config) = (s.config("zombie", "z-0"), s.config("heir", "z-1"));
+    let ((mut zombie, zombie_log, mut heir, heir_log), total) = s.while_streaming(|| {
+        let tps = partitions();
+        let (zombie, zombie_log) = spawn_strait(&zombie_config, 0);
+        let positions = wait_for_progress(&s.rt, &s.dst, &tps, &vec![0; tps.len()], &zombie_log);
+        // Paused mid-stream, with transactions open: the group gives every partition to the
+        // heir after the session timeout, and its initializations fence the zombie.
+        signal(&zombie, "-STOP");
+        let (heir, heir_log) = spawn_strait(&heir_config, 1);
+        let positions = wait_for_progress(&s.rt, &s.dst, &tps, &positions, &heir_log);
+        signal(&zombie, "-CONT");
+        // The zombie wakes up to a group that moved on; the heir keeps mirroring.
+        wait_for_log(&zombie_log, "revoked", Duration::from_secs(60));
+        wait_for_progress(&s.rt, &s.dst, &tps, &positions, &heir_log);
+        (zombie, zombie_log, heir, heir_log)
     });
-    let total = produced.load(Ordering::Acquire);
-    let ends = rt.block_on(end_offsets(&src, TOPIC, PARTITIONS));
-    wait_for_positions(&rt, &dst, &partitions(), &ends, &heir_log);
+    s.assert_exactly_once(total, &heir_log);
     assert_eq!(terminate(&mut heir).code(), Some(0));
     assert_eq!(terminate(&mut zombie).code(), Some(0));
-    drop((heir, zombie));
-    let committed = consume(&target, total, "read_committed");
-    for p in 0..PARTITIONS {
-        assert_eq!(
-            committed.get(&p).cloned().unwrap_or_default(),
-            (0..total).collect::<Vec<_>>(),
-            "partition {p}: exactly once after the zombie resumed"
-        );
-    }
     let zombie_text = std::fs::read_to_string(&zombie_log).unwrap();
     println!(
         "{total} records per partition exactly once; the zombie was {}told it was fenced",
@@ -255,22 +237,6 @@ fn kill_and_rebalance(
     (a, log)
 }
 
-/// The positions the mirror committed on the target, in transactions (0: none).
-fn stored_positions(
-    rt: &tokio::runtime::Runtime,
-    dst: &strait_wire::Client,
-    tps: &[TopicPartition],
-) -> Option<Vec<i64>> {
-    rt.block_on(async {
-        let c = GroupOffsets::new(dst, MIRROR_GROUP).fetch(tps).await.ok()?;
-        Some(
-            tps.iter()
-                .map(|tp| c.get(tp).and_then(|o| o.as_ref()).map_or(0, |o| o.offset))
-                .collect(),
-        )
-    })
-}
-
 /// Waits until the mirror committed past `previous` in every partition; returns the positions.
 fn wait_for_progress(
     rt: &tokio::runtime::Runtime,
@@ -279,20 +245,10 @@ fn wait_for_progress(
     previous: &[i64],
     log: &std::path::Path,
 ) -> Vec<i64> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(now) = stored_positions(rt, dst, tps)
-            && now.iter().zip(previous).all(|(n, p)| n > p)
-        {
-            return now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no transaction committed in every partition past {previous:?}; log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let what = format!("a transaction committed in every partition past {previous:?}");
+    wait_for_group_offsets(rt, dst, MIRROR_GROUP, tps, &what, log, |now| {
+        now.iter().zip(previous).all(|(n, p)| n > p)
+    })
 }
 
 /// Waits until the stored positions are `ends`.
@@ -303,19 +259,8 @@ fn wait_for_positions(
     ends: &[i64],
     log: &std::path::Path,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let now = stored_positions(rt, dst, tps);
-        if now.as_deref() == Some(ends) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "stored positions {now:?} never reached {ends:?}; log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let what = format!("the stored positions reaching {ends:?}");
+    wait_for_group_offsets(rt, dst, MIRROR_GROUP, tps, &what, log, |now| now == ends);
 }
 
 /// What Kafka's console consumer reads from the target at `isolation`, per partition, as the

@@ -31,7 +31,6 @@ use strait::failover::OffsetMaps;
 use strait::failover::checkpoint::{offset_syncs_topic, replay};
 use strait_testkit::{AdminOp, ConsumeOptions};
 use strait_wire::TopicPartition;
-use strait_wire::offset_commit::GroupOffsets;
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 12;
@@ -247,27 +246,10 @@ fn wait_for_commit(
     previous: &[i64],
     log: &std::path::Path,
 ) -> Vec<i64> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let now: Vec<i64> = rt.block_on(async {
-            match GroupOffsets::new(src, MIRROR_GROUP).fetch(tps).await {
-                Ok(c) => tps
-                    .iter()
-                    .map(|tp| c.get(tp).and_then(|o| o.as_ref()).map_or(0, |o| o.offset))
-                    .collect(),
-                Err(_) => previous.to_vec(),
-            }
-        });
-        if now.iter().zip(previous).all(|(n, p)| n > p) {
-            return now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the mirror did not commit ({now:?} from {previous:?}); log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let what = format!("the mirror committing past {previous:?}");
+    wait_for_group_offsets(rt, src, MIRROR_GROUP, tps, &what, log, |now| {
+        now.iter().zip(previous).all(|(n, p)| n > p)
+    })
 }
 
 /// Waits until every partition of the target grew by `by` records since `before`.

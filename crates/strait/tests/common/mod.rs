@@ -639,3 +639,39 @@ pub fn wait_for_checkpoints(
         std::thread::sleep(Duration::from_millis(250));
     }
 }
+
+/// Waits (at most 120 s) until the committed offsets of `group` for `tps` (0 where none) satisfy
+/// `done`; returns them. The failure names `what` was awaited and shows the mirror's log.
+pub fn wait_for_group_offsets(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    group: &str,
+    tps: &[TopicPartition],
+    what: &str,
+    log: &Path,
+    done: impl Fn(&[i64]) -> bool,
+) -> Vec<i64> {
+    use strait_wire::offset_commit::GroupOffsets;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let now: Option<Vec<i64>> = rt.block_on(async {
+            let c = GroupOffsets::new(client, group).fetch(tps).await.ok()?;
+            Some(
+                tps.iter()
+                    .map(|tp| c.get(tp).and_then(|o| o.as_ref()).map_or(0, |o| o.offset))
+                    .collect(),
+            )
+        });
+        if let Some(now) = &now
+            && done(now)
+        {
+            return now.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: group {group} is at {now:?}; log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
