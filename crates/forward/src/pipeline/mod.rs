@@ -405,18 +405,7 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
             return Ok(());
         }
         let sources: Vec<TopicPartition> = routes.iter().map(|r| r.source.clone()).collect();
-        let mut committed = self.positions.load(&sources).await.map_err(Error::Io)?;
-        if let Some(eos) = &self.shared.settings.exactly_once {
-            // The positions committed with the data are the truth; the position store's copy
-            // (committed after each transaction, for monitoring) may lag behind them.
-            let targets: Vec<TopicPartition> = routes.iter().map(|r| r.target.clone()).collect();
-            committed = self
-                .shared
-                .target
-                .stable_positions(&eos.group_id, &targets)
-                .await
-                .map_err(Error::Io)?;
-        }
+        let committed = self.positions.load(&sources).await.map_err(Error::Io)?;
         if committed.len() != routes.len() {
             // Zipping would silently leave partitions unassigned.
             return Err(Error::Io(IoError::new(
@@ -435,7 +424,11 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         let accounts: Vec<_> = (0..routes.len())
             .map(|_| self.shared.budget.open_account())
             .collect();
+        // Exactly-once routes read their start from the target themselves, once they have
+        // fenced the previous owner; the position store's copy is for monitoring only.
+        let transactional = self.shared.settings.exactly_once.is_some();
         for ((route, start), account) in routes.into_iter().zip(committed).zip(accounts) {
+            let start = if transactional { None } else { start };
             let cell = Arc::new(PositionCell::new(self.progress.clone()));
             if let Some(offset) = start {
                 cell.committed.store(offset, Ordering::Release);

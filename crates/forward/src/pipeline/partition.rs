@@ -112,14 +112,6 @@ pub(crate) async fn run<S: Source, T: Target>(
     account: Arc<Account>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
-    let start = match start {
-        Some(offset) => offset,
-        None => resolve_start(&shared, &route.source, shared.settings.start, &stop).await?,
-    };
-    position.ackd.store(start, Ordering::Release);
-    shared
-        .observer
-        .partition_started(&route.source, &route.target, start);
     let limits = retry(&shared, &stop, || {
         shared.target.topic_limits(route.target.topic())
     })
@@ -133,8 +125,14 @@ pub(crate) async fn run<S: Source, T: Target>(
         limits,
     };
     if let Some(eos) = &shared.settings.exactly_once {
-        return run_transactional(&leg, eos, start).await;
+        // The start position is read after the transactional id is initialized (below).
+        return run_transactional(&leg, eos).await;
     }
+    let start = match start {
+        Some(offset) => offset,
+        None => resolve_start(&shared, &route.source, shared.settings.start, &stop).await?,
+    };
+    leg.started(start);
     let seq = match shared.producers.claim(&route.target) {
         Some(seq) => seq,
         // Another route writes into the same target partition right now: sharing its producer
@@ -159,6 +157,14 @@ struct Leg<'a, S, T> {
 }
 
 impl<S: Source, T: Target> Leg<'_, S, T> {
+    /// The route starts mirroring at `start`.
+    fn started(&self, start: i64) {
+        self.position.ackd.store(start, Ordering::Release);
+        self.shared
+            .observer
+            .partition_started(&self.route.source, &self.route.target, start);
+    }
+
     /// Fetches from `start` and produces under `seq` until the fetch side ends (stop) and
     /// everything is acknowledged (and, exactly-once, committed), or an error stops it.
     async fn run(
@@ -231,7 +237,6 @@ pub(crate) struct RouteTxn<X> {
 async fn run_transactional<S: Source, T: Target>(
     leg: &Leg<'_, S, T>,
     eos: &ExactlyOnce,
-    mut start: i64,
 ) -> Result<(), Error> {
     let (shared, route, stop) = (leg.shared, leg.route, leg.stop);
     let id = eos.transactional_id(&route.source);
@@ -241,14 +246,30 @@ async fn run_transactional<S: Source, T: Target>(
         .map_err(Error::Io)?;
     let mut txn = RouteTxn {
         txn: producer,
-        cycle: Cycle::new(eos.transaction_interval, start),
+        cycle: Cycle::new(eos.transaction_interval, -1),
         group_id: eos.group_id.clone(),
     };
+    // Known after the first initialization: the position the last transaction stored.
+    let mut known: Option<i64> = None;
     loop {
         let identity = match init_transactions(leg, &mut txn.txn).await {
             Ok(identity) => identity,
             Err(Error::Stopped) => return Ok(()),
             Err(e) => return Err(e),
+        };
+        // Read only now: the initialization aborted what a previous owner left open, whose
+        // pending offsets would otherwise hold the read (UNSTABLE_OFFSET_COMMIT) until the
+        // coordinator times that transaction out.
+        let start = match known {
+            Some(start) => start,
+            None => match transactional_start(leg, eos).await {
+                Ok(start) => {
+                    leg.started(start);
+                    start
+                }
+                Err(Error::Stopped) => return Ok(()),
+                Err(e) => return Err(e),
+            },
         };
         tracing::debug!(partition = %route.source, transactional_id = %id,
             producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
@@ -264,8 +285,9 @@ async fn run_transactional<S: Source, T: Target>(
         // Nothing of the open transaction may become visible: abort it (a fenced producer's
         // is aborted by whoever fenced it).
         let aborted = txn.txn.abort().await;
-        start = txn.cycle.committed_position();
-        leg.position.ackd.store(start, Ordering::Release);
+        let committed = txn.cycle.committed_position();
+        known = Some(committed);
+        leg.position.ackd.store(committed, Ordering::Release);
         let class = error_class(&e);
         let fenced = class == Some(ErrorClass::Fenced)
             || matches!(&aborted, Err(a) if a.class == ErrorClass::Fenced);
@@ -284,10 +306,28 @@ async fn run_transactional<S: Source, T: Target>(
             }
         } else if matches!(class, Some(ErrorClass::Abortable)) {
             tracing::warn!(partition = %route.source, transactional_id = %id, error = %e,
-                restart = start, "transaction aborted; redoing it from the last committed position");
+                restart = committed, "transaction aborted; redoing it from the last committed position");
         } else {
             return Err(e);
         }
+    }
+}
+
+/// Exactly-once: where the route starts: the position its transactions stored on the target,
+/// or the start policy's when there is none.
+async fn transactional_start<S: Source, T: Target>(
+    leg: &Leg<'_, S, T>,
+    eos: &ExactlyOnce,
+) -> Result<i64, Error> {
+    let (shared, route) = (leg.shared, leg.route);
+    let targets = std::slice::from_ref(&route.target);
+    let stored = retry(shared, leg.stop, || {
+        shared.target.stable_positions(&eos.group_id, targets)
+    })
+    .await?;
+    match stored.first().copied().flatten() {
+        Some(position) => Ok(position),
+        None => resolve_start(shared, &route.source, shared.settings.start, leg.stop).await,
     }
 }
 
@@ -304,46 +344,16 @@ async fn init_transactions<S: Source, T: Target>(
     leg: &Leg<'_, S, T>,
     txn: &mut T::Transactions,
 ) -> Result<ProducerIdentity, Error> {
-    let shared = leg.shared;
-    let mut backoff = Backoff::new(
-        shared.settings.retry_backoff,
-        shared.settings.retry_backoff_max,
-    );
-    let mut denial = Denial::new();
-    let mut attempts = 0u32;
+    let mut retry = TargetRetry::new(leg.shared);
     loop {
         match txn.init().await {
             Ok(identity) => {
-                denial.clear(shared.observer.as_ref(), &leg.route.source);
+                retry.succeeded(leg.shared, leg.route);
                 return Ok(identity);
             }
-            Err(e) if e.class == ErrorClass::Denied => {
-                if !denial
-                    .wait(
-                        Some((shared.observer.as_ref(), &leg.route.source)),
-                        &e,
-                        leg.stop,
-                    )
-                    .await
-                {
-                    return Err(Error::Stopped);
-                }
-            }
-            Err(e) if e.class == ErrorClass::Retriable => {
-                attempts += 1;
-                if attempts.is_power_of_two() {
-                    tracing::warn!(partition = %leg.route.source, error = %e, attempts,
-                        "initializing the transactional producer failed; retrying");
-                }
-                if !backoff.wait(leg.stop).await {
-                    return Err(Error::Stopped);
-                }
-            }
             Err(e) => {
-                return Err(Error::Target {
-                    partition: leg.route.target.to_string(),
-                    detail: e,
-                });
+                let what = "initializing the transactional producer";
+                retry.wait(leg.shared, leg.route, what, e, leg.stop).await?;
             }
         }
     }
@@ -855,12 +865,7 @@ async fn transaction_call<S: Source, T: Target>(
     // Not cancellable by `stop`: a stopping route still commits what it has (the drain
     // deadline bounds it; an abandoned transaction is aborted by the next owner's init).
     let never = CancellationToken::new();
-    let mut backoff = Backoff::new(
-        shared.settings.retry_backoff,
-        shared.settings.retry_backoff_max,
-    );
-    let mut denial = Denial::new();
-    let mut attempts = 0u32;
+    let mut retry = TargetRetry::new(shared);
     loop {
         let outcome = match op {
             TxnOp::Add => txn.add_partition(&route.target).await,
@@ -868,28 +873,73 @@ async fn transaction_call<S: Source, T: Target>(
         };
         match outcome {
             Ok(()) => {
-                denial.clear(shared.observer.as_ref(), &route.source);
+                retry.succeeded(shared, route);
                 return Ok(());
             }
-            Err(e) if e.class == ErrorClass::Retriable => {
-                attempts += 1;
-                if attempts.is_power_of_two() {
-                    tracing::warn!(partition = %route.target, error = %e, attempts, "{what} failed; retrying");
+            Err(e) => retry.wait(shared, route, what, e, &never).await?,
+        }
+    }
+}
+
+/// The retry policy of the target-side calls a route makes outside the produce window
+/// (producer ids, transactions): after a backoff while they fail retriably, after the slow
+/// denial backoff (reported) while an ACL denies them; any other error ends the route as the
+/// target partition's.
+struct TargetRetry {
+    backoff: Backoff,
+    denial: Denial,
+    attempts: u32,
+}
+
+impl TargetRetry {
+    fn new<S: Source, T: Target>(shared: &Shared<S, T>) -> Self {
+        TargetRetry {
+            backoff: Backoff::new(
+                shared.settings.retry_backoff,
+                shared.settings.retry_backoff_max,
+            ),
+            denial: Denial::new(),
+            attempts: 0,
+        }
+    }
+
+    /// The call succeeded: a denial it waited out is over.
+    fn succeeded<S: Source, T: Target>(&mut self, shared: &Shared<S, T>, route: &Route) {
+        self.denial.clear(shared.observer.as_ref(), &route.source);
+    }
+
+    /// The call failed with `e`: waits before the next attempt, or says why there is none
+    /// ([`Error::Stopped`] when `stop` was cancelled meanwhile).
+    async fn wait<S: Source, T: Target>(
+        &mut self,
+        shared: &Shared<S, T>,
+        route: &Route,
+        what: &str,
+        e: IoError,
+        stop: &CancellationToken,
+    ) -> Result<(), Error> {
+        let waited = match e.class {
+            ErrorClass::Retriable => {
+                self.attempts += 1;
+                if self.attempts.is_power_of_two() {
+                    tracing::warn!(partition = %route.target, error = %e,
+                        attempts = self.attempts, "{what} failed; retrying");
                 }
-                backoff.wait(&never).await;
+                self.backoff.wait(stop).await
             }
-            Err(e) if e.class == ErrorClass::Denied => {
-                denial
-                    .wait(Some((shared.observer.as_ref(), &route.source)), &e, &never)
-                    .await;
+            ErrorClass::Denied => {
+                self.denial
+                    .wait(Some((shared.observer.as_ref(), &route.source)), &e, stop)
+                    .await
             }
-            Err(e) => {
+            _ => {
                 return Err(Error::Target {
                     partition: route.target.to_string(),
                     detail: e,
                 });
             }
-        }
+        };
+        if waited { Ok(()) } else { Err(Error::Stopped) }
     }
 }
 
@@ -1044,31 +1094,16 @@ async fn new_identity<S: Source, T: Target>(
     route: &Route,
 ) -> Result<ProducerIdentity, Error> {
     let never = CancellationToken::new();
-    let mut backoff = Backoff::new(
-        shared.settings.retry_backoff,
-        shared.settings.retry_backoff_max,
-    );
-    let mut denial = Denial::new();
+    let mut retry = TargetRetry::new(shared);
     loop {
         match shared.target.init_producer_id().await {
             Ok(id) => {
-                denial.clear(shared.observer.as_ref(), &route.source);
+                retry.succeeded(shared, route);
                 return Ok(id);
             }
-            Err(e) if e.class == ErrorClass::Retriable => {
-                tracing::warn!(partition = %route.target, error = %e, "getting a new producer id failed, retrying");
-                backoff.wait(&never).await;
-            }
-            Err(e) if e.class == ErrorClass::Denied => {
-                denial
-                    .wait(Some((shared.observer.as_ref(), &route.source)), &e, &never)
-                    .await;
-            }
             Err(e) => {
-                return Err(Error::Target {
-                    partition: route.target.to_string(),
-                    detail: e,
-                });
+                let what = "getting a new producer id";
+                retry.wait(shared, route, what, e, &never).await?;
             }
         }
     }
