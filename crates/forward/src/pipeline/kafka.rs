@@ -336,14 +336,11 @@ impl Target for WireTarget {
         group_id: &str,
         partitions: &[TopicPartition],
     ) -> Result<Vec<Option<i64>>, IoError> {
-        let committed = GroupOffsets::new(&self.client, group_id)
-            .fetch(partitions)
+        // The same read as the source positions' (OffsetFetch with require_stable), on the
+        // target's group.
+        GroupPositions::new(&self.client, group_id)
+            .load(partitions)
             .await
-            .map_err(|e| classify(&e))?;
-        Ok(partitions
-            .iter()
-            .map(|tp| committed.get(tp).and_then(|c| c.as_ref()).map(|c| c.offset))
-            .collect())
     }
 }
 

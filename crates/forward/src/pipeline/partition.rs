@@ -225,6 +225,8 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
 
 /// Exactly-once: a route's transactional producer and its commit cycle.
 pub(crate) struct RouteTxn<X> {
+    /// The route's transactional id, carried by each of its Produce requests.
+    id: Arc<str>,
     txn: X,
     cycle: Cycle,
     group_id: String,
@@ -239,12 +241,13 @@ async fn run_transactional<S: Source, T: Target>(
     eos: &ExactlyOnce,
 ) -> Result<(), Error> {
     let (shared, route, stop) = (leg.shared, leg.route, leg.stop);
-    let id = eos.transactional_id(&route.source);
+    let id: Arc<str> = Arc::from(eos.transactional_id(&route.source));
     let producer = shared
         .target
         .transactions(&id, eos.transaction_timeout)
         .map_err(Error::Io)?;
     let mut txn = RouteTxn {
+        id: id.clone(),
         txn: producer,
         cycle: Cycle::new(eos.transaction_interval, -1),
         group_id: eos.group_id.clone(),
@@ -708,10 +711,7 @@ async fn produce_loop<S: Source, T: Target>(
         },
         seq,
     );
-    let transactional_id: Option<Arc<str>> = match (&txn, &settings.exactly_once) {
-        (Some(_), Some(eos)) => Some(Arc::from(eos.transactional_id(&route.source))),
-        _ => None,
-    };
+    let transactional_id = txn.as_ref().map(|t| t.id.clone());
     // Exactly-once: the position after everything acknowledged, not yet committed.
     let mut acked = position.ackd.load(Ordering::Acquire);
     let result = async {
