@@ -164,16 +164,24 @@ fn a_paused_instance_resumed_after_a_takeover_commits_nothing() {
     let ((mut zombie, zombie_log, mut heir, heir_log), total) = s.while_streaming(|| {
         let tps = partitions();
         let (zombie, zombie_log) = spawn_strait(&zombie_config, 0);
-        let positions = wait_for_progress(&s.rt, &s.dst, &tps, &vec![0; tps.len()], &zombie_log);
+        let positions = wait_for_group_progress(
+            &s.rt,
+            &s.dst,
+            MIRROR_GROUP,
+            &tps,
+            &vec![0; tps.len()],
+            &zombie_log,
+        );
         // Paused mid-stream, with transactions open: the group gives every partition to the
         // heir after the session timeout, and its initializations fence the zombie.
         signal(&zombie, "-STOP");
         let (heir, heir_log) = spawn_strait(&heir_config, 1);
-        let positions = wait_for_progress(&s.rt, &s.dst, &tps, &positions, &heir_log);
+        let positions =
+            wait_for_group_progress(&s.rt, &s.dst, MIRROR_GROUP, &tps, &positions, &heir_log);
         signal(&zombie, "-CONT");
         // The zombie wakes up to a group that moved on; the heir keeps mirroring.
         wait_for_log(&zombie_log, "revoked", Duration::from_secs(60));
-        wait_for_progress(&s.rt, &s.dst, &tps, &positions, &heir_log);
+        wait_for_group_progress(&s.rt, &s.dst, MIRROR_GROUP, &tps, &positions, &heir_log);
         (zombie, zombie_log, heir, heir_log)
     });
     s.assert_exactly_once(total, &heir_log);
@@ -216,10 +224,11 @@ fn kill_and_rebalance(
     let tps = partitions();
     let mut run = 0;
     let (mut a, mut log) = spawn_strait(first, run);
-    let mut positions = wait_for_progress(rt, dst, &tps, &vec![0; tps.len()], &log);
+    let mut positions =
+        wait_for_group_progress(rt, dst, MIRROR_GROUP, &tps, &vec![0; tps.len()], &log);
     for _ in 0..3 {
         // Mid-stream: transactions are open with batches in them.
-        positions = wait_for_progress(rt, dst, &tps, &positions, &log);
+        positions = wait_for_group_progress(rt, dst, MIRROR_GROUP, &tps, &positions, &log);
         a.kill().unwrap();
         let _ = a.wait();
         run += 1;
@@ -228,27 +237,13 @@ fn kill_and_rebalance(
     // A second instance joins: half the partitions move to it.
     let (mut b, b_log) = spawn_strait(second, 100);
     wait_for_log(&b_log, "assigned", Duration::from_secs(60));
-    positions = wait_for_progress(rt, dst, &tps, &positions, &b_log);
-    positions = wait_for_progress(rt, dst, &tps, &positions, &log);
+    positions = wait_for_group_progress(rt, dst, MIRROR_GROUP, &tps, &positions, &b_log);
+    positions = wait_for_group_progress(rt, dst, MIRROR_GROUP, &tps, &positions, &log);
     b.kill().unwrap();
     let _ = b.wait();
     // Its partitions come back to the first one after the session timeout.
-    wait_for_progress(rt, dst, &tps, &positions, &log);
+    wait_for_group_progress(rt, dst, MIRROR_GROUP, &tps, &positions, &log);
     (a, log)
-}
-
-/// Waits until the mirror committed past `previous` in every partition; returns the positions.
-fn wait_for_progress(
-    rt: &tokio::runtime::Runtime,
-    dst: &strait_wire::Client,
-    tps: &[TopicPartition],
-    previous: &[i64],
-    log: &std::path::Path,
-) -> Vec<i64> {
-    let what = format!("a transaction committed in every partition past {previous:?}");
-    wait_for_group_offsets(rt, dst, MIRROR_GROUP, tps, &what, log, |now| {
-        now.iter().zip(previous).all(|(n, p)| n > p)
-    })
 }
 
 /// Waits until the stored positions are `ends`.

@@ -82,7 +82,7 @@ fn sigkill_restarts_keep_translation_exact() {
         ));
         produced += HALF;
         let (mut strait, log) = spawn_strait(&killed, round);
-        committed = wait_for_commit(&rt, &src, &tps, &committed, &log);
+        committed = wait_for_group_progress(&rt, &src, MIRROR_GROUP, &tps, &committed, &log);
         // ...so these are acknowledged but not committed when it is killed: the next start
         // re-sends them.
         let before = rt.block_on(end_offsets(&dst, TOPIC, PARTITIONS));
@@ -235,21 +235,6 @@ fn sigkill_restarts_keep_translation_exact() {
         got, want,
         "the failed-over group reads exactly the remainder"
     );
-}
-
-/// Waits until the mirror committed a position above `previous` in every partition; returns
-/// the positions.
-fn wait_for_commit(
-    rt: &tokio::runtime::Runtime,
-    src: &strait_wire::Client,
-    tps: &[TopicPartition],
-    previous: &[i64],
-    log: &std::path::Path,
-) -> Vec<i64> {
-    let what = format!("the mirror committing past {previous:?}");
-    wait_for_group_offsets(rt, src, MIRROR_GROUP, tps, &what, log, |now| {
-        now.iter().zip(previous).all(|(n, p)| n > p)
-    })
 }
 
 /// Waits until every partition of the target grew by `by` records since `before`.

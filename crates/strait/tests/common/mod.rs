@@ -675,3 +675,19 @@ pub fn wait_for_group_offsets(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Waits (at most 120 s) until `group` committed past `previous` in every partition of `tps`;
+/// returns the offsets.
+pub fn wait_for_group_progress(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    group: &str,
+    tps: &[TopicPartition],
+    previous: &[i64],
+    log: &Path,
+) -> Vec<i64> {
+    let what = format!("a commit past {previous:?} in every partition");
+    wait_for_group_offsets(rt, client, group, tps, &what, log, |now| {
+        now.iter().zip(previous).all(|(n, p)| n > p)
+    })
+}
