@@ -861,18 +861,17 @@ fn validate_client_properties(raw: &RawCluster, section: &str) -> Result<()> {
     }
 }
 
-/// `mirror.exactly_once` and its settings.
+/// `mirror.exactly_once` and its settings; `isolation` is `mirror.isolation` as parsed.
 fn exactly_once(
     raw: &RawConfig,
+    isolation: Isolation,
     described: &dyn Fn(&str) -> String,
 ) -> Result<Option<ExactlyOnce>> {
     let s = Section::Mirror;
     if get(raw, s, "exactly_once", |f| f.boolean())? != Some(true) {
         return Ok(None);
     }
-    if get(raw, s, "isolation", |f| f.choice(ISOLATION))?
-        .is_some_and(|i| i != Isolation::ReadCommitted)
-    {
+    if isolation != Isolation::ReadCommitted {
         return Err(Error::Invalid {
             key: described("isolation"),
             expected: "read_committed with mirror.exactly_once = true (a mirror that copies \
@@ -1036,7 +1035,9 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         }),
         &described("topic_configs_exclude"),
     )?;
-    let exactly_once = exactly_once(raw, &described)?;
+    let isolation =
+        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
+    let exactly_once = exactly_once(raw, isolation, &described)?;
     Ok(Mirror {
         exactly_once,
         groups,
@@ -1115,8 +1116,7 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         })?
         .unwrap_or(defaults::SYNC_TOPIC_CONFIGS_INTERVAL),
         topic_configs_exclude,
-        isolation: get(raw, s, "isolation", |f| f.choice(ISOLATION))?
-            .unwrap_or(Isolation::ReadCommitted),
+        isolation,
         compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
             .unwrap_or(Compression::Keep),
         on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
