@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster import JVM_PERF_OPTS, MARK, Kafka, free_port
+from cluster import JVM_PERF_OPTS, MARK, Kafka, Pki, free_port
 
 
 @dataclass
@@ -35,6 +35,11 @@ class RunSpec:
     prefix_topics: bool = False
     strait_mirror_extra: str = ""
     mm2_overrides: dict[str, str] | None = None
+    # 3-broker clusters (--brokers 3): replication factor of the topics and internal topics MM2 creates (Strait takes
+    # the source topic's, MM1's target topic is created by the bench with the cluster's default)
+    replication_factor: int = 1
+    # mTLS clusters (--tls): the client certificate and CA every mirror gets for both clusters (None = PLAINTEXT)
+    pki: Pki | None = None
 
 
 @dataclass
@@ -44,6 +49,9 @@ class Contender:
     name: str  # short, used in file names and CSV: strait, mm2, mm1
     label: str  # human name for the report
     keeps_partitions: bool  # record p of the source lands in partition p of the target
+    # writes the target in transactions (exactly-once): the target holds transaction markers, so completion and
+    # verification count records read_committed instead of comparing end offsets
+    transactional: bool = False
 
     def unavailable(self) -> str | None:
         """Why this contender cannot run at all (missing binary...), or None."""
@@ -57,11 +65,33 @@ class Contender:
         raise NotImplementedError
 
 
+def strait_security(spec: RunSpec) -> str:
+    """Lines of Strait's [source] / [target] for an mTLS cluster (examples/strait.toml), else nothing."""
+    if spec.pki is None:
+        return ""
+    return "".join(f'"{k}" = "{v}"\n' for k, v in spec.pki.strait_client().items())
+
+
+def java_security(spec: RunSpec) -> str:
+    """Lines of a Java client's properties file (MM1) for an mTLS cluster, else nothing."""
+    if spec.pki is None:
+        return ""
+    return "".join(f"{k}={v}\n" for k, v in spec.pki.java_client().items())
+
+
 class Strait(Contender):
-    def __init__(self, binary: Path, build_error: str | None, name: str = "strait", label: str = "Strait") -> None:
-        super().__init__(name, label, True)
+    def __init__(
+        self,
+        binary: Path,
+        build_error: str | None,
+        name: str = "strait",
+        label: str = "Strait",
+        exactly_once: bool = False,
+    ) -> None:
+        super().__init__(name, label, True, transactional=exactly_once)
         self.binary = binary
         self.build_error = build_error
+        self.exactly_once = exactly_once
 
     def unavailable(self) -> str | None:
         if self.build_error:
@@ -76,17 +106,17 @@ class Strait(Contender):
             f"""[source]
 alias = "src"
 "bootstrap.servers" = "{spec.source}"
-
+{strait_security(spec)}
 [target]
 alias = "dst"
 "bootstrap.servers" = "{spec.target}"
-
+{strait_security(spec)}
 [mirror]
 topics = ["{spec.topic}"]
 group_id = "strait-bench-{spec.run_id}"
 start = "earliest"
 rename = "{'prefix' if spec.prefix_topics else 'identity'}"
-{spec.strait_mirror_extra}
+{STRAIT_EOS if self.exactly_once else ""}{spec.strait_mirror_extra}
 [metrics]
 listen = "127.0.0.1:{self.metrics_port(spec)}"
 """
@@ -114,7 +144,17 @@ listen = "127.0.0.1:{self.metrics_port(spec)}"
             (run_dir / "metrics.txt").write_text(f"# scrape failed: {e}\n")
 
     def settings(self) -> str:
-        return f"`{self.binary} run --config strait.toml` (topics = [the dataset topic], start = earliest, rename = identity)"
+        return (
+            f"`{self.binary} run --config strait.toml` (topics = [the dataset topic], start = earliest, rename = identity"
+            + ("; `exactly_once = true`, transaction_interval and isolation at their defaults (300ms, read_committed)"
+               if self.exactly_once else "")
+            + ")"
+        )
+
+
+# Strait's exactly-once mode (docs/exactly-once.md): transaction_interval (300ms) and isolation (read_committed) stay
+# at their defaults. The bench's "straiteos" contender.
+STRAIT_EOS = "exactly_once = true\n"
 
 
 # MM2 with exactly-once (KIP-618 source connectors on the target's Connect worker, Kafka 3.5+ dedicated mode): the
@@ -132,7 +172,7 @@ MM2_EOS = {
 class MirrorMaker2(Contender):
     def __init__(self, kafka: Kafka, heap: str, tasks: int, eos: bool = False) -> None:
         super().__init__(
-            "mm2eos" if eos else "mm2", f"MM2 {'exactly-once ' if eos else ''}(tasks.max={tasks})", True
+            "mm2eos" if eos else "mm2", f"MM2 {'exactly-once ' if eos else ''}(tasks.max={tasks})", True, eos
         )
         self.kafka = kafka
         self.heap = heap
@@ -151,13 +191,13 @@ src->dst.topics = {spec.topic}
 dst->src.enabled = false
 replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
 tasks.max = {self.tasks}
-replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-offset.storage.replication.factor = 1
-status.storage.replication.factor = 1
-config.storage.replication.factor = 1
+replication.factor = {spec.replication_factor}
+checkpoints.topic.replication.factor = {spec.replication_factor}
+heartbeats.topic.replication.factor = {spec.replication_factor}
+offset-syncs.topic.replication.factor = {spec.replication_factor}
+offset.storage.replication.factor = {spec.replication_factor}
+status.storage.replication.factor = {spec.replication_factor}
+config.storage.replication.factor = {spec.replication_factor}
 # keep the source read-only for every contender: offset syncs go to the target
 offset-syncs.topic.location = target
 refresh.topics.interval.seconds = 5
@@ -177,6 +217,10 @@ dst.producer.linger.ms = {spec.linger_ms}
 dst.producer.batch.size = {spec.batch_size}
 """
         )
+        if spec.pki is not None:  # mTLS: every client of each cluster (consumer, producer, admin, Connect worker)
+            text += "# mTLS on both clusters\n" + "".join(
+                f"{alias}.{k} = {v}\n" for alias in ("src", "dst") for k, v in spec.pki.java_client().items()
+            )
         if spec.prefix_topics:  # MM2's default policy: "<source alias>.<topic>" on the target
             text = text.replace(
                 "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n", ""
@@ -214,7 +258,7 @@ dst.producer.batch.size = {spec.batch_size}
     def settings(self) -> str:
         return (
             f"Kafka {self.kafka.lib4.parent.name.removeprefix('kafka-')} `org.apache.kafka.connect.mirror.MirrorMaker "
-            f"mm2.properties --clusters dst`, IdentityReplicationPolicy, tasks.max={self.tasks}, internal RFs 1, "
+            f"mm2.properties --clusters dst`, IdentityReplicationPolicy, tasks.max={self.tasks}, replication.factor and internal RFs = the clusters' RF, "
             f"refresh intervals 5 s, offset-syncs on the target, plugin.discovery=service_load, -Xmx{self.heap}"
             + (
                 "; exactly-once: " + ", ".join(f"`{k} = {v}`" for k, v in MM2_EOS.items()) + ", `listeners` on a free port"
@@ -238,7 +282,7 @@ class MirrorMaker1(Contender):
 group.id=mm1-bench-{spec.run_id}
 # MM1 does not set it; the consumer default (latest) would skip the preloaded data
 auto.offset.reset=earliest
-"""
+{java_security(spec)}"""
         )
         producer = spec.dir / "mm1-producer.properties"
         producer.write_text(
@@ -246,7 +290,7 @@ auto.offset.reset=earliest
 compression.type={spec.compression}
 linger.ms={spec.linger_ms}
 batch.size={spec.batch_size}
-"""
+{java_security(spec)}"""
         )
         cmd = [
             self.kafka.java,

@@ -76,7 +76,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--contenders",
         default=env("CONTENDERS", "strait,mm2,mm1"),
         help="subset/order of strait,mm2,mm1; mm2@N / mm1@N add a variant with tasks.max / num.streams = N "
-        "(e.g. mm2@1,mm2@2,mm2@4)",
+        "(e.g. mm2@1,mm2@2,mm2@4); exactly-once: straiteos (Strait, mirror.exactly_once = true), mm2eos (MM2, "
+        "exactly.once.source.support = enabled), e.g. --contenders strait,straiteos,mm2eos,mm2",
     )
     p.add_argument(
         "--producer-linger-ms",
@@ -121,6 +122,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "as warm as the source's (0 = off)",
     )
     p.add_argument("--no-limits", action="store_true", help="skip the broker-limit phase")
+    p.add_argument(
+        "--brokers",
+        type=int,
+        choices=(1, 3),
+        default=env("BROKERS", 1),
+        help="nodes per cluster (source and every target): 3 = combined KRaft nodes, RF 3 and min ISR 2 for the data "
+        "and internal topics (throughput and latency phases)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        default=env("TLS", "") not in ("", "0"),
+        help="mTLS on both clusters: SSL listener with ssl.client.auth=required, a CA and client certificate made by "
+        "openssl; every tool and mirror connects with the client certificate (throughput and latency phases)",
+    )
     w = p.add_argument_group("WAN shapes (--wan: only these run; see benches/mirror/wan.py)")
     w.add_argument(
         "--wan",
@@ -205,12 +221,41 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--scale-busy", type=int, default=env("SCALE_BUSY", 2), help="busy topics of the idle- shapes")
     s.add_argument("--scale-reps", type=int, default=env("SCALE_REPS", 1))
     s.add_argument("--scale-watch-ms", type=int, default=env("SCALE_WATCH_MS", 100))
+    k = p.add_argument_group("Kill sequence (--kills: only this runs; see benches/mirror/kills.py)")
+    k.add_argument(
+        "--kills",
+        action="store_true",
+        default=env("KILLS", "") not in ("", "0"),
+        help="run the kill phase instead of the loopback bench: a steady load while each mirror is SIGKILLed at the "
+        "same instants; missing and duplicate records after (default contenders strait,straiteos,mm2eos)",
+    )
+    k.add_argument("--kills-rate", type=int, default=env("KILLS_RATE", 3000), help="records/s of the steady load")
+    k.add_argument(
+        "--kills-seconds", type=float, default=env("KILLS_SECONDS", 0.0), help="s of production (120; quick 60)"
+    )
+    k.add_argument("--kills-every", type=float, default=env("KILLS_EVERY", 10.0), help="s between SIGKILLs")
+    k.add_argument("--kills-value-bytes", type=int, default=env("KILLS_VALUE_BYTES", 256))
+    k.add_argument(
+        "--kills-catchup",
+        type=float,
+        default=env("KILLS_CATCHUP", 420.0),
+        help="s after the production to wait for every record on the target (MM2's worker may wait out "
+        "scheduled.rebalance.max.delay.ms, 300 s, after a SIGKILL)",
+    )
     p.add_argument(
         "--skip-after-failure",
         action="store_true",
         help="stop running a contender after ANY failed run (default: only after one that never delivered a record)",
     )
     p.add_argument("--watch-interval-ms", type=int, default=env("WATCH_INTERVAL_MS", 20))
+    p.add_argument(
+        "--watch-committed",
+        action="store_true",
+        default=env("WATCH_COMMITTED", "") not in ("", "0"),
+        help="every contender's run completes when a read_committed consumer has counted the source's records in "
+        "every target partition (the exactly-once contenders always do): the same watcher, and the same CPU it "
+        "takes from the machine, for every contender of an exactly-once comparison",
+    )
     p.add_argument(
         "--first-timeout",
         type=float,
@@ -274,6 +319,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.scale_records = a.scale_records or (100 if a.quick else 500)
         if a.wan or a.failover:
             p.error("--scale, --wan and --failover are separate phases: run one at a time")
+    if a.kills:
+        a.kills_seconds = a.kills_seconds or (60.0 if a.quick else 120.0)
+        if a.contenders == "strait,mm2,mm1":
+            a.contenders = "strait,straiteos,mm2eos"
+        if a.wan or a.failover or a.scale:
+            p.error("--kills, --scale, --wan and --failover are separate phases: run one at a time")
+    if (a.brokers != 1 or a.tls) and (a.wan or a.failover or a.scale or getattr(a, "kills", False)):
+        p.error("--brokers and --tls apply to the throughput and latency phases only")
     a.datasets = a.datasets or ",".join(dsets.ALL)
     a.records_1k = a.records_1k or 1_000_000
     a.records_100 = a.records_100 or 5_000_000
@@ -314,6 +367,11 @@ class Bench:
             log4j2_tools=kdir / "tools-log4j2.properties",
             log4j1_server=kdir / "log4j.properties",
         )
+        # --brokers / --tls: the same for the source and every target cluster
+        self.topo = cluster.Topology(args.brokers, args.tls)
+        self.pki = cluster.make_pki(self.work / "pki") if args.tls else None
+        if self.pki is not None:
+            self.kafka.client_config = self.pki.write_java_client()
         self.tools = Tools(reg, self.kafka, self.work, self.logs / "tools")
         sizes = {"1k": args.records_1k, "100": args.records_100}
         self.datasets = [dsets.parse(n.strip(), sizes) for n in args.datasets.split(",") if n.strip()]
@@ -325,6 +383,13 @@ class Bench:
         available = {
             "strait": lambda n: Strait(strait_bin, os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None),
             "straitb": lambda n: Strait(Path(args.strait_b), None, name="straitb", label=f"Strait B ({args.strait_b})"),
+            "straiteos": lambda n: Strait(
+                strait_bin,
+                os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None,
+                name="straiteos",
+                label="Strait exactly-once",
+                exactly_once=True,
+            ),
             "mm2": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks),
             "mm2eos": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks, eos=True),
             "mm1": lambda n: MirrorMaker1(self.kafka, args.mirror_heap, n or args.mm1_streams),
@@ -334,7 +399,7 @@ class Bench:
             kind, _, n = spec.strip().partition("@")
             if kind not in available or (n and (kind.startswith("strait") or not n.isdigit() or int(n) < 1)):
                 raise SystemExit(
-                    f"unknown contender {spec!r}: expected strait, straitb, mm2, mm2eos, mm1, mm2@N or mm1@N"
+                    f"unknown contender {spec!r}: expected strait, straitb, straiteos, mm2, mm2eos, mm1, mm2@N or mm1@N"
                 )
             c = available[kind](int(n) if n else None)
             if n:
@@ -382,7 +447,8 @@ class Bench:
         self.target_seq += 1
         t = time.monotonic()
         self.target = cluster.start(
-            self.reg, self.kafka, f"dst-{self.target_seq:02d}", self.work, self.args.broker_heap
+            self.reg, self.kafka, f"dst-{self.target_seq:02d}", self.work, self.args.broker_heap, topo=self.topo,
+            pki=self.pki,
         )
         self.log(f"target cluster {self.target.name} on {self.target.bootstrap} ready in {time.monotonic() - t:.1f} s")
         return self.target
@@ -397,8 +463,10 @@ class Bench:
     def setup(self) -> None:
         self.tools.compile()
         t = time.monotonic()
-        self.source = cluster.start(self.reg, self.kafka, "src", self.work, self.args.broker_heap)
-        self.log(f"source cluster on {self.source.bootstrap} ready in {time.monotonic() - t:.1f} s")
+        self.source = cluster.start(
+            self.reg, self.kafka, "src", self.work, self.args.broker_heap, topo=self.topo, pki=self.pki
+        )
+        self.log(f"source cluster ({self.topo.label}) on {self.source.bootstrap} ready in {time.monotonic() - t:.1f} s")
 
     def preload(self) -> None:
         a = self.args
@@ -528,7 +596,13 @@ class Bench:
         if not c.keeps_partitions:
             self.tools.create_topics(target.bootstrap, len(expected), d.topic)
         watch = self.tools.start_watch(
-            f"watch-{rid}", target.bootstrap, d.topic, c.keeps_partitions, expected, a.watch_interval_ms
+            f"watch-{rid}",
+            target.bootstrap,
+            d.topic,
+            c.keeps_partitions,
+            expected,
+            a.watch_interval_ms,
+            committed=c.transactional or a.watch_committed,
         )
         watch.wait_for("ready", 120)
         spec = RunSpec(
@@ -540,10 +614,12 @@ class Bench:
             d.compression,
             a.producer_linger_ms,
             a.producer_batch_size,
+            replication_factor=self.topo.rf,
+            pki=self.pki,
         )
         cmd, cenv = c.command(spec)
         (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
-        b0 = (cpu_seconds(self.source.pid), cpu_seconds(target.pid))
+        b0 = (cluster.cpu_seconds(self.source), cluster.cpu_seconds(target))  # every node
         w0, m0, h0, load0 = cpu_seconds(watch.proc.pid) or 0.0, machine_busy_seconds(), _self_cpu(), load_average()
         log = run_dir / "stdout.log"
         t0 = time.time()
@@ -589,7 +665,7 @@ class Bench:
                 fail = f"not complete after {a.run_timeout:.0f} s ({total:,}/{d.records:,} records)"
                 break
         cpu, hwm = sampler.sample()
-        b1 = (cpu_seconds(self.source.pid), cpu_seconds(target.pid))
+        b1 = (cluster.cpu_seconds(self.source), cluster.cpu_seconds(target))
         w1, m1, h1 = cpu_seconds(watch.proc.pid) or w0, machine_busy_seconds(), _self_cpu()
         Strait.scrape(run_dir)
         stop_s = self.reg.stop(proc, timeout=30)
@@ -635,22 +711,26 @@ class Bench:
         if lim:
             row["limit_mb_s"] = lim
             row["fraction_of_limit"] = row["mb_s"] / lim
-        ok, text, ts_ok, tbytes = self.verify(target, d, c.keeps_partitions)
+        ok, text, ts_ok, tbytes = self.verify(target, d, c.keeps_partitions, c.transactional)
         row.update(verify=text, timestamps_preserved=ts_ok, target_log_bytes=tbytes)
         row["status"] = "OK" if ok else "FAILED"
         if not ok:
             row["reason"] = "target does not hold exactly the source records"
         return row
 
-    def verify(self, target: cluster.Cluster, d: dsets.Dataset, per_partition: bool) -> tuple[bool, str, bool, int]:
-        """Compares the target topic with the source: (exact?, text for the report, timestamps equal?, target bytes)."""
+    def verify(
+        self, target: cluster.Cluster, d: dsets.Dataset, per_partition: bool, transactional: bool = False
+    ) -> tuple[bool, str, bool, int]:
+        """Compares the target topic with the source: (exact?, text for the report, timestamps equal?, target bytes).
+        transactional (exactly-once mirrors): the target is read read_committed and its end offsets, which include
+        transaction markers, are not compared with the source's."""
         src = self.src_state[d.name]
         try:
             offs = self.tools.offsets(target.bootstrap, d.topic)[d.topic]
-            td = self.tools.digest(target.bootstrap, d.topic)
+            td = self.tools.digest(target.bootstrap, d.topic, "read_committed" if transactional else None)
         except ToolError as e:
             return False, f"cannot read the target topic: {e}", False, 0
-        return verdict.compare(src, offs, td, per_partition)
+        return verdict.compare(src, offs, td, per_partition, transactional)
 
     # --- latency -------------------------------------------------------------------------------------------------
 
@@ -731,6 +811,8 @@ class Bench:
                 "lz4",
                 a.latency_linger_ms,
                 a.producer_batch_size,
+                replication_factor=self.topo.rf,
+                pki=self.pki,
             )
             cmd, cenv = c.command(spec)
             (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
@@ -753,6 +835,8 @@ class Bench:
             "lz4",
             a.latency_linger_ms,
             a.producer_batch_size,
+            # an exactly-once mirror's records count when its transaction commits: what read_committed consumers see
+            "read_committed" if c and c.transactional else None,
         )
         fail = None
         result = None
@@ -846,6 +930,20 @@ class Bench:
             "python": platform.python_version(),
         }
 
+    def clusters_text(self) -> str:
+        """The clusters' shape for the report: "single-node KRaft" or "3 combined KRaft nodes each, RF 3, ..."."""
+        t = self.topo
+        if t.brokers == 1:
+            nodes = "single-node KRaft"
+        else:
+            nodes = (
+                f"{t.brokers} combined KRaft nodes per cluster, RF {t.rf} and min ISR {t.min_isr} for the data and "
+                "internal topics"
+            )
+        if t.tls:
+            return nodes + ", mTLS: SSL listener with ssl.client.auth=required for clients and between brokers"
+        return nodes + ", PLAINTEXT"
+
     def write_report(self) -> str:
         a = self.args
         envi = self.environment()
@@ -855,14 +953,16 @@ class Bench:
         mode = "quick" if a.quick else "full"
         title = (
             f"Strait mirror bench {self.started_at:%Y-%m-%d %H:%M} ({mode}; {envi['cores']} cores, "
-            f"Kafka {envi['kafka_brokers']}, Strait {envi['strait_commit']})"
+            f"Kafka {envi['kafka_brokers']}, Strait {envi['strait_commit']}; {self.topo.label})"
         )
+        for r in self.runs + self.latency + self.limits:
+            r.setdefault("clusters", self.topo.label)
         chart_err = report.chart(self.out / "chart.png", self.runs, names, cons, title)
         report.write_csv(self.out / "results.csv", self.runs, self.latency, self.limits)
         java = envi["java"][0] if envi["java"] else "?"
         machine = (
             f"{envi['cpu']}, {envi['cores']} cores, {envi['ram_gib']} GiB RAM, Linux {envi['kernel']}; "
-            f"{java}; Kafka {envi['kafka_brokers']} brokers (single-node KRaft) and MM2, Kafka "
+            f"{java}; Kafka {envi['kafka_brokers']} brokers ({self.clusters_text()}) and MM2, Kafka "
             f"{envi['kafka_mm1']} MM1; Strait commit {envi['strait_commit']}"
             + (f" ({envi['strait_version']})" if envi["strait_version"] else "")
         )
@@ -886,6 +986,7 @@ class Bench:
             f"# {title}\n",
             f"Machine: {machine}.\n",
             f"Results dir: `{self.out.relative_to(REPO) if self.out.is_relative_to(REPO) else self.out}`.\n",
+            f"Load average (1 min): {self.load_at_start:.1f} at start, {load_average():.1f} at the end.\n",
         ]
         others = [r["other_cpu_cores"] for r in self.runs if r.get("other_cpu_cores") is not None]
         noise = ""
@@ -943,6 +1044,15 @@ class Bench:
                     (
                         f"- Completion: offset watcher polling every {a.watch_interval_ms} ms; first-record timeout "
                         f"{a.first_timeout:g} s, stall timeout {a.stall_timeout:g} s"
+                        + (
+                            "; exactly-once contenders"
+                            + (" (and, with --watch-committed, every contender)" if a.watch_committed else "")
+                            + ": a read_committed consumer counting the records of every target partition (their "
+                            "end offsets include transaction markers); exactly-once contenders: verification read "
+                            "read_committed, latency probe consuming read_committed"
+                            if any(c.transactional for c in self.contenders)
+                            else ""
+                        )
                     ),
                     f"- Command: `{' '.join(sys.argv)}`",
                 ]
@@ -1033,6 +1143,25 @@ class Bench:
                 self.log(f"wrote {self.out}/results.md, results.csv")
         return text
 
+    def run_kills(self) -> str:
+        """The kill sequence only (--kills): duplicates after the same SIGKILLs; see kills.py."""
+        import kills
+
+        k = kills.KillBench(self)
+        text = ""
+        try:
+            self.phase("setup (javac helpers, source cluster)", k.setup)
+            self.phase("kill runs", k.run)
+        except Exception as e:  # report what we have, then fail
+            self.notes.append(f"bench aborted: {e}")
+            self.log(f"ABORTED: {e}\n{traceback.format_exc()}")
+            raise
+        finally:
+            if k.rows:
+                text = self.write_phase_report(k, "kills")
+                self.log(f"wrote {self.out}/results.md, results.csv")
+        return text
+
     def write_phase_report(self, w, phase: str) -> str:  # noqa: ANN001 - wan.WanBench or failover.FailoverBench
         """results.md / results.csv / environment.json of a phase that runs alone (--wan, --failover): `w` gives
         the Markdown of its results and writes its CSV."""
@@ -1049,7 +1178,7 @@ class Bench:
         md = [
             f"# {title}\n",
             f"Machine: {envi['cpu']}, {envi['cores']} cores, {envi['ram_gib']} GiB RAM, Linux {envi['kernel']}; {java}; "
-            f"load average {self.load_at_start:.1f} at start.\n",
+            f"load average {self.load_at_start:.1f} at start, {load_average():.1f} at the end.\n",
         ]
         skipped = [f"- **{c.label}**: {self.disabled[c.name]}" for c in self.contenders if c.name in self.disabled]
         if skipped:
@@ -1085,6 +1214,8 @@ class Bench:
             return self.run_failover()
         if self.args.scale:
             return self.run_scale()
+        if self.args.kills:
+            return self.run_kills()
         try:
             self.phase("setup (javac helpers, source cluster)", self.setup)
             self.phase("preload source", self.preload)

@@ -74,19 +74,28 @@ class Tools:
         out = self._run("admin-offsets", "BenchAdmin", bootstrap, "offsets", *topics, timeout=120)
         return json.loads(out.strip().splitlines()[-1])
 
-    def digest(self, bootstrap: str, topic: str) -> dict:
-        """See java/RecordDigest.java."""
-        out = self._run(f"digest-{topic}", "RecordDigest", bootstrap, topic, heap="1g", timeout=1800)
+    def digest(self, bootstrap: str, topic: str, isolation: str | None = None) -> dict:
+        """See java/RecordDigest.java; isolation "read_committed" for the target of an exactly-once mirror."""
+        extra = [isolation] if isolation else []
+        out = self._run(f"digest-{topic}", "RecordDigest", bootstrap, topic, *extra, heap="1g", timeout=1800)
         return json.loads(out.strip().splitlines()[-1])
 
     def start_watch(
-        self, name: str, bootstrap: str, topic: str, per_partition: bool, expected: list[int], interval_ms: int
+        self,
+        name: str,
+        bootstrap: str,
+        topic: str,
+        per_partition: bool,
+        expected: list[int],
+        interval_ms: int,
+        committed: bool = False,
     ) -> Watch:
+        """committed: count records read_committed per partition instead of end offsets (exactly-once mirrors)."""
         cmd = self.kafka.tool_cmd(
             "OffsetWatch",
             bootstrap,
             topic,
-            "partition" if per_partition else "total",
+            "committed" if committed else "partition" if per_partition else "total",
             ",".join(map(str, expected)),
             str(interval_ms),
             heap="128m",
@@ -109,6 +118,7 @@ class Tools:
         compression: str,
         linger_ms: int,
         batch_size: int,
+        isolation: str | None = None,
     ) -> Watch:
         cmd = self.kafka.tool_cmd(
             "LatencyProbe",
@@ -123,6 +133,7 @@ class Tools:
             compression,
             str(linger_ms),
             str(batch_size),
+            *([isolation] if isolation else []),
             heap="512m",
             classes=self.classes,
         )
@@ -130,6 +141,11 @@ class Tools:
         return Watch(self.reg, proc, self.logs / f"{name}.log")
 
     # --- Kafka's perf tools --------------------------------------------------------------------------------------
+
+    def _command_config(self) -> list[str]:
+        """The clusters' client settings (mTLS) for Kafka's perf tools; the bench's own helpers get them as
+        -Dbench.client.config (Kafka.tool_cmd)."""
+        return ["--command-config", str(self.kafka.client_config)] if self.kafka.client_config else []
 
     def producer_perf(
         self,
@@ -157,6 +173,7 @@ class Tools:
             str(payload),
             "--throughput",
             "-1",
+            *self._command_config(),
             "--command-property",
             "acks=all",
             f"compression.type={compression}",
@@ -195,6 +212,7 @@ class Tools:
             group,
             "--timeout",
             "60000",
+            *self._command_config(),
             heap="1g",
             timeout=3600,
         )

@@ -4,6 +4,7 @@
 //
 // Usage: java ... LatencyProbe <produce bootstrap> <consume bootstrap> <topic> <rate/s> <record size>
 //                              <payload file> <warmup s> <measure s> <compression> <linger ms> <batch size>
+//                              [isolation level of the consumer: read_uncommitted (default) | read_committed]
 // Phases, written into every record (value = seq:8, send nanoTime:8, phase:1, filler from the payload file):
 //   probe   20 records/s until the first record arrives on the consume side (the mirror is up and has the topic);
 //   warmup  full rate for <warmup s> (JIT, connection and batching settle; not counted);
@@ -45,9 +46,9 @@ public final class LatencyProbe {
     private LatencyProbe() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 11) {
+        if (args.length != 11 && args.length != 12) {
             System.err.println("usage: LatencyProbe <produce bootstrap> <consume bootstrap> <topic> <rate> <size> "
-                    + "<payload file> <warmup s> <measure s> <compression> <linger ms> <batch size>");
+                    + "<payload file> <warmup s> <measure s> <compression> <linger ms> <batch size> [isolation]");
             System.exit(2);
         }
         String topic = args[2];
@@ -64,6 +65,7 @@ public final class LatencyProbe {
 
         Properties pp = new Properties();
         pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+        BenchClient.apply(pp);
         pp.put(ProducerConfig.CLIENT_ID_CONFIG, "strait-bench-latency");
         pp.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, args[8]);
         pp.put(ProducerConfig.LINGER_MS_CONFIG, args[9]);
@@ -71,11 +73,15 @@ public final class LatencyProbe {
         pp.put(ProducerConfig.ACKS_CONFIG, "all");
         Properties cp = new Properties();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[1]);
+        BenchClient.apply(cp);
         cp.put(ConsumerConfig.CLIENT_ID_CONFIG, "strait-bench-latency");
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         cp.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
         cp.put(ConsumerConfig.FETCH_MIN_BYTES_CONFIG, "1");
         cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5000");
+        if (args.length == 12) {
+            cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args[11]);
+        }
 
         int capacity = (int) Math.min(Integer.MAX_VALUE - 8, rate * (measureNs / 1e9) * 1.5 + 10_000);
         long[] lat = new long[capacity];

@@ -1,8 +1,10 @@
 // Strait bench: reads a whole topic and prints what it holds, so the harness can prove a mirror copied exactly the
 // source records (no loss, no duplicates, no corruption) and not merely the right number of offsets.
 //
-// Usage: java ... RecordDigest <bootstrap> <topic>
-// Reads every partition from the beginning up to the end offset it had when the tool started, then prints one JSON
+// Usage: java ... RecordDigest <bootstrap> <topic> [read_uncommitted|read_committed]
+// The isolation level defaults to read_uncommitted (the consumer's default); read_committed is for the target of an
+// exactly-once mirror: its records of aborted transactions are skipped, and "end" is then the last stable offset
+// (markers included), not a record count. Reads every partition from the beginning up to the end offset it had when the tool started, then prints one JSON
 // line:
 //   {"topic": T, "count": N, "bytes": B, "set": H, "set_ts": H,
 //    "partitions": [{"end": E, "count": N, "seq": H, "seq_ts": H}, ...]}
@@ -35,13 +37,14 @@ public final class RecordDigest {
     private RecordDigest() {}
 
     public static void main(String[] args) {
-        if (args.length != 2) {
-            System.err.println("usage: RecordDigest <bootstrap> <topic>");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println("usage: RecordDigest <bootstrap> <topic> [read_uncommitted|read_committed]");
             System.exit(2);
         }
         String topic = args[1];
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+        BenchClient.apply(props);
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, "strait-bench-digest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
@@ -49,6 +52,9 @@ public final class RecordDigest {
         props.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, String.valueOf(16 << 20));
         props.put(ConsumerConfig.FETCH_MAX_BYTES_CONFIG, String.valueOf(64 << 20));
         props.put(ConsumerConfig.RECEIVE_BUFFER_CONFIG, String.valueOf(4 << 20));
+        if (args.length == 3) {
+            props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args[2]);
+        }
         try (KafkaConsumer<byte[], byte[]> consumer =
                 new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
             List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofSeconds(30));
