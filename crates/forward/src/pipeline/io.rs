@@ -262,4 +262,17 @@ pub trait Positions: Send + Sync + 'static {
         &self,
         positions: &[(TopicPartition, i64)],
     ) -> impl Future<Output = Result<(), IoError>> + Send;
+    /// Exactly-once: runs before a route's transaction stores `next` as the position of
+    /// `source` on the target and commits. The transaction commit is where exactly-once
+    /// positions become durable, so whatever must be durable before them (the offset syncs
+    /// mapping the records up to `next`) is written here. An error keeps the transaction open
+    /// and the call is retried like the commit itself. Does nothing by default.
+    fn before_transaction_commit(
+        &self,
+        source: &TopicPartition,
+        next: i64,
+    ) -> impl Future<Output = Result<(), IoError>> + Send {
+        let _ = (source, next);
+        std::future::ready(Ok(()))
+    }
 }

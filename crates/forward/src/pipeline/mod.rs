@@ -296,6 +296,13 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             settings.max_requests_per_broker,
             observer.clone(),
         ));
+        let positions = Arc::new(positions);
+        let store = positions.clone();
+        let before_transaction_commit: partition::BeforeTransactionCommit =
+            Arc::new(move |source, next| {
+                let store = store.clone();
+                Box::pin(async move { store.before_transaction_commit(&source, next).await })
+            });
         let shared = Arc::new(Shared {
             source: Arc::new(source),
             target,
@@ -308,10 +315,11 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             settings: Arc::new(settings),
             observer,
             producers: Producers::new(identity),
+            before_transaction_commit,
         });
         let inner = Inner {
             shared,
-            positions: Arc::new(positions),
+            positions,
             running: Mutex::new(HashMap::new()),
             failures: Arc::new(Mutex::new(Vec::new())),
             cancel,

@@ -86,7 +86,19 @@ pub(crate) struct Shared<S, T> {
     pub(crate) budget: Budget,
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) producers: Producers,
+    /// [`Positions::before_transaction_commit`](super::Positions::before_transaction_commit)
+    /// of the forwarder's position store.
+    pub(crate) before_transaction_commit: BeforeTransactionCommit,
 }
+
+/// The position store's hook before a transaction commit, as the partition tasks (which do not
+/// know the store's type) call it: (source partition, next source offset).
+pub(crate) type BeforeTransactionCommit =
+    Arc<dyn Fn(TopicPartition, i64) -> IoFuture + Send + Sync>;
+
+/// A boxed call to a cluster that yields nothing.
+pub(crate) type IoFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), IoError>> + Send>>;
 
 /// What the fetch task hands the produce task.
 #[derive(Debug)]
@@ -831,14 +843,8 @@ async fn commit_transaction<S: Source, T: Target>(
     txn: &mut RouteTxn<T::Transactions>,
     next: i64,
 ) -> Result<(), Error> {
-    let positions = [(route.target.clone(), next)];
-    transaction_call(
-        shared,
-        route,
-        &mut txn.txn,
-        TxnOp::Commit(&txn.group_id, &positions),
-    )
-    .await
+    let group = &txn.group_id;
+    transaction_call(shared, route, &mut txn.txn, TxnOp::Commit { group, next }).await
 }
 
 /// A transaction operation of a route.
@@ -846,8 +852,9 @@ async fn commit_transaction<S: Source, T: Target>(
 enum TxnOp<'a> {
     /// Add the route's target partition (opening a transaction).
     Add,
-    /// Store the positions in the group and commit.
-    Commit(&'a str, &'a [(TopicPartition, i64)]),
+    /// Store `next` (the next source offset) as the target partition's position in `group`
+    /// and commit.
+    Commit { group: &'a str, next: i64 },
 }
 
 /// One transaction operation, retried (the producer keeps the request pending) while
@@ -860,7 +867,7 @@ async fn transaction_call<S: Source, T: Target>(
 ) -> Result<(), Error> {
     let what = match op {
         TxnOp::Add => "adding the partition to the transaction",
-        TxnOp::Commit(..) => "committing the transaction",
+        TxnOp::Commit { .. } => "committing the transaction",
     };
     // Not cancellable by `stop`: a stopping route still commits what it has (the drain
     // deadline bounds it; an abandoned transaction is aborted by the next owner's init).
@@ -869,7 +876,15 @@ async fn transaction_call<S: Source, T: Target>(
     loop {
         let outcome = match op {
             TxnOp::Add => txn.add_partition(&route.target).await,
-            TxnOp::Commit(group, positions) => txn.commit(group, positions).await,
+            TxnOp::Commit { group, next } => {
+                // What the position store needs durable first (the offset syncs mapping the
+                // transaction's records): a transaction committed without it would leave its
+                // range unmapped for the next owner after a crash.
+                match (shared.before_transaction_commit)(route.source.clone(), next).await {
+                    Ok(()) => txn.commit(group, &[(route.target.clone(), next)]).await,
+                    Err(e) => Err(e),
+                }
+            }
         };
         match outcome {
             Ok(()) => {

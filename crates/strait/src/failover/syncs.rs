@@ -8,6 +8,9 @@
 //! pending syncs to the offset-syncs topic **before** every commit of source positions, and a
 //! commit whose syncs cannot be written fails (and is retried by the forwarder's committer),
 //! exactly as if the source had refused it: duplicates after a crash, never an unknown range.
+//! With exactly-once, positions are stored by each route's transaction on the target (the
+//! source commit is only a copy for monitoring), so the gate holds every transaction's commit
+//! instead ([`Positions::before_transaction_commit`]).
 //!
 //! [`SyncWriter`] is the one writer of the offset-syncs topic, shared by the commit gate and
 //! the checkpoint task, so that one partition's syncs are appended in order.
@@ -153,24 +156,43 @@ impl<P: Positions> Positions for GatedPositions<P> {
     }
 
     async fn commit(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
-        if let Some(writer) = &self.writer {
-            // The forwarder commits a position only once everything below it was acknowledged
-            // (its batches were observed before the position moved) or skipped on purpose
-            // (markers, aborted records): the frontier may move there before the commit.
-            for (tp, next) in positions {
-                writer.maps().advance(tp, *next);
-            }
-            writer.flush().await.map_err(|e| {
-                IoError::new(
-                    ErrorClass::Retriable,
-                    "offset_syncs",
-                    format!(
-                        "source positions not committed: the offset syncs they need could not \
-                         be written to the target first ({e}); retried at the next commit"
-                    ),
-                )
-            })?;
-        }
+        self.persist(positions).await?;
         self.inner.commit(positions).await
+    }
+
+    /// Exactly-once positions are stored by the route's transaction on the target, not by
+    /// [`commit`](Self::commit) (which then only keeps the source group's copy for monitoring):
+    /// the gate must hold the transaction's commit.
+    async fn before_transaction_commit(
+        &self,
+        source: &TopicPartition,
+        next: i64,
+    ) -> Result<(), IoError> {
+        self.persist(&[(source.clone(), next)]).await
+    }
+}
+
+impl<P> GatedPositions<P> {
+    /// Writes the offset syncs that map everything below `positions` to the target.
+    async fn persist(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
+        let Some(writer) = &self.writer else {
+            return Ok(());
+        };
+        // The forwarder commits a position only once everything below it was acknowledged
+        // (its batches were observed before the position moved) or skipped on purpose
+        // (markers, aborted records): the frontier may move there before the commit.
+        for (tp, next) in positions {
+            writer.maps().advance(tp, *next);
+        }
+        writer.flush().await.map(drop).map_err(|e| {
+            IoError::new(
+                ErrorClass::Retriable,
+                "offset_syncs",
+                format!(
+                    "positions not committed: the offset syncs they need could not be written \
+                     to the target first ({e}); retried"
+                ),
+            )
+        })
     }
 }
