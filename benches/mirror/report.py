@@ -20,6 +20,7 @@ RUN_FIELDS = [
     "order",
     "dataset",
     "contender",
+    "clusters",
     "machine",
     "status",
     "reason",

@@ -2,7 +2,7 @@
 // the stock TopicCommand/GetOffsetShell would need one per call).
 //
 // Usage: java -cp '<kafka 4.x lib>/*:<classes>' BenchAdmin <bootstrap> <command> [args]
-//   create <partitions> <topic>...   create topics (RF 1), wait until every partition has a leader; existing ones are kept
+//   create <partitions> <topic>...   create topics (RF: the cluster's default.replication.factor), wait until every partition has a leader; existing ones are kept
 //   offsets <topic>...               print one JSON line: {"<topic>": {"partitions": [end0, end1, ...], "bytes": N}}
 //                                    (bytes = on-disk log size summed over partitions, from DescribeLogDirs)
 // Exit 0 on success, 1 on failure (reason on stderr), 2 on bad arguments.
@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
@@ -38,6 +39,7 @@ public final class BenchAdmin {
         }
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+        BenchClient.apply(props);
         props.put(AdminClientConfig.CLIENT_ID_CONFIG, "strait-bench-admin");
         try (Admin admin = Admin.create(props)) {
             switch (args[1]) {
@@ -57,7 +59,7 @@ public final class BenchAdmin {
     private static void create(Admin admin, int partitions, List<String> topics) throws Exception {
         List<NewTopic> news = new ArrayList<>();
         for (String t : topics) {
-            news.add(new NewTopic(t, partitions, (short) 1));
+            news.add(new NewTopic(t, Optional.of(partitions), Optional.empty())); // the broker's default.replication.factor
         }
         for (var entry : admin.createTopics(news).values().entrySet()) {
             try {
