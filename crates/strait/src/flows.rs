@@ -217,7 +217,11 @@ pub async fn run_flow(
     let mut checkpointer = None;
     let mut offset_syncs = None;
     if config.mirror.groups.is_some() {
-        let maps = Arc::new(crate::failover::OffsetMaps::default());
+        let maps = Arc::new(if config.mirror.exactly_once.is_some() {
+            crate::failover::OffsetMaps::transactional()
+        } else {
+            crate::failover::OffsetMaps::default()
+        });
         let started = tokio::select! {
             c = crate::failover::checkpoint::Checkpointer::start(config.clone(), maps.clone()) => c?,
             _ = shutdown.cancelled() => return Ok(()),

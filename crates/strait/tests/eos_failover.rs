@@ -14,7 +14,14 @@
 //!    target holds every source record exactly once, in order: 0 missing, 0 duplicates.
 //! 2. **Failover checkpoints.** The mirror (checkpoints on) is SIGKILLed mid-stream three times,
 //!    which leaves aborted transactions on the target (a `read_uncommitted` read sees more
-//!    records than a `read_committed` one). Then:
+//!    records than a `read_committed` one). The killed instances persist offset syncs only
+//!    through their transactions' commits (their source commits and checkpoint rounds are
+//!    rare). Then an instance with 10 s transactions and 200 ms checkpoint rounds is SIGKILLed
+//!    while the group has committed inside records it holds in an open transaction; the next
+//!    instance aborts that transaction and re-sends them. Then:
+//!    * the checkpoints the instance killed with an open transaction left translate exactly
+//!      (a checkpoint into the open transaction would send the group back to the re-sent
+//!      records before its offset);
 //!    * every source offset of every partition, translated with the offset syncs persisted on
 //!      the target alone, points at the target offset from which a `read_committed` reader gets
 //!      exactly the source records from that offset on;
@@ -327,6 +334,14 @@ enum Visible {
 /// A target partition's data records (not markers) in log order: (offset, number, visibility).
 type TargetLog = Vec<(i64, usize, Visible)>;
 
+/// The (offset, number) of the records a `read_committed` reader sees, in order.
+fn visible_records(log: &TargetLog) -> Vec<(i64, usize)> {
+    log.iter()
+        .filter(|r| r.2 == Visible::Yes)
+        .map(|r| (r.0, r.1))
+        .collect()
+}
+
 /// Reads every target partition of `topic` to its end and sorts its records into committed
 /// and aborted ones by the transaction markers that follow them.
 async fn read_target(dst: &strait_wire::Client, topic: &str) -> BTreeMap<i32, TargetLog> {
@@ -427,20 +442,98 @@ fn checkpoints_translate_exactly_across_aborted_transactions() {
 
     // SIGKILLs mid-stream, each restarted at once: each leaves open transactions behind, which
     // the next instance's initialization aborts before it re-sends their records.
-    let ((mut strait, log), total) = while_streaming(&f.source, TOPIC, || {
+    let ((mut strait, _), mut total) = while_streaming(&f.source, TOPIC, || {
         let (mut strait, mut log) = spawn_strait(&killed, 0);
         let mut positions =
-            wait_for_group_progress(&rt, &dst, GROUP, &tps, &vec![0; tps.len()], &log);
+            wait_for_group_progress(&rt, &dst, GROUP, &tps, &[0; PARTITIONS as usize], &log);
         for run in 1..=KILLS {
             positions = wait_for_group_progress(&rt, &dst, GROUP, &tps, &positions, &log);
             strait.kill().unwrap();
             let _ = strait.wait();
-            let next = if run < KILLS { &killed } else { &config };
-            (strait, log) = spawn_strait(next, run);
+            (strait, log) = spawn_strait(&killed, run);
         }
         wait_for_group_progress(&rt, &dst, GROUP, &tps, &positions, &log);
         (strait, log)
     });
+    strait.kill().unwrap();
+    let _ = strait.wait();
+
+    // A checkpoint round while a transaction is open: an instance whose transactions stay open
+    // for 10 s, with checkpoints every 200 ms, mirrors what is left, and the group commits
+    // where it is (checkpointed), then inside records that the instance has sent in a
+    // transaction that is still open when the instance is SIGKILLed (and then aborted by the
+    // next one, which re-sends them). Whatever checkpoint the killed instance left must
+    // still translate exactly: a checkpoint into the open transaction would send the group
+    // back to the re-sent records before its offset.
+    let open = dir.path().join("open.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(
+            "transaction_interval = \"200ms\"",
+            "transaction_interval = \"10s\"",
+        )
+        .replace(
+            "checkpoint_interval = \"500ms\"",
+            "checkpoint_interval = \"200ms\"",
+        );
+    std::fs::write(&open, text).unwrap();
+    let (mut strait, log) = spawn_strait(&open, KILLS + 1);
+    let before = vec![total as i64; PARTITIONS as usize];
+    wait_for_positions(&rt, &dst, GROUP, &tps, &before, &log);
+    let at = |offsets: &[i64]| -> Vec<(TopicPartition, i64)> {
+        tps.iter().cloned().zip(offsets.iter().copied()).collect()
+    };
+    rt.block_on(commit_group(&src, APP, &at(&before)));
+    let wanted: BTreeMap<(String, i32), i64> = (0..PARTITIONS)
+        .map(|p| ((TOPIC.to_string(), p), total as i64))
+        .collect();
+    wait_for_checkpoints(&rt, &dst, "src", APP, &wanted, &log);
+    let ahead: Vec<i64> = (0..PARTITIONS)
+        .map(|p| (total + 5) as i64 + i64::from(p))
+        .collect();
+    rt.block_on(commit_group(&src, APP, &at(&ahead)));
+    let target_before = rt.block_on(end_offsets(&dst, TOPIC, PARTITIONS));
+    rt.block_on(produce_numbered(
+        &src,
+        TOPIC,
+        0..PARTITIONS,
+        total..total + 2 * ROUND,
+    ));
+    total += 2 * ROUND;
+    // Acknowledged by the target, then a few checkpoint rounds.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rt
+        .block_on(end_offsets(&dst, TOPIC, PARTITIONS))
+        .iter()
+        .zip(&target_before)
+        .any(|(now, b)| *now < b + 2 * ROUND as i64)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the records did not reach the target"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let left: BTreeMap<i32, (i64, i64)> = rt
+        .block_on(strait::failover::command::latest_checkpoints(&dst, "src"))
+        .unwrap()
+        .into_iter()
+        .filter(|((g, t, _), _)| g == APP && t == TOPIC)
+        .map(|((_, _, p), c)| (p, (c.upstream_offset, c.offset)))
+        .collect();
+    let what = "the stored positions";
+    let stored = wait_for_group_offsets(&rt, &dst, GROUP, &tps, what, &log, |_| true);
+    assert_eq!(
+        stored, before,
+        "the transaction holding the new records committed before the kill (a 10 s \
+         transaction interval was too short on this machine): the scenario did not happen"
+    );
+    strait.kill().unwrap();
+    let _ = strait.wait();
+
+    // An instance like the first ones, with checkpoints every 500 ms, to the end.
+    let (mut strait, log) = spawn_strait(&config, KILLS + 2);
     let ends = rt.block_on(end_offsets(&src, TOPIC, PARTITIONS));
     assert!(
         ends.iter().all(|e| *e == total as i64),
@@ -479,12 +572,7 @@ fn checkpoints_translate_exactly_across_aborted_transactions() {
         .unwrap();
     let mut inexact = Vec::new();
     for tp in &tps {
-        let log = &logs[&tp.partition()];
-        let visible: Vec<(i64, usize)> = log
-            .iter()
-            .filter(|r| r.2 == Visible::Yes)
-            .map(|r| (r.0, r.1))
-            .collect();
+        let visible = visible_records(&logs[&tp.partition()]);
         assert_eq!(
             visible.iter().map(|v| v.1).collect::<Vec<_>>(),
             (0..total).collect::<Vec<_>>()
@@ -501,6 +589,16 @@ fn checkpoints_translate_exactly_across_aborted_transactions() {
                 Err(miss) => inexact.push(format!("{tp} {c}: {miss}")),
             }
         }
+    }
+    // The checkpoints the instance killed with an open transaction left behind.
+    for (p, (c, t)) in &left {
+        let visible = visible_records(&logs[p]);
+        let first = visible.partition_point(|v| v.0 < *t);
+        assert_eq!(
+            first, *c as usize,
+            "partition {p}: the checkpoint {c} -> {t} left by the instance killed with an open \
+             transaction reads on from source offset {first}"
+        );
     }
     assert!(
         inexact.is_empty(),
@@ -560,6 +658,7 @@ fn checkpoints_translate_exactly_across_aborted_transactions() {
         "{total} records per partition, {PARTITIONS} partitions, {KILLS} SIGKILLs: {aborted} \
          records of aborted transactions on the target; every source offset translates exactly; \
          group {APP} committed at {commits:?} ({inside} inside aborted ranges) read exactly \
-         the {remainder} remaining records after failover"
+         the {remainder} remaining records after failover; the instance killed with a \
+         transaction open left checkpoints {left:?} (group at {before:?} then {ahead:?})"
     );
 }

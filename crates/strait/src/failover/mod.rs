@@ -29,21 +29,71 @@ pub use map::{Miss, OffsetMap, Sync};
 #[derive(Debug, Default)]
 pub struct OffsetMaps {
     maps: Mutex<HashMap<TopicPartition, OffsetMap>>,
+    /// Exactly-once: the acknowledged batches (points, end) of each partition's open
+    /// transaction, kept out of the maps until it commits; `None`: at-least-once.
+    staged: Option<Mutex<HashMap<TopicPartition, Vec<Staged>>>>,
 }
 
+/// An acknowledged batch waiting for its transaction: its points and end (see
+/// [`OffsetMap::observe_batch`]).
+type Staged = (Vec<Sync>, Sync);
+
 impl OffsetMaps {
+    /// The maps of an exactly-once mirror. A batch is acknowledged inside its route's open
+    /// transaction, which may still abort (a crash, a fence) and be re-sent after the abort
+    /// marker; a checkpoint translated into it would send a failed-over group back to the
+    /// re-sent records before its offset. So acknowledged batches are staged and enter the
+    /// maps (which the checkpoints translate through, and which are persisted) only with
+    /// [`commit_staged`](Self::commit_staged), right before their transaction commits.
+    pub fn transactional() -> OffsetMaps {
+        OffsetMaps {
+            staged: Some(Mutex::default()),
+            ..OffsetMaps::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<TopicPartition, OffsetMap>> {
         // A panic elsewhere while holding the lock leaves a map that is still consistent
         // (every method finishes its change before returning).
         self.maps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One acknowledged target batch of `source` (see [`OffsetMap::observe_batch`]).
+    /// One acknowledged target batch of `source` (see [`OffsetMap::observe_batch`]); staged
+    /// until its transaction commits when the mirror is exactly-once.
     pub fn observe(&self, source: &TopicPartition, points: &[Sync], end: Sync) {
+        if let Some(staged) = &self.staged {
+            staged
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(source.clone())
+                .or_default()
+                .push((points.to_vec(), end));
+            return;
+        }
         self.lock()
             .entry(source.clone())
             .or_default()
             .observe_batch(points, end);
+    }
+
+    /// Exactly-once: `source`'s transaction is about to commit: its staged batches enter the
+    /// map. Batches of an aborted transaction still staged (acknowledged before the abort)
+    /// enter it too, before their re-sent copies, which supersede them.
+    pub fn commit_staged(&self, source: &TopicPartition) {
+        let Some(staged) = &self.staged else { return };
+        let batches = staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(source)
+            .unwrap_or_default();
+        if batches.is_empty() {
+            return;
+        }
+        let mut maps = self.lock();
+        let map = maps.entry(source.clone()).or_default();
+        for (points, end) in batches {
+            map.observe_batch(&points, end);
+        }
     }
 
     /// The mirror committed `next` for `source`.
@@ -53,8 +103,15 @@ impl OffsetMaps {
         }
     }
 
-    /// Forgets the maps of `partitions` (before they are replayed afresh).
+    /// Forgets the maps of `partitions` (before they are replayed afresh), and what was
+    /// staged for them (transactions left open when they were last revoked: never committed).
     pub fn reset(&self, partitions: &[TopicPartition]) {
+        if let Some(staged) = &self.staged {
+            let mut staged = staged.lock().unwrap_or_else(|p| p.into_inner());
+            for tp in partitions {
+                staged.remove(tp);
+            }
+        }
         let mut maps = self.lock();
         for tp in partitions {
             maps.remove(tp);
@@ -162,6 +219,48 @@ impl Observer for OffsetObserver {
 mod tests {
     use std::path::Path;
     use std::time::Duration;
+
+    use super::{Miss, OffsetMaps, Sync};
+    use strait_wire::TopicPartition;
+
+    /// Exactly-once: only batches of committing transactions are translated, and a re-send
+    /// after an abort supersedes the aborted copy.
+    #[test]
+    fn transactional_maps_translate_only_committed_transactions() {
+        let tp = TopicPartition::new("t", 0).unwrap();
+        let maps = OffsetMaps::transactional();
+        // Source 0..10 at target 0..10, in an open transaction: not translatable yet.
+        maps.observe(&tp, &[Sync::new(0, 0)], Sync::new(10, 10));
+        assert_eq!(maps.translate(&tp, 5), Err(Miss::Empty));
+        assert!(maps.take_outboxes().is_empty(), "nothing to persist yet");
+        maps.commit_staged(&tp);
+        maps.advance(&tp, 10);
+        assert_eq!(maps.translate(&tp, 5), Ok(5));
+        assert_eq!(maps.translate(&tp, 10), Ok(10));
+        // Commit marker at 10. Source 10..20 at 11..21, acknowledged in a transaction that is
+        // aborted (marker at 21): offsets in it stay beyond what the target has.
+        maps.observe(&tp, &[Sync::new(10, 11)], Sync::new(20, 21));
+        assert_eq!(
+            maps.translate(&tp, 15),
+            Err(Miss::NotMirrored {
+                offset: 15,
+                mirrored: 10
+            })
+        );
+        // Re-sent from 10 at 22..32 and committed: the re-sent copy is where 15 is read from.
+        maps.observe(&tp, &[Sync::new(10, 22)], Sync::new(20, 32));
+        maps.commit_staged(&tp);
+        maps.advance(&tp, 20);
+        assert_eq!(maps.translate(&tp, 10), Ok(22));
+        assert_eq!(maps.translate(&tp, 15), Ok(27));
+        assert_eq!(maps.translate(&tp, 20), Ok(32));
+        assert_eq!(maps.translate(&tp, 5), Ok(5));
+        // A transaction left open when the partition was revoked is forgotten with its map.
+        maps.observe(&tp, &[Sync::new(20, 33)], Sync::new(30, 43));
+        maps.reset(std::slice::from_ref(&tp));
+        maps.commit_staged(&tp);
+        assert_eq!(maps.translate(&tp, 25), Err(Miss::Empty));
+    }
 
     use crate::config::{Config, Environment};
 

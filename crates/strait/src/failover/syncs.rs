@@ -168,6 +168,12 @@ impl<P: Positions> Positions for GatedPositions<P> {
         source: &TopicPartition,
         next: i64,
     ) -> Result<(), IoError> {
+        // Only now do the transaction's batches count as mirrored (see
+        // OffsetMaps::transactional): not at the source commit, which may run while the
+        // route's next transaction is open.
+        if let Some(writer) = &self.writer {
+            writer.maps().commit_staged(source);
+        }
         self.persist(&[(source.clone(), next)]).await
     }
 }
