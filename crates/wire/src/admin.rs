@@ -759,29 +759,49 @@ impl Admin {
         partitions: i32,
         within: Duration,
     ) -> Result<bool> {
-        validate_topic_name(topic)?;
+        self.wait_for_all_leaders(&[(topic.to_owned(), partitions)], within)
+            .await
+    }
+
+    /// [`Admin::wait_for_leaders`] for several topics (name, partitions) at once: one Metadata
+    /// request and one ListOffsets per leader per poll, whatever the number of topics.
+    pub async fn wait_for_all_leaders(
+        &self,
+        topics: &[(String, i32)],
+        within: Duration,
+    ) -> Result<bool> {
+        for (topic, _) in topics {
+            validate_topic_name(topic)?;
+        }
         let deadline = Instant::now() + within;
-        let topics = [topic.to_owned()];
+        let names: Vec<String> = topics.iter().map(|(t, _)| t.clone()).collect();
         let mut pause = Duration::from_millis(5);
         loop {
-            let md = self.client.metadata(Some(&topics)).await?;
-            let leaders = md.topic(topic).and_then(|t| {
-                let complete = t.error.is_none()
-                    && t.partitions.len() >= usize::try_from(partitions).unwrap_or(0);
-                let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> =
-                    BTreeMap::new();
-                for p in &t.partitions {
-                    let tp = TopicPartition::from_broker(t.name.clone(), p.partition);
-                    by_leader
-                        .entry(p.leader?)
-                        .or_default()
-                        .push((tp, OffsetSpec::Latest, -1));
+            let md = self.client.metadata(Some(&names)).await?;
+            let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> =
+                BTreeMap::new();
+            let complete = topics.iter().all(|(topic, partitions)| {
+                let Some(t) = md.topic(topic) else {
+                    return false;
+                };
+                if t.error.is_some()
+                    || t.partitions.len() < usize::try_from(*partitions).unwrap_or(0)
+                {
+                    return false;
                 }
-                complete.then_some(by_leader)
+                t.partitions.iter().all(|p| match p.leader {
+                    Some(leader) => {
+                        let tp = TopicPartition::from_broker(t.name.clone(), p.partition);
+                        by_leader
+                            .entry(leader)
+                            .or_default()
+                            .push((tp, OffsetSpec::Latest, -1));
+                        true
+                    }
+                    None => false,
+                })
             });
-            if let Some(by_leader) = leaders
-                && self.leaders_serve(by_leader).await
-            {
+            if complete && self.leaders_serve(by_leader).await {
                 return Ok(true);
             }
             if Instant::now() + pause > deadline {
