@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use strait::config::{Config, Environment, StartPosition};
 use strait_otlp_sink::{Sink, SpanRecord};
-use strait_testkit::{AdminOp, Cluster, Listener, Resource};
+use strait_testkit::{Cluster, Listener};
 use strait_wire::offset_commit::GroupOffsets;
 use strait_wire::{Client, ClientConfig, TopicPartition};
 
@@ -44,31 +44,6 @@ const WAIT: Duration = Duration::from_secs(60);
 /// in the wrong partition cannot add up to the right totals.
 fn count(p: i32) -> usize {
     20 + 3 * p as usize
-}
-
-/// A cluster as the walkthrough sets it up (scenario.rs does the same): an mTLS listener, the
-/// mirror's user with the walkthrough's ACLs on `my-topic` and group `my-group`, and on europe
-/// the topic.
-fn walkthrough_cluster(name: &str, user: &str) -> Cluster {
-    let cluster = Cluster::builder(name)
-        .mtls()
-        .user(user, "secret")
-        .start()
-        .unwrap();
-    let principal = format!("User:{user}");
-    let mut ops = vec![
-        AdminOp::allow(
-            &principal,
-            Resource::Topic(TOPIC.into()),
-            &["Read", "Describe", "Write", "Create"],
-        ),
-        AdminOp::allow(&principal, Resource::Group("my-group".into()), &["Read"]),
-    ];
-    if name.starts_with("europe") {
-        ops.insert(0, AdminOp::topic(TOPIC, PARTITIONS, 1));
-    }
-    cluster.admin(&ops).unwrap();
-    cluster
 }
 
 fn seed() -> PathBuf {

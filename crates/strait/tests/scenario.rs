@@ -20,32 +20,10 @@ use strait_demo::telemetry::Telemetry;
 use strait_otlp_sink::hops::{self, Hop, HopStats, Role};
 use strait_otlp_sink::jaeger::{self, JaegerProcess};
 use strait_otlp_sink::{SpanKind, SpanRecord, TraceId};
-use strait_testkit::{AdminOp, Cluster, Listener, Resource};
+use strait_testkit::{Cluster, Listener};
 use strait_wire::{Client, ClientConfig};
 
 const RECORDS: u64 = 36;
-
-fn walkthrough_cluster(name: &str, user: &str) -> Cluster {
-    let cluster = Cluster::builder(name)
-        .mtls()
-        .user(user, "secret")
-        .start()
-        .unwrap();
-    let principal = format!("User:{user}");
-    let mut ops = vec![
-        AdminOp::allow(
-            &principal,
-            Resource::Topic("my-topic".into()),
-            &["Read", "Describe", "Write", "Create"],
-        ),
-        AdminOp::allow(&principal, Resource::Group("my-group".into()), &["Read"]),
-    ];
-    if name.starts_with("europe") {
-        ops.insert(0, AdminOp::topic("my-topic", 12, 1));
-    }
-    cluster.admin(&ops).unwrap();
-    cluster
-}
 
 fn toml_section(cluster: &Cluster, alias: &str, user: &str) -> String {
     let mut s = format!("alias = \"{alias}\"\n");

@@ -691,3 +691,29 @@ pub fn wait_for_group_progress(
         now.iter().zip(previous).all(|(n, p)| n > p)
     })
 }
+
+/// A cluster as the reference walkthrough (`shared/seed`) sets it up: an mTLS listener, the
+/// mirror's user `user` with the walkthrough's ACLs on `my-topic` and group `my-group`, and on
+/// `europe*` the topic itself with 12 partitions.
+pub fn walkthrough_cluster(name: &str, user: &str) -> Cluster {
+    use strait_testkit::{AdminOp, Resource};
+    let cluster = Cluster::builder(name)
+        .mtls()
+        .user(user, "secret")
+        .start()
+        .unwrap();
+    let principal = format!("User:{user}");
+    let mut ops = vec![
+        AdminOp::allow(
+            &principal,
+            Resource::Topic("my-topic".into()),
+            &["Read", "Describe", "Write", "Create"],
+        ),
+        AdminOp::allow(&principal, Resource::Group("my-group".into()), &["Read"]),
+    ];
+    if name.starts_with("europe") {
+        ops.insert(0, AdminOp::topic("my-topic", 12, 1));
+    }
+    cluster.admin(&ops).unwrap();
+    cluster
+}
