@@ -16,6 +16,7 @@ pub mod kafka;
 mod partition;
 pub(crate) mod plan;
 mod producer;
+mod retry_log;
 mod sender;
 mod window;
 
@@ -33,6 +34,7 @@ use crate::Error;
 use crate::compression::Compression;
 use crate::observe::Observer;
 use crate::rewrite::LogAppendTimePolicy;
+use retry_log::{RETRY_WARN_EVERY, RetryLog};
 
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
@@ -316,6 +318,8 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             observer,
             producers: Producers::new(identity),
             before_transaction_commit,
+            produce_retries: RetryLog::new(RETRY_WARN_EVERY),
+            fetch_retries: RetryLog::new(RETRY_WARN_EVERY),
         });
         let inner = Inner {
             shared,

@@ -30,6 +30,7 @@ use super::io::{
 };
 use super::plan::{self, Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
+use super::retry_log::{RetryLine, RetryLog};
 use super::sender::{ProduceItem, Senders, SlotResult};
 use super::window::{Action, Done, MergePolicy, Transmit, Window, WindowConfig};
 use super::{ExactlyOnce, Settings};
@@ -89,6 +90,10 @@ pub(crate) struct Shared<S, T> {
     /// [`Positions::before_transaction_commit`](super::Positions::before_transaction_commit)
     /// of the forwarder's position store.
     pub(crate) before_transaction_commit: BeforeTransactionCommit,
+    /// Limits "produce failed, resending" warnings across partitions.
+    pub(crate) produce_retries: RetryLog,
+    /// Limits "fetch failed, retrying" warnings across partitions.
+    pub(crate) fetch_retries: RetryLog,
 }
 
 /// The position store's hook before a transaction commit, as the partition tasks (which do not
@@ -532,7 +537,18 @@ async fn fetch_loop<S: Source, T: Target>(
                 drop(reservation);
                 match e.class {
                     ErrorClass::Retriable => {
-                        tracing::warn!(partition = %route.source, error = %e, "fetch failed, retrying");
+                        match shared.fetch_retries.line(Instant::now()) {
+                            RetryLine::Warn { held_back: 0 } => tracing::warn!(
+                                partition = %route.source, error = %e, "fetch failed, retrying"
+                            ),
+                            RetryLine::Warn { held_back } => tracing::warn!(
+                                partition = %route.source, error = %e, held_back,
+                                "fetch failed, retrying ({held_back} more fetch retries since the last warning are logged at debug)"
+                            ),
+                            RetryLine::Debug => tracing::debug!(
+                                partition = %route.source, error = %e, "fetch failed, retrying"
+                            ),
+                        }
                         if !backoff.wait(stop).await {
                             return Ok(());
                         }
@@ -1066,9 +1082,18 @@ async fn handle_action<S: Source, T: Target>(
         detail: e,
     };
     match action {
-        Action::Retrying(e) => {
-            tracing::warn!(partition = %route.target, error = %e, "produce failed, resending");
-        }
+        Action::Retrying(e) => match shared.produce_retries.line(Instant::now()) {
+            RetryLine::Warn { held_back: 0 } => {
+                tracing::warn!(partition = %route.target, error = %e, "produce failed, resending")
+            }
+            RetryLine::Warn { held_back } => tracing::warn!(
+                partition = %route.target, error = %e, held_back,
+                "produce failed, resending ({held_back} more produce retries since the last warning are logged at debug)"
+            ),
+            RetryLine::Debug => {
+                tracing::debug!(partition = %route.target, error = %e, "produce failed, resending")
+            }
+        },
         Action::Denied { error, attempts } => {
             report_denied(
                 Some((shared.observer.as_ref(), &route.source)),
