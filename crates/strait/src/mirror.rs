@@ -56,6 +56,7 @@ pub fn settings(config: &Config) -> Settings {
         // with it: stable across restarts and shared by every instance of the group.
         let mut e = ExactlyOnce::new(m.group_id.clone());
         e.transaction_interval = eos.transaction_interval;
+        e.transaction_max_bytes = eos.transaction_max_bytes.0;
         e.transaction_timeout = eos.transaction_timeout;
         // Past the session timeout the group has revoked a partition from a paused instance.
         e.fenced_backoff = m.session_timeout + Duration::from_secs(5);

@@ -28,6 +28,11 @@
 //!    * a group committed on the source inside ranges that were aborted and re-sent fails over
 //!      with `strait failover --apply`, and the same group read on the target by Kafka's Java
 //!      console consumer (`read_committed`) gets exactly the remainder.
+//! 3. **Transaction size.** With `transaction_interval = "5m"` and `transaction_max_bytes =
+//!    "64KiB"`, a backlog of ~2 MB in one partition is mirrored in many transactions, each
+//!    committed because of its size (the interval never runs out in the test; without the
+//!    size limit the backlog would be one transaction, committed at the shutdown), and the
+//!    target still holds every record exactly once.
 //!
 //! Run: `cargo test -p strait --test eos_failover -- --nocapture` (prints the figures).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -660,5 +665,107 @@ fn checkpoints_translate_exactly_across_aborted_transactions() {
          group {APP} committed at {commits:?} ({inside} inside aborted ranges) read exactly \
          the {remainder} remaining records after failover; the instance killed with a \
          transaction open left checkpoints {left:?} (group at {before:?} then {ahead:?})"
+    );
+}
+
+#[test]
+fn transactions_commit_by_size_before_the_interval() {
+    const TOPIC: &str = "bulk";
+    const GROUP: &str = "strait-eos-size";
+    const RECORDS: usize = 120_000;
+    const MAX_BYTES: i64 = 64 << 10;
+    let mut guard = fixture();
+    let f = guard.as_mut().unwrap();
+    create_topic(f, TOPIC);
+    let rt = runtime();
+    let src = rt.block_on(client(&f.source));
+    let dst = rt.block_on(client(&f.target));
+    // A backlog in partition 0 only: about 2 MB of small records in batches of 500.
+    rt.block_on(produce_numbered(&src, TOPIC, 0..1, 0..RECORDS));
+    let dir = tempfile::tempdir().unwrap();
+    // The interval cannot run out within the test, and 16 KiB batches keep a transaction
+    // near the size limit: at most 5 in flight and 5 queued when it is reached.
+    let config = eos_config(
+        f,
+        dir.path(),
+        TOPIC,
+        GROUP,
+        "transaction_max_bytes = \"64KiB\"\nbatch_size = \"16KiB\"\n",
+    );
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "transaction_interval = \"200ms\"",
+        "transaction_interval = \"5m\"\ntransaction_timeout = \"15m\"",
+    );
+    std::fs::write(&config, text).unwrap();
+    let tps = partitions(TOPIC);
+    let (mut strait, log) = spawn_strait(&config, 0);
+    // Well into the backlog by size-committed transactions alone; the shutdown commits the rest.
+    let mut want = vec![0i64; PARTITIONS as usize];
+    want[0] = (RECORDS * 3 / 4) as i64;
+    wait_for_positions(&rt, &dst, GROUP, &tps, &want, &log);
+    assert_eq!(terminate(&mut strait).code(), Some(0));
+    drop(strait);
+    // The shutdown commits what was sent, not the whole backlog: the target holds exactly the
+    // records before the stored position.
+    let stored =
+        wait_for_group_offsets(&rt, &dst, GROUP, &tps, "the final positions", &log, |_| {
+            true
+        })[0];
+    let stored = usize::try_from(stored).unwrap();
+    assert!(stored >= RECORDS * 3 / 4, "{stored}");
+
+    let logs = rt.block_on(read_target(&dst, TOPIC));
+    let p0 = &logs[&0];
+    let numbers: Vec<usize> = visible_records(p0).into_iter().map(|(_, n)| n).collect();
+    let first_wrong = numbers.iter().enumerate().find(|(i, n)| *i != **n);
+    assert!(
+        numbers.len() == stored && first_wrong.is_none(),
+        "partition 0 must hold 0..{stored} once, in order: {} records, first out of place \
+         (index, number): {first_wrong:?}",
+        numbers.len()
+    );
+    assert!(p0.iter().all(|r| r.2 == Visible::Yes), "nothing aborted");
+    let end = rt.block_on(end_offsets(&dst, TOPIC, PARTITIONS))[0];
+    // Every transaction ends with one commit marker, which takes an offset of its own.
+    let transactions = end - stored as i64;
+    let bytes = rt.block_on(async {
+        let tp = TopicPartition::new(TOPIC, 0).unwrap();
+        let mut total = 0i64;
+        let mut offset = 0i64;
+        while offset < end {
+            let fetched = dst
+                .fetch(
+                    &[FetchPartition::new(tp.clone(), offset).with_max_bytes(4 << 20)],
+                    &FetchOptions::default(),
+                )
+                .await
+                .unwrap()
+                .pop()
+                .unwrap();
+            for item in FetchedRecords::new(fetched.records) {
+                let FetchedBatch::V2(batch) = item.unwrap() else {
+                    panic!("legacy batch on a 4.x broker")
+                };
+                if batch.control_record().unwrap().is_none() {
+                    total += batch.size_in_bytes() as i64;
+                }
+                offset = batch.next_offset();
+            }
+        }
+        total
+    });
+    println!(
+        "{stored} records ({bytes} bytes of batches) mirrored in {transactions} transactions \
+         of at most {MAX_BYTES} bytes each (plus what was in flight)"
+    );
+    // Each transaction but the last holds at least MAX_BYTES of batches sent; at most 10
+    // batches of 16 KiB more.
+    assert!(
+        transactions >= bytes / (MAX_BYTES + 10 * (16 << 10)),
+        "{transactions} transactions for {bytes} bytes"
+    );
+    assert!(
+        transactions >= 4,
+        "{transactions} transactions: the size limit did not commit them"
     );
 }

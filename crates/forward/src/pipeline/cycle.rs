@@ -6,9 +6,9 @@
 //! - the partition must be added to a transaction before its first batch of the transaction is
 //!   sent ([`Cycle::before_send`]);
 //! - `interval` after a transaction opened (or the position moved without a batch, e.g. past a
-//!   source transaction's aborted records), the window stops taking input ([`Cycle::accepts_input`])
-//!   until everything sent is acknowledged, then the position is committed
-//!   ([`Cycle::poll`] -> [`CycleAction::Commit`]);
+//!   source transaction's aborted records), or once `max_bytes` of batches were sent in it, the
+//!   window stops taking input ([`Cycle::accepts_input`]) until everything sent is acknowledged,
+//!   then the position is committed ([`Cycle::poll`] -> [`CycleAction::Commit`]);
 //! - when the input has ended (revoke, shutdown), the open transaction commits at once.
 //!
 //! It holds no I/O and no clock of its own, so the tests below drive it in memory.
@@ -26,6 +26,11 @@ pub(crate) enum CycleAction {
 #[derive(Debug)]
 pub(crate) struct Cycle {
     interval: Duration,
+    /// Bytes of batches after which the open transaction commits even before `interval`: what
+    /// an abort throws away and the next owner sends again stays bounded at high rates.
+    max_bytes: u64,
+    /// Bytes of batches sent in the open transaction (resends included).
+    sent_bytes: u64,
     /// When the open transaction started (its first batch, or the first move of the position
     /// with nothing to send); `None`: no transaction open.
     opened: Option<Instant>,
@@ -39,9 +44,11 @@ pub(crate) struct Cycle {
 
 impl Cycle {
     /// A cycle starting at `committed`, the position the route starts from.
-    pub(crate) fn new(interval: Duration, committed: i64) -> Self {
+    pub(crate) fn new(interval: Duration, max_bytes: u64, committed: i64) -> Self {
         Cycle {
             interval,
+            max_bytes: max_bytes.max(1),
+            sent_bytes: 0,
             opened: None,
             added: false,
             draining: false,
@@ -49,10 +56,13 @@ impl Cycle {
         }
     }
 
-    /// A batch is about to be sent: true if the partition must be added to the transaction
-    /// first (call [`added`](Self::added) once it is).
-    pub(crate) fn before_send(&mut self, now: Instant) -> bool {
+    /// A batch of `bytes` is about to be sent: true if the partition must be added to the
+    /// transaction first (call [`added`](Self::added) once it is).
+    pub(crate) fn before_send(&mut self, now: Instant, bytes: usize) -> bool {
         self.opened.get_or_insert(now);
+        self.sent_bytes = self
+            .sent_bytes
+            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
         !self.added
     }
 
@@ -82,7 +92,7 @@ impl Cycle {
             self.opened = Some(now);
         }
         let opened = self.opened?;
-        if input_ended || now >= opened + self.interval {
+        if input_ended || now >= opened + self.interval || self.sent_bytes >= self.max_bytes {
             self.draining = true;
         }
         (self.draining && window_empty).then_some(CycleAction::Commit {
@@ -102,6 +112,7 @@ impl Cycle {
     pub(crate) fn committed(&mut self, position: i64) {
         self.committed = position;
         self.opened = None;
+        self.sent_bytes = 0;
         self.added = false;
         self.draining = false;
     }
@@ -126,12 +137,12 @@ mod tests {
     #[test]
     fn a_transaction_commits_after_the_interval_once_the_window_is_empty() {
         let t0 = Instant::now();
-        let mut c = Cycle::new(SECOND, 10);
+        let mut c = Cycle::new(SECOND, u64::MAX, 10);
         assert_eq!(c.poll(t0, 10, true, false), None, "nothing to commit");
-        assert!(c.before_send(t0), "the first batch adds the partition");
+        assert!(c.before_send(t0, 100), "the first batch adds the partition");
         c.added();
         assert!(
-            !c.before_send(t0),
+            !c.before_send(t0, 100),
             "later batches of the transaction do not"
         );
         assert_eq!(c.poll_timeout(), Some(t0 + SECOND));
@@ -147,7 +158,7 @@ mod tests {
         c.committed(20);
         assert!(c.accepts_input() && c.is_closed());
         assert!(
-            c.before_send(t0 + 2 * SECOND),
+            c.before_send(t0 + 2 * SECOND, 100),
             "a new transaction adds it again"
         );
     }
@@ -155,7 +166,7 @@ mod tests {
     #[test]
     fn a_position_moved_without_batches_is_committed_too() {
         let t0 = Instant::now();
-        let mut c = Cycle::new(SECOND, 10);
+        let mut c = Cycle::new(SECOND, u64::MAX, 10);
         assert_eq!(c.poll(t0, 12, true, false), None);
         assert_eq!(
             c.poll(t0 + SECOND, 12, true, false),
@@ -166,8 +177,8 @@ mod tests {
     #[test]
     fn the_end_of_input_commits_at_once() {
         let t0 = Instant::now();
-        let mut c = Cycle::new(SECOND, 0);
-        c.before_send(t0);
+        let mut c = Cycle::new(SECOND, u64::MAX, 0);
+        c.before_send(t0, 100);
         c.added();
         assert_eq!(c.poll(t0, 3, false, true), None, "still in flight");
         assert_eq!(
@@ -181,5 +192,27 @@ mod tests {
             "nothing left: the route may end"
         );
         assert!(c.is_closed());
+    }
+
+    #[test]
+    fn a_transaction_past_its_size_commits_before_the_interval() {
+        let t0 = Instant::now();
+        let mut c = Cycle::new(SECOND, 1000, 0);
+        assert!(c.before_send(t0, 600));
+        c.added();
+        assert_eq!(c.poll(t0, 0, false, false), None);
+        assert!(c.accepts_input(), "600 of 1000 bytes: still open");
+        assert!(!c.before_send(t0, 600));
+        assert_eq!(c.poll(t0, 4, false, false), None, "full, still in flight");
+        assert!(!c.accepts_input(), "full: no more batches");
+        assert_eq!(
+            c.poll(t0, 8, true, false),
+            Some(CycleAction::Commit { position: 8 }),
+            "committed long before the interval"
+        );
+        c.committed(8);
+        assert!(c.before_send(t0, 600), "a new transaction counts from zero");
+        assert_eq!(c.poll(t0, 8, false, false), None);
+        assert!(c.accepts_input());
     }
 }

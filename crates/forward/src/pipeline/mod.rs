@@ -129,6 +129,9 @@ pub struct ExactlyOnce {
     /// How long a transaction stays open before it commits. Longer: fewer transaction
     /// round trips; shorter: records become visible to `read_committed` consumers sooner.
     pub transaction_interval: Duration,
+    /// Bytes of batches after which a route's transaction commits without waiting for
+    /// `transaction_interval`: bounds what an abort throws away and is sent again.
+    pub transaction_max_bytes: u64,
     /// `transaction.timeout.ms`: the coordinator aborts a transaction open longer than this.
     pub transaction_timeout: Duration,
     /// How long a fenced route waits before it takes its transactional id back. Another
@@ -140,13 +143,15 @@ pub struct ExactlyOnce {
 
 impl ExactlyOnce {
     /// Exactly-once with positions in `group_id` on the target, transactional ids prefixed
-    /// with it, 300 ms transactions, Java's 60 s transaction timeout and a 30 s fenced backoff.
+    /// with it, 300 ms transactions of at most 16 MiB, Java's 60 s transaction timeout and a 30 s
+    /// fenced backoff.
     pub fn new(group_id: impl Into<String>) -> Self {
         let group_id = group_id.into();
         ExactlyOnce {
             transactional_id_prefix: group_id.clone(),
             group_id,
             transaction_interval: Duration::from_millis(300),
+            transaction_max_bytes: 16 << 20,
             transaction_timeout: Duration::from_secs(60),
             fenced_backoff: Duration::from_secs(30),
         }

@@ -266,7 +266,7 @@ async fn run_transactional<S: Source, T: Target>(
     let mut txn = RouteTxn {
         id: id.clone(),
         txn: producer,
-        cycle: Cycle::new(eos.transaction_interval, -1),
+        cycle: Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, -1),
         group_id: eos.group_id.clone(),
     };
     // Known after the first initialization: the position the last transaction stored.
@@ -293,7 +293,7 @@ async fn run_transactional<S: Source, T: Target>(
         };
         tracing::debug!(partition = %route.source, transactional_id = %id,
             producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
-        txn.cycle = Cycle::new(eos.transaction_interval, start);
+        txn.cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start);
         let (result, _) = leg
             .run(
                 start,
@@ -755,7 +755,7 @@ async fn produce_loop<S: Source, T: Target>(
             }
             while let Some(t) = w.poll_transmit() {
                 if let Some(txn) = txn.as_deref_mut()
-                    && txn.cycle.before_send(now())
+                    && txn.cycle.before_send(now(), t.batch.len())
                 {
                     join_transaction(shared, route, txn).await?;
                 }

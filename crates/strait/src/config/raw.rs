@@ -128,6 +128,7 @@ impl Section {
                 "target_principal",
                 "exactly_once",
                 "transaction_interval",
+                "transaction_max_bytes",
                 "transaction_timeout",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout", "mm2_compat"],

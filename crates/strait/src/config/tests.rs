@@ -624,12 +624,26 @@ fn partition_assignment_strategy_defaults_to_roundrobin_then_range() {
 fn exactly_once_settings_are_read_and_checked() {
     assert!(parse(MINIMAL).unwrap().mirror.exactly_once.is_none());
     let c = parse(&format!(
-        "{MINIMAL}[mirror]\nexactly_once = true\ntransaction_interval = \"1s\"\ntransaction_timeout = \"30s\"\n"
+        "{MINIMAL}[mirror]\nexactly_once = true\ntransaction_interval = \"1s\"\ntransaction_timeout = \"30s\"\ntransaction_max_bytes = \"4MiB\"\n"
     ))
     .unwrap();
     let eos = c.mirror.exactly_once.unwrap();
     assert_eq!(eos.transaction_interval, Duration::from_secs(1));
     assert_eq!(eos.transaction_timeout, Duration::from_secs(30));
+    assert_eq!(eos.transaction_max_bytes.0, 4 << 20);
+    let dflt = parse(&format!("{MINIMAL}[mirror]\nexactly_once = true\n"))
+        .unwrap()
+        .mirror
+        .exactly_once
+        .unwrap();
+    assert_eq!(dflt.transaction_max_bytes.0, 16 << 20);
+    let e = err(&format!(
+        "{MINIMAL}[mirror]\nexactly_once = true\ntransaction_max_bytes = \"1KiB\"\n"
+    ));
+    assert!(
+        e.contains("mirror.transaction_max_bytes") && e.contains("64KiB"),
+        "{e}"
+    );
     let e = err(&format!(
         "{MINIMAL}[mirror]\nexactly_once = true\nisolation = \"read_uncommitted\"\n"
     ));
