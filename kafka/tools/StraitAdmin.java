@@ -3,7 +3,7 @@
 //
 // Usage: java -cp '<kafka lib>/*' StraitAdmin <admin-client.properties> <op> [-- <op>]...
 //   op = topic <name> <partitions> <replication> [key=value]...
-//      | acl <allow|deny> <principal> <topic|topic-prefix|group|group-prefix|cluster|transactional-id> <name> <Op>[,<Op>]...
+//      | acl <allow|deny> <principal> <topic|topic-prefix|group|group-prefix|cluster|transactional-id|transactional-id-prefix> <name> <Op>[,<Op>]...
 //      | wait-isr <topic> <min-isr-size>      (wait until every partition's ISR has at least that many replicas)
 // Operations run in order. Each one waits until its effect is visible (topic leaders elected, ACLs listed) before the
 // next one starts. Exit code 0 = all done; 1 = an operation failed (the reason is on stderr); 2 = bad arguments.
@@ -236,6 +236,8 @@ public final class StraitAdmin {
                 return new ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL);
             case "transactional-id":
                 return new ResourcePattern(ResourceType.TRANSACTIONAL_ID, name, PatternType.LITERAL);
+            case "transactional-id-prefix":
+                return new ResourcePattern(ResourceType.TRANSACTIONAL_ID, name, PatternType.PREFIXED);
             default:
                 throw new IllegalArgumentException("unknown resource type '" + type + "'");
         }

@@ -97,6 +97,8 @@ pub enum Resource {
     Cluster,
     /// A transactional id (literal).
     TransactionalId(String),
+    /// Every transactional id that starts with this prefix.
+    TransactionalIdPrefix(String),
     /// Every topic whose name starts with this prefix.
     TopicPrefix(String),
     /// Every group whose name starts with this prefix.
@@ -110,6 +112,7 @@ impl Resource {
             Resource::Group(n) => ["group", n],
             Resource::Cluster => ["cluster", "kafka-cluster"],
             Resource::TransactionalId(n) => ["transactional-id", n],
+            Resource::TransactionalIdPrefix(n) => ["transactional-id-prefix", n],
             Resource::TopicPrefix(n) => ["topic-prefix", n],
             Resource::GroupPrefix(n) => ["group-prefix", n],
         }

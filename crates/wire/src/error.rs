@@ -548,8 +548,13 @@ fn authorization_message(
     }
     // Every transactional request checks Write on the id (FindCoordinator Describe, which
     // Write implies); the produce and offset requests check the topics and the group.
+    // A client with one id per partition (Strait's exactly-once mirror) is granted them all,
+    // present and future, by one ACL on their common prefix.
     let also = if kind == "TransactionalId" {
-        " (Write on the transactional id implies the Describe that FindCoordinator needs; a \
+        " (one ACL grants a family of ids, present and future: --transactional-id <prefix> \
+         --resource-pattern-type prefixed; a Strait exactly-once mirror's ids are \
+         <mirror.group_id>-<topic>-<partition>, so its prefix is <mirror.group_id> and a dash. \
+         Write on the transactional id implies the Describe that FindCoordinator needs; a \
          transactional producer also needs Write on the topics it writes and Read on the group \
          it commits offsets to, and no IdempotentWrite on the cluster)"
     } else {

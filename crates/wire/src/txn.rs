@@ -669,6 +669,17 @@ impl TxnMachine {
             }
             return error;
         }
+        // Denied before the producer has an epoch (no transactional-id or cluster ACL yet):
+        // nothing is open, so nothing needs protecting. The producer stays uninitialized and
+        // the next init asks the broker again, so an operator's grant heals it; Fatal would
+        // answer every later init with this error without asking.
+        if self.state == TxnState::Uninitialized
+            && matches!(api, TxnApi::FindCoordinator | TxnApi::InitProducerId)
+            && error.class() == ErrorClass::Denied
+        {
+            self.coordinator_known = false;
+            return error;
+        }
         self.apply(api, kind, error, now)
     }
 
@@ -1138,9 +1149,26 @@ mod tests {
             operation: "Write".into(),
             resource: "TransactionalId:mirror-0".into(),
         };
+        let e = m.on_reply(Err(denied.clone()), t0).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Denied);
+        // Not fatal: nothing is open, and the next init asks again (a grant heals it).
+        assert_eq!(m.state(), TxnState::Uninitialized);
+        assert_eq!(m.fatal_error().map(ToString::to_string), None);
+        m.init(t0).unwrap();
+        assert_eq!(
+            m.poll(t0).unwrap(),
+            TxnStep::Send(TxnRequest::FindCoordinator)
+        );
+        // Denied at FindCoordinator the same way; then granted.
         let e = m.on_reply(Err(denied), t0).unwrap_err();
         assert_eq!(e.class(), ErrorClass::Denied);
-        assert_eq!(m.state(), TxnState::Fatal);
+        assert_eq!(m.state(), TxnState::Uninitialized);
+        m.init(t0).unwrap();
+        step(&mut m, t0);
+        m.on_reply(Ok(TxnReply::CoordinatorFound), t0).unwrap();
+        step(&mut m, t0);
+        m.on_reply(Ok(TxnReply::ProducerId(ID)), t0).unwrap();
+        assert_eq!(m.state(), TxnState::Ready);
         // A fence reported by a produce is fatal too.
         let mut m = in_txn(t0);
         let e = m.on_produce_error(code(E::ProducerFenced), t0);

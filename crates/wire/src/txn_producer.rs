@@ -721,6 +721,10 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("Describe that FindCoordinator needs"), "{m}");
+        assert!(
+            m.contains("--transactional-id <prefix> --resource-pattern-type prefixed"),
+            "{m}"
+        );
         let e = txn_error(
             ResponseError::InvalidTransactionTimeout,
             "m",
