@@ -1,10 +1,10 @@
 //! Exactly-once mirroring into a target that denies the mirror's transactional ids (issue 12:
 //! clear errors for what a user can get wrong), against real Kafka.
 //!
-//! The target (mTLS, one broker) grants the mirror's user everything exactly-once mirroring
-//! needs (Write, Create, Describe on the topic, and Read, which Kafka checks for
-//! TxnOffsetCommit; Read, Describe on the group `mirror.group_id`) except Write and Describe on
-//! its transactional ids (`<group_id>-<topic>-<partition>`).
+//! The target (mTLS, one broker) grants the mirror's user what at-least-once mirroring needs
+//! (Write, Create, Describe on the topic; Read, Describe on the group `mirror.group_id`) but
+//! neither Write and Describe on its transactional ids (`<group_id>-<topic>-<partition>`) nor
+//! Read on the topic.
 //! An exactly-once `strait run` mirrors a topic of known records (explicit partitions). While
 //! the ids are denied:
 //! * the process stays up, and within 90 s its log names the denial
@@ -16,10 +16,15 @@
 //! * nothing reaches the target (its end offsets stay 0, so a `read_committed` reader sees
 //!   nothing either).
 //!
-//! Then Write and Describe on the prefix are granted, and the mirror heals by itself (no
-//! restart): the positions stored on the target reach the source's end offsets, and Kafka's
-//! Java console consumer reading `read_committed` sees every record exactly once, in order per
-//! partition.
+//! Then Write and Describe on the prefix are granted. The user still lacks Read on the target
+//! topic, which Kafka checks for TxnOffsetCommit: each route's first commit is refused
+//! (TOPIC_AUTHORIZATION_FAILED). That is reported the same way (not a silent stall: the route
+//! used to wait forever for its quiet source before its error surfaced), the open transaction
+//! is aborted, and a `read_committed` reader still sees nothing.
+//!
+//! Then Read on the topic is granted, and the mirror heals by itself (no restart): the
+//! positions stored on the target reach the source's end offsets, and Kafka's Java console
+//! consumer reading `read_committed` sees every record exactly once, in order per partition.
 //!
 //! Run: `cargo test -p strait --test eos_denied -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -115,15 +120,15 @@ fn denied_transactional_ids_are_reported_and_heal_once_granted() {
             .user(USER, "secret")
             .start()
             .expect("target cluster");
-        // What at-least-once needs, plus what exactly-once needs besides the transactional
-        // ids: Read on the group the transactions store positions in, and Read on the topic
-        // (Kafka checks it for TxnOffsetCommit). No right on any transactional id.
+        // What at-least-once needs, and Read on the group the transactions store positions
+        // in. No right on any transactional id, no Read on the topic (Kafka checks it for
+        // TxnOffsetCommit): both are granted later, one after the other.
         dst.admin(&[
             AdminOp::topic(TOPIC, PARTITIONS, 1),
             AdminOp::allow(
                 &principal,
                 Resource::Topic(TOPIC.into()),
-                &["Write", "Create", "Describe", "DescribeConfigs", "Read"],
+                &["Write", "Create", "Describe", "DescribeConfigs"],
             ),
             AdminOp::allow(
                 &principal,
@@ -270,8 +275,50 @@ fn denied_transactional_ids_are_reported_and_heal_once_granted() {
             &["Write", "Describe"],
         )])
         .unwrap();
-    let granted = Instant::now();
     eprintln!("granted Write, Describe on transactional ids prefixed {MIRROR_GROUP}-");
+
+    // 6. TxnOffsetCommit is refused without Read on the topic: reported, nothing visible.
+    let topic_denial = "TOPIC_AUTHORIZATION_FAILED";
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while count(&log, |l| {
+        l.contains("access denied; retrying") && l.contains(topic_denial)
+    }) == 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "a refused TxnOffsetCommit was never reported; log:\n{}",
+            log_text(&log)
+        );
+        assert!(
+            strait.try_wait().unwrap().is_none(),
+            "strait exited; log:\n{}",
+            log_text(&log)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let line = log_text(&log)
+        .lines()
+        .find(|l| l.contains("access denied; retrying") && l.contains(topic_denial))
+        .unwrap()
+        .to_string();
+    eprintln!("refused TxnOffsetCommit reported:\n{line}");
+    assert!(
+        line.contains(&format!("Topic:{TOPIC}")),
+        "the line names the topic: {line}"
+    );
+    assert!(
+        consume_committed(&target, 1).values().all(Vec::is_empty),
+        "nothing may become visible while the offsets cannot be stored"
+    );
+    target
+        .admin(&[AdminOp::allow(
+            &principal,
+            Resource::Topic(TOPIC.into()),
+            &["Read"],
+        )])
+        .unwrap();
+    let granted = Instant::now();
+    eprintln!("granted Read on topic {TOPIC}");
     let tps = partitions();
     wait_for_group_offsets(
         &rt,

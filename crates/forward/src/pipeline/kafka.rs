@@ -355,7 +355,11 @@ impl WireTransactions {
     fn failed(&self, e: &WireError) -> IoError {
         let mut io = classify(e);
         match self.producer.state() {
-            TxnState::AbortRequired => io.class = ErrorClass::Abortable,
+            // A refusal for lack of an ACL stays one: the route aborts, waits for the grant
+            // (reported) and redoes the work, instead of redoing it at once, again and again.
+            TxnState::AbortRequired if io.class != ErrorClass::Denied => {
+                io.class = ErrorClass::Abortable
+            }
             TxnState::Fatal if io.class != ErrorClass::Denied => io.class = ErrorClass::Fenced,
             _ => {}
         }

@@ -247,6 +247,9 @@ pub(crate) struct RouteTxn<X> {
     txn: X,
     cycle: Cycle,
     group_id: String,
+    /// A transaction call the target refuses for lack of an ACL (TxnOffsetCommit without Read
+    /// on the target topic or group): reported, waited out and cleared at the next commit.
+    denial: Denial,
 }
 
 /// Exactly-once: runs the route in transactions. A transaction that cannot commit is aborted
@@ -268,6 +271,7 @@ async fn run_transactional<S: Source, T: Target>(
         txn: producer,
         cycle: Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, -1),
         group_id: eos.group_id.clone(),
+        denial: Denial::new(),
     };
     // Known after the first initialization: the position the last transaction stored.
     let mut known: Option<i64> = None;
@@ -327,6 +331,16 @@ async fn run_transactional<S: Source, T: Target>(
         } else if matches!(class, Some(ErrorClass::Abortable)) {
             tracing::warn!(partition = %route.source, transactional_id = %id, error = %e,
                 restart = committed, "transaction aborted; redoing it from the last committed position");
+        } else if let Some(io) = io_error(&e).filter(|io| io.class == ErrorClass::Denied) {
+            // The open transaction is aborted; once the grant exists the work is redone from
+            // the last committed position, as after an abortable error.
+            if !txn
+                .denial
+                .wait(Some((shared.observer.as_ref(), &route.source)), io, stop)
+                .await
+            {
+                return Ok(());
+            }
         } else {
             return Err(e);
         }
@@ -353,8 +367,13 @@ async fn transactional_start<S: Source, T: Target>(
 
 /// The pipeline class behind a partition's error, if it came from a cluster.
 fn error_class(e: &Error) -> Option<ErrorClass> {
+    io_error(e).map(|io| io.class)
+}
+
+/// The cluster's error inside `e`, if it is one.
+fn io_error(e: &Error) -> Option<&IoError> {
     match e {
-        Error::Io(io) | Error::Target { detail: io, .. } => Some(io.class),
+        Error::Io(io) | Error::Target { detail: io, .. } => Some(io),
         _ => None,
     }
 }
@@ -511,9 +530,13 @@ async fn fetch_loop<S: Source, T: Target>(
             // The produce side stopped on an error; it reports it.
             return Ok(());
         }
+        // Waiting on the budget or the source must end when the produce side has stopped on
+        // an error: it reports the error only once both sides ended, and a partition whose
+        // source is quiet would otherwise never get back to the check above.
         let mut reservation = tokio::select! {
             r = shared.budget.reserve(account, max_bytes as usize) => r,
             _ = stop.cancelled() => return Ok(()),
+            () = tx.closed() => return Ok(()),
         };
         let spec = FetchSpec {
             partition: route.source.clone(),
@@ -525,6 +548,7 @@ async fn fetch_loop<S: Source, T: Target>(
         let fetched = tokio::select! {
             r = shared.source.fetch(&spec) => r,
             _ = stop.cancelled() => return Ok(()),
+            () = tx.closed() => return Ok(()),
         };
         let fetched = match fetched {
             Ok(f) => {
@@ -783,6 +807,7 @@ async fn produce_loop<S: Source, T: Target>(
                     txn.cycle.poll(now(), acked, w.is_empty(), !input_open)
             {
                 commit_transaction(shared, route, txn, next).await?;
+                txn.denial.clear(shared.observer.as_ref(), &route.source);
                 txn.cycle.committed(next);
                 position.acknowledge(next);
                 shared.observer.committed(&route.source, next);
@@ -874,7 +899,9 @@ enum TxnOp<'a> {
 }
 
 /// One transaction operation, retried (the producer keeps the request pending) while
-/// retriable, waited out while denied; abortable and fenced errors end the run.
+/// retriable; denied, abortable and fenced errors end the run (a refused AddPartitionsToTxn or
+/// TxnOffsetCommit leaves the transaction to abort: [`run_transactional`] aborts it, waits a
+/// denial out and redoes the work).
 async fn transaction_call<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
@@ -906,6 +933,12 @@ async fn transaction_call<S: Source, T: Target>(
             Ok(()) => {
                 retry.succeeded(shared, route);
                 return Ok(());
+            }
+            Err(e) if e.class == ErrorClass::Denied => {
+                return Err(Error::Target {
+                    partition: route.target.to_string(),
+                    detail: e,
+                });
             }
             Err(e) => retry.wait(shared, route, what, e, &never).await?,
         }
