@@ -30,7 +30,7 @@ use super::io::{
 };
 use super::plan::{self, Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
-use super::retry_log::{RetryLine, RetryLog};
+use super::retry_log::RetryLog;
 use super::sender::{ProduceItem, Senders, SlotResult};
 use super::window::{Action, Done, MergePolicy, Transmit, Window, WindowConfig};
 use super::{ExactlyOnce, Settings};
@@ -561,18 +561,9 @@ async fn fetch_loop<S: Source, T: Target>(
                 drop(reservation);
                 match e.class {
                     ErrorClass::Retriable => {
-                        match shared.fetch_retries.line(Instant::now()) {
-                            RetryLine::Warn { held_back: 0 } => tracing::warn!(
-                                partition = %route.source, error = %e, "fetch failed, retrying"
-                            ),
-                            RetryLine::Warn { held_back } => tracing::warn!(
-                                partition = %route.source, error = %e, held_back,
-                                "fetch failed, retrying ({held_back} more fetch retries since the last warning are logged at debug)"
-                            ),
-                            RetryLine::Debug => tracing::debug!(
-                                partition = %route.source, error = %e, "fetch failed, retrying"
-                            ),
-                        }
+                        shared
+                            .fetch_retries
+                            .log(&route.source, &e, "fetch failed, retrying");
                         if !backoff.wait(stop).await {
                             return Ok(());
                         }
@@ -1115,18 +1106,11 @@ async fn handle_action<S: Source, T: Target>(
         detail: e,
     };
     match action {
-        Action::Retrying(e) => match shared.produce_retries.line(Instant::now()) {
-            RetryLine::Warn { held_back: 0 } => {
-                tracing::warn!(partition = %route.target, error = %e, "produce failed, resending")
-            }
-            RetryLine::Warn { held_back } => tracing::warn!(
-                partition = %route.target, error = %e, held_back,
-                "produce failed, resending ({held_back} more produce retries since the last warning are logged at debug)"
-            ),
-            RetryLine::Debug => {
-                tracing::debug!(partition = %route.target, error = %e, "produce failed, resending")
-            }
-        },
+        Action::Retrying(e) => {
+            shared
+                .produce_retries
+                .log(&route.target, &e, "produce failed, resending");
+        }
         Action::Denied { error, attempts } => {
             report_denied(
                 Some((shared.observer.as_ref(), &route.source)),

@@ -6,6 +6,7 @@
 //! The first retry is logged at once; after that at most one WARN per interval, saying how many
 //! retries it stands for; the rest go to debug. Every retry is still counted in the metrics.
 
+use std::fmt::Display;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,23 @@ impl RetryLog {
         } else {
             s.held_back += 1;
             RetryLine::Debug
+        }
+    }
+}
+
+impl RetryLog {
+    /// Logs one retry of `partition` after `error` (`what`: "fetch failed, retrying"), at WARN
+    /// or at debug as [`line`](Self::line) decides for now.
+    pub(crate) fn log(&self, partition: &dyn Display, error: &dyn Display, what: &str) {
+        match self.line(Instant::now()) {
+            RetryLine::Warn { held_back: 0 } => {
+                tracing::warn!(partition = %partition, error = %error, "{what}")
+            }
+            RetryLine::Warn { held_back } => tracing::warn!(
+                partition = %partition, error = %error, held_back,
+                "{what} ({held_back} more such retries since the last warning are logged at debug)"
+            ),
+            RetryLine::Debug => tracing::debug!(partition = %partition, error = %error, "{what}"),
         }
     }
 }
