@@ -96,7 +96,9 @@ impl<C: SourceCluster> Fetcher<C> {
     pub(crate) async fn fetch(&self, spec: &FetchSpec) -> Result<FetchedPartition, IoError> {
         let tp = &spec.partition;
         let stale = lock(&self.stale).remove(tp);
-        let route = match self.cluster.route(tp, stale).await {
+        // Boxed: a lookup that refreshes metadata is a future of several KiB, and held inline
+        // it would be part of every partition's task while it long-polls.
+        let route = match Box::pin(self.cluster.route(tp, stale)).await {
             Ok(route) => route,
             Err(e) => {
                 if e.class == ErrorClass::Retriable {

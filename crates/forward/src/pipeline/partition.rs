@@ -105,7 +105,7 @@ pub(crate) type BeforeTransactionCommit =
 pub(crate) type IoFuture =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), IoError>> + Send>>;
 
-/// What the fetch task hands the produce task.
+/// What the fetch task hands the produce task, boxed ([`WorkBox`]).
 #[derive(Debug)]
 enum Work {
     Forward {
@@ -118,6 +118,10 @@ enum Work {
         next: i64,
     },
 }
+
+/// Work as the channel between the two sides carries it: a pointer, since tokio allocates a
+/// channel's first block of 32 slots up front, for every partition, idle or not.
+type WorkBox = Box<Work>;
 
 /// Mirrors one partition until `stop` is cancelled (graceful: in-flight batches are acknowledged
 /// first) or an error needs an operator.
@@ -143,7 +147,8 @@ pub(crate) async fn run<S: Source, T: Target>(
     };
     if let Some(eos) = &shared.settings.exactly_once {
         // The start position is read after the transactional id is initialized (below).
-        return run_transactional(&leg, eos).await;
+        // Boxed: its transactional state is on the heap of exactly-once routes only.
+        return Box::pin(run_transactional(&leg, eos)).await;
     }
     let start = match start {
         Some(offset) => offset,
@@ -203,35 +208,44 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
         };
         // The produce side lowers it when the target refuses a batch as too large.
         let max_message_bytes = AtomicUsize::new(self.limits.max_message_bytes);
-        let (tx, rx) = mpsc::channel(shared.settings.max_in_flight);
-        let fetch = fetch_loop(
-            shared,
-            route,
-            start,
-            rules.clone(),
-            &max_message_bytes,
-            self.account,
-            tx,
-            self.stop,
-        );
-        let produce = produce_loop(
-            shared,
-            route,
-            rx,
-            self.position,
-            seq,
-            rules.policy,
-            &max_message_bytes,
-            txn,
-        );
-        // The produce side ends when the fetch side has ended and everything was acknowledged.
+        let (tx, mut rx) = mpsc::channel(shared.settings.max_in_flight);
+        let (position, max_message_bytes) = (self.position, &max_message_bytes);
+        // Each side is called inside its async block, not moved into it: a future moved into
+        // an async block is stored twice (captured, then awaited), and this task's future is
+        // allocated for every partition.
         let fetch = async {
-            let r = fetch.await;
+            let r = fetch_loop(
+                shared,
+                route,
+                start,
+                rules.clone(),
+                max_message_bytes,
+                self.account,
+                tx,
+                self.stop,
+            )
+            .await;
             tracing::debug!(partition = %route.source, "fetch side ended");
             r
         };
+        // The produce side (the window, the acks channel, the calls to the target) takes memory
+        // only once the partition has something to produce: most partitions of a large mirror
+        // are idle most of the time. It ends when the fetch side has ended and everything was
+        // acknowledged.
         let produce = async {
-            let r = produce.await;
+            let first = rx.recv().await;
+            let r = Box::pin(produce_loop(
+                shared,
+                route,
+                rx,
+                first,
+                position,
+                seq,
+                rules.policy.clone(),
+                max_message_bytes,
+                txn,
+            ))
+            .await;
             tracing::debug!(partition = %route.source, "produce side ended");
             r
         };
@@ -308,7 +322,7 @@ async fn run_transactional<S: Source, T: Target>(
         let Err(e) = result else { return Ok(()) };
         // Nothing of the open transaction may become visible: abort it (a fenced producer's
         // is aborted by whoever fenced it).
-        let aborted = txn.txn.abort().await;
+        let aborted = Box::pin(txn.txn.abort()).await;
         let committed = txn.cycle.committed_position();
         known = Some(committed);
         leg.position.ackd.store(committed, Ordering::Release);
@@ -385,7 +399,7 @@ async fn init_transactions<S: Source, T: Target>(
 ) -> Result<ProducerIdentity, Error> {
     let mut retry = TargetRetry::new(leg.shared);
     loop {
-        match txn.init().await {
+        match Box::pin(txn.init()).await {
             Ok(identity) => {
                 retry.succeeded(leg.shared, leg.route);
                 return Ok(identity);
@@ -423,7 +437,9 @@ where
     );
     let mut attempts = 0u32;
     loop {
-        match f().await {
+        // Boxed: a cluster call's future can be several KiB, and held inline it would make
+        // every partition's task that much larger for its whole life (see `Leg::run`).
+        match Box::pin(f()).await {
             Ok(v) => return Ok(v),
             Err(e) if matches!(e.class, ErrorClass::Retriable | ErrorClass::Denied) => {
                 attempts += 1;
@@ -518,7 +534,7 @@ async fn fetch_loop<S: Source, T: Target>(
     mut rules: Rules,
     max_message_bytes: &AtomicUsize,
     account: &Arc<Account>,
-    tx: mpsc::Sender<Work>,
+    tx: mpsc::Sender<WorkBox>,
     stop: &CancellationToken,
 ) -> Result<(), Error> {
     let settings = &shared.settings;
@@ -579,11 +595,12 @@ async fn fetch_loop<S: Source, T: Target>(
                         continue;
                     }
                     ErrorClass::OffsetOutOfRange => {
-                        offset = out_of_range(shared, route, offset, e, stop).await?;
+                        offset = Box::pin(out_of_range(shared, route, offset, e, stop)).await?;
                         // The records up to the new offset are gone for good: let the committed
                         // position follow, or a restart would meet the same gap again (and,
                         // with `Latest`, skip what arrived meanwhile).
-                        if tx.send(Work::Advance { next: offset }).await.is_err() {
+                        let advance = Box::new(Work::Advance { next: offset });
+                        if tx.send(advance).await.is_err() {
                             return Ok(());
                         }
                         continue;
@@ -675,7 +692,7 @@ async fn fetch_loop<S: Source, T: Target>(
                     }
                 }
             };
-            if tx.send(work).await.is_err() {
+            if tx.send(Box::new(work)).await.is_err() {
                 // The produce side stopped on an error; it reports it.
                 return Ok(());
             }
@@ -728,11 +745,13 @@ async fn out_of_range<S: Source, T: Target>(
 /// back, and does the I/O its actions ask for (producer ids, topic limits). The window decides
 /// everything else. Exactly-once (`txn`): the [`Cycle`] decides when the partition joins a
 /// transaction and when it commits; the acknowledged position moves only with commits.
+/// `first`: what `rx` gave first (`None`: it closed without giving anything).
 #[allow(clippy::too_many_arguments)]
 async fn produce_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
-    mut rx: mpsc::Receiver<Work>,
+    mut rx: mpsc::Receiver<WorkBox>,
+    first: Option<WorkBox>,
     position: &PositionCell,
     seq: ProducerSeq,
     policy: TargetPolicy,
@@ -759,6 +778,10 @@ async fn produce_loop<S: Source, T: Target>(
     let mut acked = position.ackd.load(Ordering::Acquire);
     let result = async {
         let mut input_open = true;
+        match first {
+            Some(work) => take_all(&mut w, *work, &mut rx, &mut input_open),
+            None => input_open = false,
+        }
         loop {
             while let Some(done) = w.poll_done() {
                 if let Some(next) = forwarded(shared, route, done) {
@@ -772,7 +795,7 @@ async fn produce_loop<S: Source, T: Target>(
                 if let Some(txn) = txn.as_deref_mut()
                     && txn.cycle.before_send(now(), t.batch.len())
                 {
-                    join_transaction(shared, route, txn).await?;
+                    Box::pin(join_transaction(shared, route, txn)).await?;
                 }
                 transmit(shared, route, t, &acks_tx, transactional_id.clone()).await;
             }
@@ -789,7 +812,15 @@ async fn produce_loop<S: Source, T: Target>(
                         ),
                     });
                 }
-                handle_action(shared, route, &mut w, action, &policy, max_message_bytes).await?;
+                Box::pin(handle_action(
+                    shared,
+                    route,
+                    &mut w,
+                    action,
+                    &policy,
+                    max_message_bytes,
+                ))
+                .await?;
                 // It may have unblocked the window: look again before waiting.
                 continue;
             }
@@ -797,7 +828,7 @@ async fn produce_loop<S: Source, T: Target>(
                 && let Some(CycleAction::Commit { position: next }) =
                     txn.cycle.poll(now(), acked, w.is_empty(), !input_open)
             {
-                commit_transaction(shared, route, txn, next).await?;
+                Box::pin(commit_transaction(shared, route, txn, next)).await?;
                 txn.denial.clear(shared.observer.as_ref(), &route.source);
                 txn.cycle.committed(next);
                 position.acknowledge(next);
@@ -820,21 +851,7 @@ async fn produce_loop<S: Source, T: Target>(
                 Some(ack) = acks_rx.recv() => on_answer(shared, route, &mut w, ack),
                 work = rx.recv(), if input_open && cycle_open && w.accepts_input() => match work {
                     None => input_open = false,
-                    Some(work) => {
-                        take(&mut w, work);
-                        // Everything already waiting joins the window now, so small batches
-                        // queued behind a full window can be merged.
-                        while w.accepts_input() {
-                            match rx.try_recv() {
-                                Ok(work) => take(&mut w, work),
-                                Err(mpsc::error::TryRecvError::Empty) => break,
-                                Err(mpsc::error::TryRecvError::Disconnected) => {
-                                    input_open = false;
-                                    break;
-                                }
-                            }
-                        }
-                    }
+                    Some(work) => take_all(&mut w, *work, &mut rx, &mut input_open),
                 },
                 () = sleep_until(timeout), if timeout.is_some() => {
                     w.handle_timeout(now());
@@ -1009,6 +1026,27 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// `work` joins the window, and everything already waiting behind it, so small batches queued
+/// behind a full window can be merged.
+fn take_all(
+    w: &mut Window<Reservation>,
+    work: Work,
+    rx: &mut mpsc::Receiver<WorkBox>,
+    input_open: &mut bool,
+) {
+    take(w, work);
+    while w.accepts_input() {
+        match rx.try_recv() {
+            Ok(work) => take(w, *work),
+            Err(mpsc::error::TryRecvError::Empty) => break,
+            Err(mpsc::error::TryRecvError::Disconnected) => {
+                *input_open = false;
+                break;
+            }
+        }
+    }
+}
+
 fn take(w: &mut Window<Reservation>, work: Work) {
     match work {
         Work::Advance { next } => w.advance(next),
@@ -1043,7 +1081,9 @@ async fn transmit<S: Source, T: Target>(
     transactional_id: Option<Arc<str>>,
 ) {
     let target = &route.target;
-    let node = match shared.target.leader(target, t.refresh).await {
+    // Boxed (one allocation per batch sent): the lookup's future can be several KiB, and the
+    // produce side of a partition that had data once stays allocated.
+    let node = match Box::pin(shared.target.leader(target, t.refresh)).await {
         Ok(node) => node,
         Err(e) => {
             let _ = acks_tx.send(SlotResult {
