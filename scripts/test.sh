@@ -15,9 +15,9 @@ esac
 # Integration test binaries that start no broker (in-memory fakes, Java-written fixture files, the
 # binary's command line, local HTTP). A new broker-free test binary belongs here too.
 brokerless_tests=(
-  java_fixtures java_verify merge_props pipeline_mem proptests # strait-forward
-  advice cli metrics_http import_strimzi                       # strait
-  receive                                                      # strait-otlp-sink
+  java_fixtures java_verify merge_props pipeline_mem proptests idle_memory # strait-forward
+  advice cli metrics_http metrics_memory import_strimzi                    # strait
+  receive                                                                  # strait-otlp-sink
 )
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
