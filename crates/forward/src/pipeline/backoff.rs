@@ -38,6 +38,11 @@ impl Backoff {
     pub(crate) fn reset(&mut self) {
         self.0.reset();
     }
+
+    /// Delays handed out since the start or the last reset.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.0.attempts()
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,13 @@
 //! `max_in_flight` batches, resends, renumbers, splits and moves the committable position only
 //! past acknowledged batches. This file holds the async parts: fetching, and carrying the
 //! window's batches and actions to the target.
+//!
+//! Memory: a mirror may hold thousands of mostly idle partitions, each one task. An idle
+//! partition's task waits in its long poll and for work, and holds no window: the produce side
+//! (window, acks channel, calls to the target) lives on the heap from the first work until the
+//! window is at rest again. Cluster calls whose futures are large are boxed where they are made,
+//! so they take memory only while they run (`tests/idle_memory.rs` bounds the heap per idle
+//! partition).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -229,25 +236,35 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
             r
         };
         // The produce side (the window, the acks channel, the calls to the target) takes memory
-        // only once the partition has something to produce: most partitions of a large mirror
+        // only while the partition has something to produce: most partitions of a large mirror
         // are idle most of the time. It ends when the fetch side has ended and everything was
         // acknowledged.
         let produce = async {
-            let first = rx.recv().await;
-            let r = Box::pin(produce_loop(
-                shared,
-                route,
-                rx,
-                first,
-                position,
-                seq,
-                rules.policy.clone(),
-                max_message_bytes,
-                txn,
-            ))
-            .await;
+            let (mut seq, mut txn) = (seq, txn);
+            let result = loop {
+                let first = rx.recv().await;
+                let (phase, next) = Box::pin(produce_loop(
+                    shared,
+                    route,
+                    &mut rx,
+                    first,
+                    position,
+                    seq,
+                    rules.policy.clone(),
+                    max_message_bytes,
+                    txn.as_deref_mut(),
+                ))
+                .await;
+                seq = next;
+                match phase {
+                    Phase::Ended(result) => break result,
+                    Phase::Rested => {}
+                }
+            };
+            // Closed now, so a fetch side still waiting ends too.
+            drop(rx);
             tracing::debug!(partition = %route.source, "produce side ended");
-            r
+            (result, seq)
         };
         let (fetched, (produced, seq)) = tokio::join!(fetch, produce);
         (produced.and(fetched), seq)
@@ -741,23 +758,34 @@ async fn out_of_range<S: Source, T: Target>(
     Ok(next)
 }
 
-/// Drives the partition's [`Window`]: carries its batches to the target, the target's answers
-/// back, and does the I/O its actions ask for (producer ids, topic limits). The window decides
-/// everything else. Exactly-once (`txn`): the [`Cycle`] decides when the partition joins a
-/// transaction and when it commits; the acknowledged position moves only with commits.
-/// `first`: what `rx` gave first (`None`: it closed without giving anything).
+/// How a produce phase ended.
+enum Phase {
+    /// The produce side is over: the fetch side ended and everything was acknowledged (and,
+    /// exactly-once, committed), or an error stopped it.
+    Ended(Result<(), Error>),
+    /// The partition is idle: its window holds nothing but the producer sequence, and no
+    /// transaction is open. The next work starts a new phase.
+    Rested,
+}
+
+/// One phase of the partition's produce side, from the first work `rx` gave (`first`; `None`:
+/// it closed) until the window is at rest again or the side ends: drives a [`Window`], carries
+/// its batches to the target, the target's answers back, and does the I/O its actions ask for
+/// (producer ids, topic limits). The window decides everything else. Exactly-once (`txn`): the
+/// [`Cycle`] decides when the partition joins a transaction and when it commits; the
+/// acknowledged position moves only with commits.
 #[allow(clippy::too_many_arguments)]
 async fn produce_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
-    mut rx: mpsc::Receiver<WorkBox>,
+    rx: &mut mpsc::Receiver<WorkBox>,
     first: Option<WorkBox>,
     position: &PositionCell,
     seq: ProducerSeq,
     policy: TargetPolicy,
     max_message_bytes: &AtomicUsize,
     mut txn: Option<&mut RouteTxn<T::Transactions>>,
-) -> (Result<(), Error>, ProducerSeq) {
+) -> (Phase, ProducerSeq) {
     let settings = &shared.settings;
     let (acks_tx, mut acks_rx) = mpsc::unbounded_channel::<SlotResult>();
     let mut w: Window<Reservation> = Window::new(
@@ -779,7 +807,7 @@ async fn produce_loop<S: Source, T: Target>(
     let result = async {
         let mut input_open = true;
         match first {
-            Some(work) => take_all(&mut w, *work, &mut rx, &mut input_open),
+            Some(work) => take_all(&mut w, *work, rx, &mut input_open),
             None => input_open = false,
         }
         loop {
@@ -835,8 +863,14 @@ async fn produce_loop<S: Source, T: Target>(
                 shared.observer.committed(&route.source, next);
                 continue;
             }
-            if !input_open && w.is_empty() && txn.as_ref().is_none_or(|t| t.cycle.is_closed()) {
-                return Ok(());
+            let closed = txn.as_ref().is_none_or(|t| t.cycle.is_closed());
+            if !input_open && w.is_empty() && closed {
+                return Ok(Phase::Ended(Ok(())));
+            }
+            if input_open && w.at_rest() && closed {
+                // Idle: the window and the acks channel need not wait with it (nothing is in
+                // flight, so no answer can come).
+                return Ok(Phase::Rested);
             }
             let cycle_open = txn.as_ref().is_none_or(|t| t.cycle.accepts_input());
             let timeout = match (
@@ -851,7 +885,7 @@ async fn produce_loop<S: Source, T: Target>(
                 Some(ack) = acks_rx.recv() => on_answer(shared, route, &mut w, ack),
                 work = rx.recv(), if input_open && cycle_open && w.accepts_input() => match work {
                     None => input_open = false,
-                    Some(work) => take_all(&mut w, *work, &mut rx, &mut input_open),
+                    Some(work) => take_all(&mut w, *work, rx, &mut input_open),
                 },
                 () = sleep_until(timeout), if timeout.is_some() => {
                     w.handle_timeout(now());
@@ -860,7 +894,7 @@ async fn produce_loop<S: Source, T: Target>(
         }
     }
     .await;
-    (result, w.seq())
+    (result.unwrap_or_else(|e| Phase::Ended(Err(e))), w.seq())
 }
 
 /// A batch (or a skipped range) is acknowledged up to `next`: at-least-once, the committable

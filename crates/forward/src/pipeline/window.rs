@@ -212,6 +212,20 @@ impl<H> Window<H> {
         self.slots.is_empty()
     }
 
+    /// Holds nothing but its producer sequence: empty, nothing pending, no failure remembered
+    /// (the backoffs are at their start). A new window over [`seq`](Self::seq), configured as
+    /// this one, acts the same, so the driver may drop this one while the partition is idle.
+    pub(crate) fn at_rest(&self) -> bool {
+        self.slots.is_empty()
+            && self.actions.is_empty()
+            && self.pending_advance.is_none()
+            && self.recovery == Recovery::None
+            && !self.refresh
+            && self.denied == 0
+            && self.backoff.attempts() == 0
+            && self.denied_backoff.attempts() == 0
+    }
+
     /// Whether the window takes more input now. It stops while recovering (a renumbering must
     /// see every slot). Otherwise it keeps a window's worth of batches ready, and beyond that
     /// takes small batches while they keep merging, up to one merged batch: what waits is then
@@ -1049,6 +1063,35 @@ mod tests {
             w.poll_action(),
             Some(Action::Granted { attempts: 3 })
         ));
+    }
+
+    /// At rest only when a new window over its sequence would act the same: nothing queued, in
+    /// flight, acknowledged but not handed out, or pending, and no failure remembered.
+    #[test]
+    fn at_rest_once_everything_is_handed_out_and_no_failure_is_remembered() {
+        let t0 = Instant::now();
+        let mut w = window(0);
+        assert!(w.at_rest());
+        push_parts(&mut w, 0, 1, 1, 100);
+        assert!(!w.at_rest(), "queued");
+        let t = sent(&mut w);
+        assert!(!w.at_rest(), "in flight");
+        w.on_result(t[0].slot, failed(ErrorClass::Denied), t0);
+        assert!(matches!(w.poll_action(), Some(Action::Denied { .. })));
+        let at = w.poll_timeout().unwrap();
+        w.handle_timeout(at);
+        let t = sent(&mut w);
+        w.on_result(t[0].slot, ok(0), at);
+        assert!(!w.at_rest(), "acknowledged, not handed out");
+        assert_eq!(positions(&mut w), vec![Some(10)]);
+        assert!(!w.at_rest(), "the grant is not reported yet");
+        assert!(matches!(w.poll_action(), Some(Action::Granted { .. })));
+        assert!(w.at_rest());
+        w.advance(20);
+        assert!(!w.at_rest(), "a skipped range waits to be handed out");
+        assert_eq!(w.take_pending_advance(), Some(20));
+        assert!(w.at_rest());
+        assert!(w.seq().confirmed, "what a new window starts from");
     }
 
     #[test]
