@@ -87,11 +87,14 @@ class Strait(Contender):
         name: str = "strait",
         label: str = "Strait",
         exactly_once: bool = False,
+        mirror_extra: str = "",
     ) -> None:
         super().__init__(name, label, True, transactional=exactly_once)
         self.binary = binary
         self.build_error = build_error
         self.exactly_once = exactly_once
+        # Extra `[mirror]` lines of this contender only (a configuration A/B: `--strait-b-mirror`).
+        self.mirror_extra = mirror_extra
 
     def unavailable(self) -> str | None:
         if self.build_error:
@@ -116,7 +119,7 @@ topics = ["{spec.topic}"]
 group_id = "strait-bench-{spec.run_id}"
 start = "earliest"
 rename = "{'prefix' if spec.prefix_topics else 'identity'}"
-{STRAIT_EOS if self.exactly_once else ""}{spec.strait_mirror_extra}
+{STRAIT_EOS if self.exactly_once else ""}{spec.strait_mirror_extra}{self.mirror_extra}
 [metrics]
 listen = "127.0.0.1:{self.metrics_port(spec)}"
 """
@@ -148,6 +151,7 @@ listen = "127.0.0.1:{self.metrics_port(spec)}"
             f"`{self.binary} run --config strait.toml` (topics = [the dataset topic], start = earliest, rename = identity"
             + ("; `exactly_once = true`, transaction_interval and isolation at their defaults (300ms, read_committed)"
                if self.exactly_once else "")
+            + (f"; `{self.mirror_extra.strip()}`" if self.mirror_extra else "")
             + ")"
         )
 

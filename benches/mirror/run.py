@@ -279,6 +279,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=env("STRAIT_B", ""),
         help="a second Strait binary, contender 'straitb' (A/B of two builds in one run, alternating order)",
     )
+    p.add_argument(
+        "--strait-b-mirror",
+        default=env("STRAIT_B_MIRROR", ""),
+        help="extra [mirror] lines of contender 'straitb' (A/B of two configurations; without --strait-b it runs the "
+        "same binary as 'strait'), e.g. 'max_in_flight = 1'",
+    )
     p.add_argument("--kafka-lib4", default=env("KAFKA_LIB4", ""), help="lib dir of Kafka 4.x (scripts/kafka-jars.sh 4)")
     p.add_argument("--kafka-lib39", default=env("KAFKA_LIB39", ""), help="lib dir of Kafka 3.9 (kafka-jars.sh 3.9)")
     p.add_argument("--java", default=env("JAVA", ""), help="java binary (default: $JAVA_HOME/bin/java or java)")
@@ -382,7 +388,13 @@ class Bench:
         )
         available = {
             "strait": lambda n: Strait(strait_bin, os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None),
-            "straitb": lambda n: Strait(Path(args.strait_b), None, name="straitb", label=f"Strait B ({args.strait_b})"),
+            "straitb": lambda n: Strait(
+                Path(args.strait_b) if args.strait_b else strait_bin,
+                None if args.strait_b else os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None,
+                name="straitb",
+                label="Strait B (" + "; ".join(x for x in (args.strait_b, args.strait_b_mirror.strip()) if x) + ")",
+                mirror_extra=args.strait_b_mirror.replace("\\n", "\n").rstrip("\n") + "\n" if args.strait_b_mirror else "",
+            ),
             "straiteos": lambda n: Strait(
                 strait_bin,
                 os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None,

@@ -64,6 +64,15 @@ class ContenderConfigTest(unittest.TestCase):
         self.assertEqual(cfg["mirror"]["rename"], "identity")
         self.assertNotIn("groups", cfg["mirror"])
 
+    def test_strait_b_mirror_lines_only_for_that_contender(self) -> None:
+        # `--strait-b-mirror`: a configuration A/B; the lines follow the run's own [mirror] keys.
+        Strait(Path("/bin/true"), None, name="straitb", mirror_extra="max_in_flight = 1\n").command(spec(self.dir))
+        cfg = tomllib.loads((self.dir / "strait.toml").read_text())
+        self.assertEqual(cfg["mirror"]["max_in_flight"], 1)
+        self.assertEqual(cfg["mirror"]["rename"], "identity")
+        Strait(Path("/bin/true"), None).command(spec(self.dir))
+        self.assertNotIn("max_in_flight", tomllib.loads((self.dir / "strait.toml").read_text())["mirror"])
+
 
 
 class Mm2ExactlyOnceTest(unittest.TestCase):
