@@ -74,7 +74,15 @@ export STRAIT_TEST_PIDS
 echo "$$ $(start_time $$)" > "$STRAIT_TEST_PIDS/owner"
 trap 'stop_recorded "$STRAIT_TEST_PIDS"' EXIT
 
+# The benchmark harness's own unit tests (parsing, verdicts, counts, config files): pure Python,
+# well under a second; the harness itself runs only from scripts/bench.sh.
+bench_unit_tests() {
+  step "benchmark harness unit tests (python3 -m unittest, benches/mirror)"
+  (cd benches/mirror && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -q -s .)
+}
+
 if [ "$fast" = 1 ]; then
+  bench_unit_tests
   step "cargo test, no brokers (unit tests + ${#brokerless_tests[@]} in-memory integration tests)"
   cargo test --workspace --locked --lib --bins "${brokerless_tests[@]/#/--test=}"
   step "done in $(( $(date +%s) - start ))s"
@@ -86,6 +94,8 @@ cargo fmt --all -- --check
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+bench_unit_tests
 
 step "cargo test (unit + integration against real Kafka)"
 cargo test --workspace --locked --no-fail-fast
