@@ -325,6 +325,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             before_transaction_commit,
             produce_retries: RetryLog::new(RETRY_WARN_EVERY),
             fetch_retries: RetryLog::new(RETRY_WARN_EVERY),
+            call_retries: RetryLog::new(RETRY_WARN_EVERY),
         });
         let inner = Inner {
             shared,

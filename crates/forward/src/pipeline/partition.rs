@@ -101,6 +101,9 @@ pub(crate) struct Shared<S, T> {
     pub(crate) produce_retries: RetryLog,
     /// Limits "fetch failed, retrying" warnings across partitions.
     pub(crate) fetch_retries: RetryLog,
+    /// Limits the warnings of retried calls before and around mirroring (topic limits,
+    /// producer ids, start positions) across partitions.
+    pub(crate) call_retries: RetryLog,
 }
 
 /// The position store's hook before a transaction commit, as the partition tasks (which do not
@@ -140,7 +143,7 @@ pub(crate) async fn run<S: Source, T: Target>(
     account: Arc<Account>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
-    let limits = retry(&shared, &stop, || {
+    let limits = retry(&shared, &route.target, &stop, || {
         shared.target.topic_limits(route.target.topic())
     })
     .await?;
@@ -166,9 +169,12 @@ pub(crate) async fn run<S: Source, T: Target>(
         Some(seq) => seq,
         // Another route writes into the same target partition right now: sharing its producer
         // id would interleave two sequences, so this one gets its own.
-        None => {
-            ProducerSeq::fresh(retry(&shared, &stop, || shared.target.init_producer_id()).await?)
-        }
+        None => ProducerSeq::fresh(
+            retry(&shared, &route.target, &stop, || {
+                shared.target.init_producer_id()
+            })
+            .await?,
+        ),
     };
     let (result, seq) = leg.run(start, seq, None).await;
     shared.producers.release(&route.target, seq);
@@ -386,7 +392,7 @@ async fn transactional_start<S: Source, T: Target>(
 ) -> Result<i64, Error> {
     let (shared, route) = (leg.shared, leg.route);
     let targets = std::slice::from_ref(&route.target);
-    let stored = retry(shared, leg.stop, || {
+    let stored = retry(shared, &route.target, leg.stop, || {
         shared.target.stable_positions(&eos.group_id, targets)
     })
     .await?;
@@ -435,12 +441,17 @@ async fn resolve_start<S: Source, T: Target>(
     start: StartPosition,
     stop: &CancellationToken,
 ) -> Result<i64, Error> {
-    retry(shared, stop, || shared.source.resolve(partition, start)).await
+    retry(shared, partition, stop, || {
+        shared.source.resolve(partition, start)
+    })
+    .await
 }
 
-/// Calls `f` until it succeeds, a non-retriable error occurs, or `stop` is cancelled.
+/// Calls `f` (a call for `partition`) until it succeeds, a non-retriable error occurs, or `stop`
+/// is cancelled.
 async fn retry<S, T, R, F, Fut>(
     shared: &Shared<S, T>,
+    partition: &TopicPartition,
     stop: &CancellationToken,
     mut f: F,
 ) -> Result<R, Error>
@@ -462,9 +473,13 @@ where
                 attempts += 1;
                 // Visible: this is how an operator learns that, say, the target topic is
                 // missing; said again at attempts 1, 2, 4, 8... so a long outage does not
-                // flood the log.
+                // flood the log, and across partitions at most once a second: thousands of
+                // partitions of topics a fresh target has not published yet all retry at once.
                 if attempts.is_power_of_two() {
-                    tracing::warn!(error = %e, code = %e.code, attempts, "retrying");
+                    let error = format!("{e} ({})", e.code);
+                    shared.call_retries.log(partition, &error, "retrying");
+                } else {
+                    tracing::debug!(partition = %partition, error = %e, attempts, "retrying");
                 }
                 if !backoff.wait(stop).await {
                     return Err(Error::Stopped);
@@ -1204,7 +1219,7 @@ async fn handle_action<S: Source, T: Target>(
         Action::Split(refused) => {
             tracing::debug!(partition = %route.target, error = %refused, "reading the target topic's limit to split a refused batch");
             let never = CancellationToken::new();
-            let limits = retry(shared, &never, || {
+            let limits = retry(shared, &route.target, &never, || {
                 shared.target.topic_limits(route.target.topic())
             })
             .await?;
