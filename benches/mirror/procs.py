@@ -133,10 +133,19 @@ def load_average() -> float:
 
 def vm_hwm_bytes(pid: int) -> int | None:
     """Peak resident set size (VmHWM), or None if the process is gone."""
+    return _status_kib(pid, "VmHWM:")
+
+
+def vm_rss_bytes(pid: int) -> int | None:
+    """Resident set size now (VmRSS), or None if the process is gone."""
+    return _status_kib(pid, "VmRSS:")
+
+
+def _status_kib(pid: int, field: str) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None

@@ -18,7 +18,9 @@ source: a run that does not hold exactly the source records is FAILED.
 
 Reported per run: throughput (MB/s of record values over the whole run, start-up included), CPU s/GB, peak RSS, time
 to first record, time until every partition has started (>= 1 record on the target), RSS per 1,000 partitions (peak RSS
-minus the same mirror's peak RSS in the smallest `parts-` shape of the bench, per 1,000 extra partitions), and the
+minus the same mirror's peak RSS in the smallest `parts-` shape of the bench, per 1,000 extra partitions), the settled
+RSS (VmRSS 5 s after the last record arrived, every partition caught up and idle; and per 1,000 partitions as for the
+peak: the steady cost of partitions without the start-up transients), and the
 source broker's request counts during the run (Fetch and Metadata, from the broker's own RequestsPerSec meters read
 over JMX by `java/BrokerRequests.java`): the mirror is the only client of the source during a run, so these are the
 mirror's own requests, measured the same way for both contenders.
@@ -35,9 +37,11 @@ from pathlib import Path
 import cluster
 import report
 from contenders import Contender, RunSpec, Strait
-from procs import Sampler, cpu_seconds
+from procs import Sampler, cpu_seconds, vm_rss_bytes
 from tools import ToolError, tail
 
+# Seconds between the last record and the settled-RSS sample.
+SETTLE_S = 5.0
 MB = 1 << 20
 GB = 1 << 30
 PREFIX = "scale"
@@ -187,6 +191,12 @@ class ScaleBench:
                 fail = f"not complete after {a.run_timeout:.0f} s"
                 break
         cpu, hwm = sampler.sample()
+        # What the mirror holds once every partition is caught up and idle (the steady cost of its
+        # partitions), apart from the start-up peak: RSS a few seconds after the last record arrived.
+        settled = None
+        if not fail:
+            time.sleep(SETTLE_S)
+            settled = vm_rss_bytes(proc.pid)
         req1 = self.broker_requests(self.b.source)
         (run_dir / "broker-requests.json").write_text(json.dumps({"before": req0, "after": req1}, indent=1) + "\n")
         Strait.scrape(run_dir)
@@ -208,6 +218,7 @@ class ScaleBench:
             cpu_s=cpu,
             cpu_s_per_gb=cpu / gb,
             peak_rss_mb=hwm / MB,
+            settled_rss_mb=settled / MB if settled else None,
         )
         if req0 and req1:
             for k in ("fetch", "metadata"):
@@ -246,9 +257,13 @@ class ScaleBench:
                 continue
             base_n = min(r["partitions"] for r in ok)
             base = min(r["peak_rss_mb"] for r in ok if r["partitions"] == base_n)
+            settled = [r["settled_rss_mb"] for r in ok if r["partitions"] == base_n and r.get("settled_rss_mb")]
             for r in self.rows:
                 if r["contender"] == c.name and r["status"] == "OK" and r["partitions"] > base_n:
-                    r["rss_mb_per_1000_partitions"] = (r["peak_rss_mb"] - base) / ((r["partitions"] - base_n) / 1000)
+                    k = (r["partitions"] - base_n) / 1000
+                    r["rss_mb_per_1000_partitions"] = (r["peak_rss_mb"] - base) / k
+                    if settled and r.get("settled_rss_mb"):
+                        r["settled_rss_mb_per_1000_partitions"] = (r["settled_rss_mb"] - min(settled)) / k
 
     # --- report --------------------------------------------------------------------------------------------------
 
@@ -263,18 +278,21 @@ class ScaleBench:
                 "plaintext; mirror topic regex `scale-.*`; a fresh target per run; contenders alternate. Fetch and "
                 "Metadata requests: counted by the source broker (JMX `kafka.network:type=RequestMetrics,"
                 "name=RequestsPerSec`), per second of the run. *RSS per 1,000 partitions*: peak RSS minus the same "
-                "mirror's peak in the smallest `parts-` shape, per 1,000 extra partitions.\n"
+                "mirror's peak in the smallest `parts-` shape, per 1,000 extra partitions. *Settled RSS*: RSS "
+                f"{SETTLE_S:g} s after the last record arrived (every partition caught up and idle), and per 1,000 "
+                "partitions the same difference of settled RSS.\n"
             ),
             "| Shape | Partitions | Rep | Contender | Status | s | MB/s | CPU s/GB | Peak RSS MB | RSS MB / 1,000 partitions "
-            "| 1st record s | all partitions started s | Fetch req/s (source) | Metadata req (source) | Verification |",
-            "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| Settled RSS MB | settled MB / 1,000 partitions | 1st record s | all partitions started s | Fetch req/s (source) | Metadata req (source) | Verification |",
+            "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for r in self.rows:
             status = r["status"] + (": " + r["reason"].replace("|", "/") if r.get("reason") else "")
             lines.append(
                 f"| {r['shape']} | {r['partitions']:,} | {r['rep']} | {r['label']} | {status} | {f(r.get('elapsed_s'))} "
                 f"| {f(r.get('mb_s'))} | {f(r.get('cpu_s_per_gb'), 2)} | {f(r.get('peak_rss_mb'), 0)} "
-                f"| {f(r.get('rss_mb_per_1000_partitions'), 1)} | {f(r.get('first_record_s'), 2)} "
+                f"| {f(r.get('rss_mb_per_1000_partitions'), 1)} | {f(r.get('settled_rss_mb'), 0)} "
+                f"| {f(r.get('settled_rss_mb_per_1000_partitions'), 1)} | {f(r.get('first_record_s'), 2)} "
                 f"| {f(r.get('all_started_s'), 2)} | {f(r.get('fetch_per_s'), 0)} | {f(r.get('metadata_requests'))} "
                 f"| {r.get('verify', '–')} |"
             )
