@@ -31,6 +31,7 @@ mod cds;
 mod cluster;
 mod delay_proxy;
 mod error;
+pub mod heap;
 mod node;
 mod pki;
 mod ports;
