@@ -475,11 +475,11 @@ where
                 // missing; said again at attempts 1, 2, 4, 8... so a long outage does not
                 // flood the log, and across partitions at most once a second: thousands of
                 // partitions of topics a fresh target has not published yet all retry at once.
+                let error = format!("{e} ({}, attempt {attempts})", e.code);
                 if attempts.is_power_of_two() {
-                    let error = format!("{e} ({})", e.code);
                     shared.call_retries.log(partition, &error, "retrying");
                 } else {
-                    tracing::debug!(partition = %partition, error = %e, attempts, "retrying");
+                    shared.call_retries.log_debug(partition, &error, "retrying");
                 }
                 if !backoff.wait(stop).await {
                     return Err(Error::Stopped);

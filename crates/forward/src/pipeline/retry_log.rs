@@ -76,6 +76,20 @@ impl RetryLog {
             RetryLine::Debug => tracing::debug!(partition = %partition, error = %error, "{what}"),
         }
     }
+
+    /// Logs at debug a retry the caller's own cadence keeps from WARN (a partition says a
+    /// long outage again only at attempts 1, 2, 4...): the next WARN counts it among the
+    /// retries it stands for.
+    pub(crate) fn log_debug(&self, partition: &dyn Display, error: &dyn Display, what: &str) {
+        self.hold();
+        tracing::debug!(partition = %partition, error = %error, "{what}");
+    }
+
+    /// Counts one retry logged at debug without asking for a WARN.
+    fn hold(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.held_back += 1;
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +117,13 @@ mod tests {
             log.line(t0 + Duration::from_secs(5)),
             RetryLine::Warn { held_back: 0 },
             "a lone retry after a quiet spell is logged at once"
+        );
+        log.hold();
+        log.hold();
+        assert_eq!(
+            log.line(t0 + Duration::from_secs(10)),
+            RetryLine::Warn { held_back: 2 },
+            "retries the caller sent to debug itself are counted too"
         );
     }
 }
