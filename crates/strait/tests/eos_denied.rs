@@ -94,14 +94,7 @@ fn consume_committed(target: &Cluster, max: usize) -> BTreeMap<i32, Vec<usize>> 
             &ConsumeOptions::default().timeout(Duration::from_secs(20)),
         )
         .unwrap();
-    let mut out: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
-    for line in lines {
-        let (p, n) = line.split_once('-').expect("a numbered record");
-        out.entry(p.parse().unwrap())
-            .or_default()
-            .push(n.parse().unwrap());
-    }
-    out
+    common::numbers_by_partition(lines)
 }
 
 #[test]

@@ -179,14 +179,7 @@ fn java_consume(
     let lines = target
         .console_consume_with(topic, max, &props, &opts)
         .unwrap();
-    let mut out: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
-    for line in lines {
-        let (p, n) = line.split_once('-').expect("a numbered record");
-        out.entry(p.parse().unwrap())
-            .or_default()
-            .push(n.parse().unwrap());
-    }
-    out
+    common::numbers_by_partition(lines)
 }
 
 /// Asserts that `got` holds, for every partition, exactly `from[p]..total` in order.

@@ -271,12 +271,5 @@ fn consume(target: &Cluster, max: usize, isolation: &str) -> BTreeMap<i32, Vec<u
             &ConsumeOptions::default().timeout(Duration::from_secs(10)),
         )
         .unwrap();
-    let mut out: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
-    for line in lines {
-        let (p, n) = line.split_once('-').expect("a numbered record");
-        out.entry(p.parse().unwrap())
-            .or_default()
-            .push(n.parse().unwrap());
-    }
-    out
+    common::numbers_by_partition(lines)
 }

@@ -428,6 +428,19 @@ pub async fn produce_to_partitions(
     produce_numbered(client, topic, partitions, 0..per_partition).await;
 }
 
+/// The numbers per partition in values [`produce_numbered`] wrote (`<partition>-<n>`), in the
+/// order read: what a consumer of the mirrored topic got.
+pub fn numbers_by_partition(values: impl IntoIterator<Item = String>) -> BTreeMap<i32, Vec<usize>> {
+    let mut out: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for value in values {
+        let (p, n) = value.split_once('-').expect("a numbered record");
+        out.entry(p.parse().unwrap())
+            .or_default()
+            .push(n.parse().unwrap());
+    }
+    out
+}
+
 /// Like [`produce_to_partitions`], for the records numbered `numbers` (values
 /// `<partition>-<n>`), so that successive calls write unique values.
 pub async fn produce_numbered(
