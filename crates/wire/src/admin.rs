@@ -15,6 +15,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
@@ -878,13 +879,6 @@ impl Admin {
         .await
     }
 
-    /// All configuration entries of `topic`.
-    pub async fn describe_topic_configs(&self, topic: &str) -> Result<Configs> {
-        validate_topic_name(topic)?;
-        self.describe_configs(&ConfigResource::Topic(topic.to_owned()))
-            .await
-    }
-
     /// All configuration entries of a topic or broker. Retries UNKNOWN_TOPIC_OR_PARTITION
     /// briefly (a just-created topic takes a moment to reach every broker).
     pub async fn describe_configs(&self, resource: &ConfigResource) -> Result<Configs> {
@@ -922,6 +916,42 @@ impl Admin {
         }
     }
 
+    /// All configuration entries of `topic`. Concurrent calls share DescribeConfigs requests
+    /// (see `coalesce.rs`): thousands of partitions starting at once would otherwise queue
+    /// one request each on a broker that serves a connection's requests one at a time.
+    pub async fn describe_topic_configs(&self, topic: &str) -> Result<Configs> {
+        validate_topic_name(topic)?;
+        let key = [topic.to_owned()];
+        self.retrying("DescribeConfigs", || async {
+            let answers = self
+                .client
+                .inner
+                .topic_configs
+                .get(&key, |topics| self.describe_topics_once(topics))
+                .await?;
+            answers.into_iter().next().flatten().unwrap_or_else(|| {
+                Err(Error::Protocol {
+                    broker: "any broker".to_owned(),
+                    message: format!("DescribeConfigs response does not mention Topic:{topic}"),
+                })
+            })
+        })
+        .await
+    }
+
+    /// One DescribeConfigs request for `topics`: each topic's configuration or error.
+    async fn describe_topics_once(
+        &self,
+        topics: Vec<String>,
+    ) -> Result<Vec<(String, Result<Configs>)>> {
+        let conn = self.client.any_broker().await?;
+        let resources = topics
+            .iter()
+            .map(|t| (2i8, t.clone(), format!("Topic:{t}")))
+            .collect();
+        self.describe_once(&conn, resources).await
+    }
+
     async fn describe_configs_once(&self, resource: &ConfigResource) -> Result<Configs> {
         let (conn, type_code, name, label) = match resource {
             ConfigResource::Topic(t) => (
@@ -937,58 +967,54 @@ impl Admin {
                 format!("Broker:{id}"),
             ),
         };
-        let version = conn.pick_version::<DescribeConfigsRequest>(1..=4)?;
-        let mut r = DescribeConfigsResource::default();
-        r.resource_type = type_code;
-        r.resource_name = str_bytes(&name);
-        r.configuration_keys = None;
-        let mut req = DescribeConfigsRequest::default();
-        req.resources = vec![r];
-        let resp = conn.send(req, version).await?;
-        let Some(result) = resp
-            .results
-            .into_iter()
-            .find(|r| r.resource_name.as_str() == name)
-        else {
-            return Err(Error::Protocol {
-                broker: conn.broker().to_owned(),
-                message: format!("DescribeConfigs response does not mention {label}"),
-            });
-        };
-        if let Some(code) = ResponseError::try_from_code(result.error_code) {
-            return Err(match code {
-                ResponseError::TopicAuthorizationFailed
-                | ResponseError::ClusterAuthorizationFailed => {
-                    let resource = if type_code == 4 {
-                        "Cluster:kafka-cluster".to_owned()
-                    } else {
-                        label
-                    };
-                    authorization(&conn, code, "DescribeConfigs", resource)
-                }
-                _ => Error::Broker {
-                    code,
-                    context: with_message(
-                        format!("DescribeConfigs for {label}"),
-                        result.error_message.as_ref(),
-                    ),
-                },
-            });
+        let answers = self
+            .describe_once(&conn, vec![(type_code, name, label)])
+            .await?;
+        match answers.into_iter().next() {
+            Some((_, configs)) => configs,
+            None => Err(Error::protocol(
+                conn.broker(),
+                "DescribeConfigs answered nothing",
+            )),
         }
-        let mut entries: Vec<ConfigEntry> = result
-            .configs
-            .into_iter()
-            .map(|c| ConfigEntry {
-                name: c.name.as_str().to_owned(),
-                value: c.value.map(|v| v.as_str().to_owned()),
-                source: ConfigSource::from_code(c.config_source),
-                read_only: c.read_only,
-                sensitive: c.is_sensitive,
+    }
+
+    /// One DescribeConfigs request for `resources` (type code, name, label for messages): an
+    /// answer per resource, in order.
+    async fn describe_once(
+        &self,
+        conn: &Connection,
+        resources: Vec<(i8, String, String)>,
+    ) -> Result<Vec<(String, Result<Configs>)>> {
+        let version = conn.pick_version::<DescribeConfigsRequest>(1..=4)?;
+        let mut req = DescribeConfigsRequest::default();
+        req.resources = resources
+            .iter()
+            .map(|(type_code, name, _)| {
+                let mut r = DescribeConfigsResource::default();
+                r.resource_type = *type_code;
+                r.resource_name = str_bytes(name);
+                r.configuration_keys = None;
+                r
             })
             .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        entries.dedup_by(|a, b| a.name == b.name);
-        Ok(Configs { entries })
+        let mut results = conn.send(req, version).await?.results;
+        Ok(resources
+            .into_iter()
+            .map(|(type_code, name, label)| {
+                let answer = match results
+                    .iter()
+                    .position(|r| r.resource_name.as_str() == name)
+                {
+                    Some(i) => configs_of(conn, results.swap_remove(i), type_code, label),
+                    None => Err(Error::Protocol {
+                        broker: conn.broker().to_owned(),
+                        message: format!("DescribeConfigs response does not mention {label}"),
+                    }),
+                };
+                (name, answer)
+            })
+            .collect())
     }
 
     /// Changes some configuration keys of `topic` and leaves the others alone
@@ -1193,6 +1219,48 @@ impl fmt::Display for CreateTopicOutcome {
             CreateTopicOutcome::AlreadyExists { .. } => f.write_str("already exists"),
         }
     }
+}
+
+/// One resource's answer to DescribeConfigs: its entries sorted by name, or its error.
+fn configs_of(
+    conn: &Connection,
+    result: DescribeConfigsResult,
+    type_code: i8,
+    label: String,
+) -> Result<Configs> {
+    if let Some(code) = ResponseError::try_from_code(result.error_code) {
+        return Err(match code {
+            ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed => {
+                let resource = if type_code == 4 {
+                    "Cluster:kafka-cluster".to_owned()
+                } else {
+                    label
+                };
+                authorization(conn, code, "DescribeConfigs", resource)
+            }
+            _ => Error::Broker {
+                code,
+                context: with_message(
+                    format!("DescribeConfigs for {label}"),
+                    result.error_message.as_ref(),
+                ),
+            },
+        });
+    }
+    let mut entries: Vec<ConfigEntry> = result
+        .configs
+        .into_iter()
+        .map(|c| ConfigEntry {
+            name: c.name.as_str().to_owned(),
+            value: c.value.map(|v| v.as_str().to_owned()),
+            source: ConfigSource::from_code(c.config_source),
+            read_only: c.read_only,
+            sensitive: c.is_sensitive,
+        })
+        .collect();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries.dedup_by(|a, b| a.name == b.name);
+    Ok(Configs { entries })
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 use rand::seq::SliceRandom;
 
 use crate::backoff::Backoff;
+use crate::coalesce::Coalesced;
 use crate::config::ClientConfig;
 use crate::conn::Connection;
 use crate::error::{Error, Result};
@@ -38,6 +39,19 @@ pub(crate) struct ClientInner {
     principal: Option<String>,
     metadata: RwLock<Arc<ClusterMetadata>>,
     refresh: tokio::sync::Mutex<()>,
+    /// Refreshes of named topics, coalesced (see [`Client::metadata`]).
+    topic_refresh: Coalesced<String, ()>,
+    /// Topic configuration lookups, coalesced (see [`crate::admin::Admin::describe_topic_configs`]).
+    pub(crate) topic_configs: Coalesced<String, Result<crate::admin::Configs>>,
+    /// Single-partition offset lookups, coalesced (see [`Client::list_offset`]).
+    pub(crate) offsets: Coalesced<
+        (
+            TopicPartition,
+            crate::offsets::OffsetSpec,
+            crate::fetch::IsolationLevel,
+        ),
+        Result<crate::offsets::ListedOffset>,
+    >,
     nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
     /// Connections to group coordinators, apart from `nodes` (see [`ConnectionKind`]).
     coordinator_nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
@@ -102,6 +116,9 @@ impl Client {
                 principal,
                 metadata: RwLock::new(Arc::new(ClusterMetadata::default())),
                 refresh: tokio::sync::Mutex::new(()),
+                topic_refresh: Coalesced::default(),
+                topic_configs: Coalesced::default(),
+                offsets: Coalesced::default(),
                 nodes: Mutex::new(HashMap::new()),
                 coordinator_nodes: Mutex::new(HashMap::new()),
                 coordinators: Mutex::new(HashMap::new()),
@@ -145,7 +162,25 @@ impl Client {
     /// Fetches metadata and merges it into the cache; returns the merged snapshot.
     /// `None` fetches every topic (and drops topics that no longer exist from the cache);
     /// `Some(&[])` fetches only the broker list.
+    ///
+    /// Concurrent calls for named topics are coalesced: one request asks for the topics of every
+    /// caller waiting at that moment, and a caller whose topics it covered returns its answer.
     pub async fn metadata(&self, topics: Option<&[String]>) -> Result<Arc<ClusterMetadata>> {
+        let Some(names) = topics.filter(|t| !t.is_empty()) else {
+            return self.refresh_metadata(topics).await;
+        };
+        self.inner
+            .topic_refresh
+            .get(names, |ask| async move {
+                self.refresh_metadata(Some(&ask)).await?;
+                Ok::<_, Error>(ask.into_iter().map(|t| (t, ())).collect())
+            })
+            .await?;
+        Ok(self.cached_metadata())
+    }
+
+    /// One Metadata request, merged into the cache.
+    async fn refresh_metadata(&self, topics: Option<&[String]>) -> Result<Arc<ClusterMetadata>> {
         let _one_at_a_time = self.inner.refresh.lock().await;
         let mut last_err = None;
         for target in self.metadata_candidates() {
@@ -714,5 +749,95 @@ mod tests {
             e.to_string().contains("may not Describe Topic:orders"),
             "{e}"
         );
+    }
+
+    /// Fifty partitions of fifty topics asking for their topic's metadata at once (a mirror
+    /// starting, or retrying topics the target has not created yet) share at most two Metadata
+    /// requests, not fifty; each gets a snapshot that has its topic.
+    #[tokio::test]
+    async fn concurrent_topic_refreshes_share_requests() {
+        use crate::fake_broker::{Reply, metadata_body_of, start};
+        use kafka_protocol::messages::metadata_response::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+        use kafka_protocol::protocol::{Decodable, StrBytes};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let addr = Arc::new(Mutex::new(String::new()));
+        let named_requests = Arc::new(AtomicUsize::new(0));
+        let (addr2, named2) = (addr.clone(), named_requests.clone());
+        let fake = start(move |key, _, mut body| {
+            assert_eq!(key, 3, "only Metadata is asked");
+            let req = MetadataRequest::decode(&mut body, 12).unwrap();
+            let names: Vec<_> = req.topics.unwrap_or_default();
+            if !names.is_empty() {
+                named2.fetch_add(1, Ordering::SeqCst);
+            }
+            let (host, port) = {
+                let a = addr2.lock().unwrap();
+                let (h, p) = a.rsplit_once(':').unwrap();
+                (h.to_owned(), p.parse::<i32>().unwrap())
+            };
+            let resp = MetadataResponse::default()
+                .with_brokers(vec![
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(1))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port),
+                ])
+                .with_topics(
+                    names
+                        .into_iter()
+                        .map(|t| {
+                            MetadataResponseTopic::default()
+                                .with_name(t.name)
+                                .with_partitions(vec![
+                                    MetadataResponsePartition::default()
+                                        .with_partition_index(0)
+                                        .with_leader_id(BrokerId(1)),
+                                ])
+                        })
+                        .collect(),
+                );
+            Reply::Frames(vec![metadata_body_of(&resp)])
+        })
+        .await;
+        *addr.lock().unwrap() = fake.addr.clone();
+        let cfg =
+            ClientConfig::from_properties([("bootstrap.servers", fake.addr.as_str())]).unwrap();
+        let client = Client::connect(cfg).await.unwrap();
+
+        let mut callers = tokio::task::JoinSet::new();
+        for i in 0..50 {
+            let client = client.clone();
+            callers.spawn(async move {
+                let topic = format!("topic-{i}");
+                let md = client
+                    .metadata(Some(std::slice::from_ref(&topic)))
+                    .await
+                    .unwrap();
+                assert!(
+                    md.topic(&topic).is_some(),
+                    "{topic} missing from its answer"
+                );
+            });
+        }
+        while let Some(done) = callers.join_next().await {
+            done.unwrap();
+        }
+        let sent = named_requests.load(Ordering::SeqCst);
+        assert!(
+            (1..=2).contains(&sent),
+            "{sent} Metadata requests for 50 callers"
+        );
+        // Every topic stays in the cache, each once.
+        assert_eq!(client.cached_metadata().topics.len(), 50);
+        // A later call is not answered from the earlier refresh: it asks again.
+        client
+            .metadata(Some(&["topic-0".to_owned()]))
+            .await
+            .unwrap();
+        assert_eq!(named_requests.load(Ordering::SeqCst), sent + 1);
     }
 }

@@ -1165,127 +1165,11 @@ mod tests {
         broker.abort();
     }
 
-    /// An in-process fake broker: answers ApiVersions itself (refusing v4 the way Kafka 3.x
-    /// does, in v0 format) and hands every other request to `other`.
-    mod fake_broker {
-        use super::*;
-        use kafka_protocol::messages::api_versions_response::ApiVersion;
-        use kafka_protocol::protocol::decode_request_header_from_buffer;
-        use std::sync::Mutex as StdMutex;
-        use tokio::io::AsyncWriteExt;
-        use tokio::net::TcpListener;
-
-        /// What the fake broker does with a non-ApiVersions request: frames (body only, the
-        /// correlation id is added) to send in order, or close the socket.
-        pub(super) enum Reply {
-            Frames(Vec<Vec<u8>>),
-            RawBytes(Vec<u8>),
-            Hold,
-            Close,
-        }
-
-        pub(super) struct Fake {
-            pub(super) addr: String,
-            pub(super) api_versions_seen: Arc<StdMutex<Vec<i16>>>,
-        }
-
-        fn framed(correlation: i32, body: &[u8]) -> Vec<u8> {
-            let mut v = ((body.len() + 4) as u32).to_be_bytes().to_vec();
-            v.extend_from_slice(&correlation.to_be_bytes());
-            v.extend_from_slice(body);
-            v
-        }
-
-        pub(super) async fn start(
-            mut other: impl FnMut(i16, i32) -> Reply + Send + 'static,
-        ) -> Fake {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap().to_string();
-            let seen = Arc::new(StdMutex::new(Vec::new()));
-            let seen2 = seen.clone();
-            tokio::spawn(async move {
-                let (mut sock, _) = listener.accept().await.unwrap();
-                let mut buf = BytesMut::new();
-                let mut held: Vec<i32> = Vec::new();
-                while let Ok(Some(mut frame)) =
-                    frame::read_frame(&mut sock, &mut buf, 1 << 20).await
-                {
-                    let header = decode_request_header_from_buffer(&mut frame).unwrap();
-                    let corr = header.correlation_id;
-                    if header.request_api_key == ApiKey::ApiVersions as i16 {
-                        let v = header.request_api_version;
-                        seen2.lock().unwrap().push(v);
-                        let keys = |full: bool| {
-                            let mut k = vec![
-                                ApiVersion::default()
-                                    .with_api_key(18)
-                                    .with_min_version(0)
-                                    .with_max_version(3),
-                            ];
-                            if full {
-                                k.push(
-                                    ApiVersion::default()
-                                        .with_api_key(3)
-                                        .with_min_version(0)
-                                        .with_max_version(12),
-                                );
-                            }
-                            k
-                        };
-                        let (resp, at) = if v > 3 {
-                            (
-                                ApiVersionsResponse::default()
-                                    .with_error_code(35)
-                                    .with_api_keys(keys(false)),
-                                0,
-                            )
-                        } else {
-                            (ApiVersionsResponse::default().with_api_keys(keys(true)), v)
-                        };
-                        let mut body = BytesMut::new();
-                        resp.encode(&mut body, at).unwrap();
-                        sock.write_all(&framed(corr, &body)).await.unwrap();
-                        continue;
-                    }
-                    match other(header.request_api_key, corr) {
-                        Reply::Frames(bodies) => {
-                            for b in bodies {
-                                sock.write_all(&framed(corr, &b)).await.unwrap();
-                            }
-                        }
-                        Reply::RawBytes(b) => sock.write_all(&b).await.unwrap(),
-                        Reply::Hold => held.push(corr),
-                        Reply::Close => return,
-                    }
-                }
-            });
-            Fake {
-                addr,
-                api_versions_seen: seen,
-            }
-        }
-
-        pub(super) async fn connect(addr: &str) -> Connection {
-            let cfg = ClientConfig::from_properties([("bootstrap.servers", addr)]).unwrap();
-            Connection::connect(addr, &cfg).await.unwrap()
-        }
-
-        /// A valid empty Metadata v12 response body (after the response header's tagged fields).
-        pub(super) fn metadata_body() -> Vec<u8> {
-            let mut body = BytesMut::new();
-            body.put_u8(0); // header v1: no tagged fields
-            kafka_protocol::messages::MetadataResponse::default()
-                .encode(&mut body, 12)
-                .unwrap();
-            body.to_vec()
-        }
-    }
-
-    use fake_broker::{Reply, connect, metadata_body, start};
+    use crate::fake_broker::{Reply, connect, metadata_body, start};
 
     #[tokio::test]
     async fn api_versions_falls_back_to_the_brokers_version() {
-        let fake = start(|_, _| Reply::Frames(vec![metadata_body()])).await;
+        let fake = start(|_, _, _| Reply::Frames(vec![metadata_body()])).await;
         let conn = connect(&fake.addr).await;
         assert_eq!(
             *fake.api_versions_seen.lock().unwrap(),
@@ -1340,7 +1224,7 @@ mod tests {
     #[tokio::test]
     async fn setup_tries_the_next_address_when_one_drops_packets() {
         let (_hole, _fillers, hole) = black_hole().await;
-        let fake = start(|_, _| Reply::Frames(vec![metadata_body()])).await;
+        let fake = start(|_, _, _| Reply::Frames(vec![metadata_body()])).await;
         let good: SocketAddr = fake.addr.parse().unwrap();
         let cfg =
             ClientConfig::from_properties([("bootstrap.servers", fake.addr.as_str())]).unwrap();
@@ -1381,7 +1265,7 @@ mod tests {
 
     #[tokio::test]
     async fn oversized_response_fails_with_frame_too_large() {
-        let fake = start(|_, corr| {
+        let fake = start(|_, corr, _| {
             let mut v = (200u32 << 20).to_be_bytes().to_vec(); // 200 MiB announced
             v.extend_from_slice(&corr.to_be_bytes());
             Reply::RawBytes(v)
@@ -1402,7 +1286,7 @@ mod tests {
     #[tokio::test]
     async fn broken_connection_fails_every_waiter() {
         let mut n = 0;
-        let fake = start(move |_, _| {
+        let fake = start(move |_, _, _| {
             n += 1;
             if n < 3 { Reply::Hold } else { Reply::Close }
         })
@@ -1455,7 +1339,7 @@ mod tests {
     #[tokio::test]
     async fn garbage_body_is_a_protocol_error_and_the_connection_survives() {
         let mut n = 0;
-        let fake = start(move |_, _| {
+        let fake = start(move |_, _, _| {
             n += 1;
             if n == 1 {
                 Reply::Frames(vec![vec![0, 0xff, 0xff, 0xff]])
@@ -1476,7 +1360,7 @@ mod tests {
         // Hold the first request; answer the second, then both (the first again is ignored).
         let held = Arc::new(Mutex::new(None::<i32>));
         let h = held.clone();
-        let fake = start(move |_, corr| {
+        let fake = start(move |_, corr, _| {
             let mut held = h.lock().unwrap();
             match held.take() {
                 None => {

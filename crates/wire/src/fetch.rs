@@ -34,7 +34,7 @@ use crate::route::{PartitionRequest, Verdict, code_error};
 use crate::topic::{TopicId, TopicPartition};
 
 /// `isolation.level`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum IsolationLevel {
     /// Everything up to the high watermark, aborted transactions included.
     #[default]

@@ -70,9 +70,12 @@
 pub(crate) mod aws;
 pub mod backoff;
 pub mod client;
+mod coalesce;
 pub mod config;
 pub mod conn;
 pub mod error;
+#[cfg(test)]
+mod fake_broker;
 pub mod fetch;
 pub(crate) mod frame;
 #[cfg(feature = "unstable-fuzzing")]

@@ -91,8 +91,10 @@ pub struct ClusterMetadata {
     pub controller_id: Option<i32>,
     /// Brokers by node id.
     pub brokers: HashMap<i32, BrokerInfo>,
-    /// Topics by name.
-    pub topics: HashMap<Arc<str>, TopicInfo>,
+    /// Topics by name. Shared between snapshots: a refresh of a few topics copies pointers to
+    /// the others, not their partition lists (at thousands of partitions the deep copy per
+    /// refresh was most of a mirror's start-up allocations).
+    pub topics: HashMap<Arc<str>, Arc<TopicInfo>>,
     /// When this snapshot was fetched.
     pub fetched_at: Instant,
 }
@@ -112,7 +114,7 @@ impl Default for ClusterMetadata {
 impl ClusterMetadata {
     /// A topic by name.
     pub fn topic(&self, name: &str) -> Option<&TopicInfo> {
-        self.topics.get(name)
+        self.topics.get(name).map(Arc::as_ref)
     }
 
     /// A partition's metadata.
@@ -232,13 +234,13 @@ fn parse(conn: &Connection, resp: MetadataResponse) -> Result<ClusterMetadata> {
         partitions.sort_by_key(|p| p.partition);
         topics.insert(
             name.clone(),
-            TopicInfo {
+            Arc::new(TopicInfo {
                 name,
                 id: TopicId::from_uuid(t.topic_id),
                 is_internal: t.is_internal,
                 error: ResponseError::try_from_code(t.error_code),
                 partitions,
-            },
+            }),
         );
     }
     if let Some(id) = conn.node_id().or_else(|| {

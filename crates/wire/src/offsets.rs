@@ -12,11 +12,11 @@ use crate::conn::Connection;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fetch::IsolationLevel;
 use crate::metadata::ClusterMetadata;
-use crate::route::{PartitionRequest, Verdict, code_error};
+use crate::route::{PartitionRequest, UNKNOWN_TOPIC_RETRIES, Verdict, code_error};
 use crate::topic::TopicPartition;
 
 /// Which offset to look up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OffsetSpec {
     /// The log start offset.
     Earliest,
@@ -132,6 +132,15 @@ impl Connection {
 /// One lookup: partition, what to look up, current leader epoch.
 type Ask = (TopicPartition, OffsetSpec, i32);
 
+/// How many times a lookup is sent.
+#[derive(Clone, Copy)]
+enum Rounds {
+    /// Once: the caller retries.
+    One,
+    /// Until answered or `request.timeout.ms` is over.
+    UntilTimeout,
+}
+
 impl Client {
     /// Looks up offsets on each partition's leader, retrying leadership errors within
     /// `request.timeout.ms`. Results are in input order; any partition that still fails makes
@@ -143,6 +152,97 @@ impl Client {
         partitions: &[(TopicPartition, OffsetSpec)],
         isolation: IsolationLevel,
     ) -> Result<Vec<ListedOffset>> {
+        self.list_offsets_each(partitions, isolation, Rounds::UntilTimeout)
+            .await?
+            .into_iter()
+            .collect()
+    }
+
+    /// One partition's offset, like [`Client::list_offsets`]. Concurrent calls share requests
+    /// (see `coalesce.rs`): thousands of partitions resolving their start position at once
+    /// send a few ListOffsets requests per broker instead of one each. Each call retries its
+    /// own partition (a shared request is sent once), so a partition without a leader does not
+    /// hold up the others.
+    pub async fn list_offset(
+        &self,
+        partition: &TopicPartition,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset> {
+        let key = [(partition.clone(), spec, isolation)];
+        let mut retry = self.retry();
+        let mut unknown_topic_rounds = 0u32;
+        loop {
+            let outcome = self.list_offset_once(&key).await;
+            // As in `route_and_retry`: a missing topic or partition is asked about a few
+            // times (a new topic takes a moment to reach every broker), not until the timeout.
+            if let Err(e) = &outcome
+                && e.code() == Some(ResponseError::UnknownTopicOrPartition)
+            {
+                unknown_topic_rounds += 1;
+                if unknown_topic_rounds > UNKNOWN_TOPIC_RETRIES {
+                    return outcome;
+                }
+            }
+            match outcome {
+                Err(e) if e.is_retriable() && retry.wait().await => {
+                    tracing::debug!(%partition, error = %e, "ListOffsets: retrying");
+                    // The leader may have moved: route the next round with fresh metadata.
+                    // If this refresh fails, the next round says why.
+                    let _ = self.metadata_for(&[partition.topic()], true).await;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// One coalesced round of [`Client::list_offset`].
+    async fn list_offset_once(
+        &self,
+        key: &[(TopicPartition, OffsetSpec, IsolationLevel); 1],
+    ) -> Result<ListedOffset> {
+        let answers = self
+            .inner
+            .offsets
+            .get(key, |keys| async move {
+                let mut answered = Vec::with_capacity(keys.len());
+                for level in [
+                    IsolationLevel::ReadCommitted,
+                    IsolationLevel::ReadUncommitted,
+                ] {
+                    let asks: Vec<_> = keys
+                        .iter()
+                        .filter(|k| k.2 == level)
+                        .map(|(tp, spec, _)| (tp.clone(), *spec))
+                        .collect();
+                    if asks.is_empty() {
+                        continue;
+                    }
+                    let each = self.list_offsets_each(&asks, level, Rounds::One).await?;
+                    answered.extend(
+                        asks.into_iter()
+                            .zip(each)
+                            .map(|((tp, spec), r)| ((tp, spec, level), r)),
+                    );
+                }
+                Ok::<_, Error>(answered)
+            })
+            .await?;
+        answers.into_iter().next().flatten().unwrap_or_else(|| {
+            Err(Error::InvalidArgument(format!(
+                "no offset listed for {}",
+                key[0].0
+            )))
+        })
+    }
+
+    /// [`Client::list_offsets`] with each partition's own outcome.
+    async fn list_offsets_each(
+        &self,
+        partitions: &[(TopicPartition, OffsetSpec)],
+        isolation: IsolationLevel,
+        rounds: Rounds,
+    ) -> Result<Vec<Result<ListedOffset>>> {
         // Waves in which every partition appears at most once.
         let mut waves: Vec<Vec<usize>> = Vec::new();
         for (i, (tp, _)) in partitions.iter().enumerate() {
@@ -158,16 +258,20 @@ impl Client {
             isolation,
             principal: self.principal().map(Arc::from),
         };
-        let mut results: Vec<Option<ListedOffset>> = partitions.iter().map(|_| None).collect();
+        let mut results: Vec<Option<Result<ListedOffset>>> =
+            partitions.iter().map(|_| None).collect();
         for wave in waves {
             // The leader epoch is filled in from metadata when routed.
             let asks: Vec<Ask> = wave
                 .iter()
                 .map(|&i| (partitions[i].0.clone(), partitions[i].1, -1))
                 .collect();
-            let answers = self.route_and_retry(&request, &asks).await?;
+            let answers = match rounds {
+                Rounds::One => self.route_once(&request, &asks).await?,
+                Rounds::UntilTimeout => self.route_and_retry(&request, &asks).await?,
+            };
             for (i, r) in wave.into_iter().zip(answers) {
-                results[i] = Some(r?);
+                results[i] = Some(r);
             }
         }
         Ok(results.into_iter().flatten().collect())

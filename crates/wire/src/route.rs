@@ -217,6 +217,26 @@ impl Client {
         Ok(progress.finish(&pending, R::API))
     }
 
+    /// One round of [`Client::route_and_retry`], without its retries: an item that would be
+    /// retried reports this round's error, for a caller that retries on its own.
+    pub(crate) async fn route_once<R: PartitionRequest>(
+        &self,
+        request: &R,
+        items: &[R::Item],
+    ) -> Result<Vec<Result<R::Out>>> {
+        let mut progress = Progress {
+            outcomes: items.iter().map(|_| None).collect(),
+            last: items.iter().map(|_| None).collect(),
+            next: Vec::new(),
+            fail_fast: R::FAIL_FAST,
+        };
+        let all: Vec<usize> = (0..items.len()).collect();
+        self.attempt(request, items, &all, false, &mut progress)
+            .await?;
+        let left = std::mem::take(&mut progress.next);
+        Ok(progress.finish(&left, R::API))
+    }
+
     /// One round: route the `pending` items, send to every leader, judge the answers.
     async fn attempt<R: PartitionRequest>(
         &self,

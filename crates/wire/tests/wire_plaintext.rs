@@ -3,7 +3,7 @@
 //! five codecs (Java-built batches with keys, null keys and values, duplicate headers and
 //! timestamps), ListOffsets, interop with the Java console tools both ways, pipelining and
 //! cancellation, the response size cap, request timeouts, reconnects, unknown topics, leader
-//! epoch fencing, InitProducerId.
+//! epoch fencing, InitProducerId, concurrent (coalesced) lookups.
 //!
 //! Run: `cargo test -p strait-wire --test wire_plaintext -- --nocapture`
 #![allow(clippy::unwrap_used)]
@@ -59,6 +59,7 @@ async fn plaintext_broker() {
     unknown_topics_and_partitions(&client).await;
     leader_epoch_fencing(&client).await;
     producer_ids(&client).await;
+    concurrent_lookups_get_their_own_answers(&client).await;
 }
 
 async fn negotiation(client: &strait_wire::Client) {
@@ -538,4 +539,84 @@ async fn producer_ids(client: &strait_wire::Client) {
         .await
         .unwrap();
     r[0].outcome.as_ref().unwrap();
+}
+
+/// Many partitions starting at once look up their topic's metadata, configuration and start
+/// offset concurrently; the client shares requests between them (`coalesce.rs`). Each caller
+/// must still get its own topic's answer: every topic here has its own retention.ms, partition
+/// count and number of records.
+async fn concurrent_lookups_get_their_own_answers(client: &strait_wire::Client) {
+    use strait_wire::OffsetSpec;
+    use strait_wire::admin::{Admin, NewTopic};
+    const TOPICS: usize = 24;
+    let admin = Admin::new(client);
+    let name = |i: usize| format!("lookup-{i:02}");
+    let topics: Vec<NewTopic> = (0..TOPICS)
+        .map(|i| {
+            NewTopic::new(&name(i), 1 + (i % 3) as i32, 1)
+                .with_config("retention.ms", &(3_600_000 + i).to_string())
+        })
+        .collect();
+    let created = admin.create_topics(&topics, false).await.unwrap();
+    assert!(created.values().all(Result::is_ok), "{created:?}");
+    for i in 0..TOPICS {
+        let partitions = 1 + (i % 3) as i32;
+        assert!(
+            admin
+                .wait_for_leaders(&name(i), partitions, Duration::from_secs(30))
+                .await
+                .unwrap(),
+            "{} has no leaders",
+            name(i)
+        );
+        let recs: Vec<Rec> = (0..=i).map(|n| Rec::value(&n.to_string())).collect();
+        let r = client
+            .produce(
+                vec![ProduceBatch::new(
+                    tp(&name(i), 0),
+                    build_batch(&recs, -1, -1, -1),
+                )],
+                &ProduceOptions::default(),
+            )
+            .await
+            .unwrap();
+        r[0].outcome.as_ref().unwrap();
+    }
+    let mut lookups = JoinSet::new();
+    for i in 0..TOPICS {
+        let client = client.clone();
+        let topic = name(i);
+        lookups.spawn(async move {
+            let admin = Admin::new(&client);
+            let first = tp(&topic, 0);
+            let (configs, latest, md) = tokio::join!(
+                admin.describe_topic_configs(&topic),
+                client.list_offset(&first, OffsetSpec::Latest, IsolationLevel::ReadCommitted),
+                client.metadata(Some(std::slice::from_ref(&topic))),
+            );
+            let retention = configs.unwrap().value("retention.ms").map(str::to_owned);
+            assert_eq!(retention, Some((3_600_000 + i).to_string()), "{topic}");
+            assert_eq!(latest.unwrap().offset, Some(i as i64 + 1), "{topic}");
+            let md = md.unwrap();
+            let partitions = md.topic(&topic).map(|t| t.partitions.len());
+            assert_eq!(partitions, Some(1 + i % 3), "{topic}");
+        });
+    }
+    while let Some(done) = lookups.join_next().await {
+        done.unwrap();
+    }
+    // A partition that does not exist gets its own error, not a neighbour's offset.
+    let missing = client
+        .list_offset(
+            &tp(&name(0), 7),
+            OffsetSpec::Latest,
+            IsolationLevel::ReadCommitted,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.code(),
+        Some(ResponseError::UnknownTopicOrPartition),
+        "{missing}"
+    );
 }
