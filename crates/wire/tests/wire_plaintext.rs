@@ -553,8 +553,8 @@ async fn concurrent_lookups_get_their_own_answers(client: &strait_wire::Client) 
     let name = |i: usize| format!("lookup-{i:02}");
     let topics: Vec<NewTopic> = (0..TOPICS)
         .map(|i| {
-            NewTopic::new(&name(i), 1 + (i % 3) as i32, 1)
-                .with_config("retention.ms", &(3_600_000 + i).to_string())
+            NewTopic::new(name(i), 1 + (i % 3) as i32, 1)
+                .with_config("retention.ms", (3_600_000 + i).to_string())
         })
         .collect();
     let created = admin.create_topics(&topics, false).await.unwrap();

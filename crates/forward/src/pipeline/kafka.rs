@@ -127,10 +127,10 @@ impl Source for WireSource {
         };
         let listed = self
             .client
-            .list_offsets(&[(partition.clone(), spec)], IsolationLevel::ReadCommitted)
+            .list_offset(partition, spec, IsolationLevel::ReadCommitted)
             .await
             .map_err(|e| classify(&e))?;
-        listed.first().and_then(|l| l.offset).ok_or_else(|| {
+        listed.offset.ok_or_else(|| {
             IoError::new(
                 ErrorClass::Retriable,
                 "bad_response",
