@@ -16,7 +16,7 @@ esac
 # binary's command line, local HTTP). A new broker-free test binary belongs here too.
 brokerless_tests=(
   java_fixtures java_verify merge_props pipeline_mem proptests idle_memory # strait-forward
-  advice cli metrics_http metrics_memory import_strimzi                    # strait
+  advice cli metrics_http metrics_memory memory_trim import_strimzi        # strait
   receive                                                                  # strait-otlp-sink
 )
 root=$(cd "$(dirname "$0")/.." && pwd)

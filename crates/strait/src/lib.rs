@@ -21,6 +21,7 @@ pub mod import;
 pub mod lag;
 pub mod log_limit;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod mirror;
 pub mod mirrormaker;

@@ -154,6 +154,7 @@ async fn run(loaded: strait::Loaded, reload: strait::reload::Source) -> Result<(
     // SIGHUP and file changes reload what can change while running (strait::reload).
     let reloader = strait::reload::Reloader::new(flows.clone(), reload);
     tokio::spawn(reloader.run(shutdown.child_token()));
+    tokio::spawn(strait::memory::return_freed_memory(shutdown.child_token()));
     strait::flows::run(flows, labelled, shutdown).await
 }
 
