@@ -94,6 +94,7 @@ impl Target for IdleTarget {
     async fn produce(
         &self,
         _: i32,
+        _: u16,
         batches: Vec<(TopicPartition, Bytes)>,
         _: Option<&str>,
     ) -> Result<Vec<Result<ProduceAck, IoError>>, IoError> {

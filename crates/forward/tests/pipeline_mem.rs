@@ -616,6 +616,8 @@ struct DstState {
     ack_delay: Box<dyn FnMut() -> Duration + Send>,
     requests: u64,
     nodes_used: Vec<i32>,
+    /// The lane of every batch sent, with its partition.
+    lanes_used: Vec<(TopicPartition, u16)>,
     violations: Vec<String>,
     /// Nodes that take requests and never answer (a black-holed broker).
     hung: std::collections::HashSet<i32>,
@@ -647,6 +649,7 @@ impl FakeTarget {
                 ack_delay: Box::new(|| Duration::ZERO),
                 requests: 0,
                 nodes_used: Vec::new(),
+                lanes_used: Vec::new(),
                 violations: Vec::new(),
                 hung: std::collections::HashSet::new(),
             })),
@@ -999,6 +1002,7 @@ impl Target for FakeTarget {
     fn produce(
         &self,
         node: i32,
+        lane: u16,
         batches: Vec<(TopicPartition, Bytes)>,
         _transactional_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send {
@@ -1008,6 +1012,9 @@ impl Target for FakeTarget {
             let mut st = self.st();
             st.requests += 1;
             st.nodes_used.push(node);
+            for (tp, _) in &batches {
+                st.lanes_used.push((tp.clone(), lane));
+            }
             let mut seen = std::collections::HashSet::new();
             if !batches.iter().all(|(tp, _)| seen.insert(tp.clone())) {
                 st.violations
@@ -1681,6 +1688,54 @@ async fn lost_responses_and_leader_moves_never_duplicate() {
         world.dst.st().nodes_used.contains(&2),
         "no request followed a leader move"
     );
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
+}
+
+/// Several produce connections per broker (`produce_connections`): under lost responses,
+/// leader moves and random answer delays, every partition's batches all go over one lane (so
+/// they stay in order) and arrive once, in order; the partitions use every lane.
+#[tokio::test(start_paused = true)]
+async fn produce_lanes_keep_each_partition_on_one_connection_under_faults() {
+    let world = World::new(6);
+    for p in 0..6 {
+        fill_small(&world, p, 60);
+    }
+    let mut rng = Rng(0x1a4e);
+    world.faults(move |_, _| match rng.next() % 100 {
+        0..=9 => Some(Fault::LoseResponse),
+        10..=13 => Some(Fault::NotLeader),
+        _ => None,
+    });
+    let mut delays = Rng(9);
+    world.ack_delay(move || Duration::from_millis(delays.next() % 80));
+    let mut s = settings();
+    s.partition_fetch_bytes = 1024;
+    s.produce_connections = 3;
+    let fwd = world.forwarder(s).await;
+    fwd.assign(routes(&[0, 1, 2, 3, 4, 5])).await.unwrap();
+    let ends: Vec<i64> = (0..6).map(|p| world.source_end(p)).collect();
+    wait_until("all partitions mirrored", || {
+        fwd.acknowledged_positions()
+            .iter()
+            .all(|(s, o)| *o == ends[s.partition() as usize])
+    })
+    .await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..6 {
+        world.assert_mirrored(p, 0);
+    }
+    let used = world.dst.st().lanes_used.clone();
+    let mut lanes = std::collections::BTreeSet::new();
+    for p in 0..6 {
+        let of_p: std::collections::BTreeSet<u16> = used
+            .iter()
+            .filter(|(tp, _)| tp.partition() == p)
+            .map(|(_, lane)| *lane)
+            .collect();
+        assert_eq!(of_p.len(), 1, "partition {p} used lanes {of_p:?}");
+        lanes.extend(of_p);
+    }
+    assert_eq!(lanes.into_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
     assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
 }
 

@@ -35,6 +35,7 @@ pub fn settings(config: &Config) -> Settings {
     let m = &config.mirror;
     let mut s = Settings::default();
     s.max_in_flight = usize::from(m.max_in_flight).clamp(1, 5);
+    s.produce_connections = usize::from(m.produce_connections).clamp(1, 8);
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
     s.commit_interval = m.commit_interval;
     s.drain_timeout = m.drain_timeout;

@@ -4,7 +4,8 @@
 //! lost, that partitions led by the surviving brokers keep flowing during each outage, and
 //! measures the stall of the partitions that lost their leader beside a Java producer's stall
 //! in the same outage (the referee: `crates/strait/tests/java/PartitionProbe.java`, writing to explicit
-//! partitions of the same clusters at the same rate).
+//! partitions of the same clusters at the same rate). The mirror uses three produce connections
+//! per target broker (`mirror.produce_connections`).
 //!
 //! Run: `cargo test -p strait --test failover -- --nocapture` (prints the stall figures).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -184,7 +185,9 @@ fn leaders_die_mid_stream_without_loss() {
         &dst.lock().unwrap(),
         TOPIC,
         "fo-mirror",
-        "replication_factor = 3\ndrain_timeout = \"5s\"\n",
+        // Three produce connections per target broker: the leader kill also proves that
+        // partitions spread over lanes lose nothing and stay in order.
+        "replication_factor = 3\ndrain_timeout = \"5s\"\nproduce_connections = 3\n",
     );
     // Debug logs of the pipeline, so a failure shows which partition side was waited for.
     let log = config.with_extension("0.log");

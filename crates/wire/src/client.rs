@@ -55,6 +55,8 @@ pub(crate) struct ClientInner {
     nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
     /// Connections to group coordinators, apart from `nodes` (see [`ConnectionKind`]).
     coordinator_nodes: Mutex<HashMap<i32, Arc<NodeSlot>>>,
+    /// Extra produce connections by (node, lane) (see [`Client::produce_connection`]).
+    produce_lanes: Mutex<HashMap<(i32, u16), Arc<NodeSlot>>>,
     /// Group/transaction coordinators by (key type, key), filled by the group module.
     pub(crate) coordinators: Mutex<HashMap<(i8, String), i32>>,
     /// Nodes seen not answering (see [`Client::unresponsive`]), and since when.
@@ -121,6 +123,7 @@ impl Client {
                 offsets: Coalesced::default(),
                 nodes: Mutex::new(HashMap::new()),
                 coordinator_nodes: Mutex::new(HashMap::new()),
+                produce_lanes: Mutex::new(HashMap::new()),
                 coordinators: Mutex::new(HashMap::new()),
                 unresponsive: Mutex::new(HashMap::new()),
             }),
@@ -298,8 +301,18 @@ impl Client {
 
     fn slot(&self, kind: ConnectionKind, node_id: i32) -> Arc<NodeSlot> {
         let slots = match kind {
-            ConnectionKind::Data => &self.inner.nodes,
+            ConnectionKind::Data | ConnectionKind::Produce(0) => &self.inner.nodes,
             ConnectionKind::Coordinator => &self.inner.coordinator_nodes,
+            ConnectionKind::Produce(lane) => {
+                return self
+                    .inner
+                    .produce_lanes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry((node_id, lane))
+                    .or_default()
+                    .clone();
+            }
         };
         slots
             .lock()
@@ -314,6 +327,17 @@ impl Client {
     /// Refreshes the broker list if the node is unknown.
     pub async fn broker(&self, node_id: i32) -> Result<Connection> {
         self.connection(ConnectionKind::Data, node_id).await
+    }
+
+    /// A connection to node `node_id` for Produce requests: lane 0 is the data connection
+    /// ([`broker`](Self::broker)), every other lane a connection of its own. A broker serves one
+    /// connection's requests one at a time, and an acks=all Produce holds its connection until
+    /// the followers have the data: requests on separate lanes wait for replication together
+    /// instead of one after the other. Keep each partition on one lane, or its batches may
+    /// arrive out of order.
+    pub async fn produce_connection(&self, node_id: i32, lane: u16) -> Result<Connection> {
+        self.connection(ConnectionKind::Produce(lane), node_id)
+            .await
     }
 
     /// Like [`broker`](Self::broker), but the connection of `kind` to the node.
@@ -545,6 +569,8 @@ pub(crate) enum ConnectionKind {
     /// Group coordinator requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
     /// OffsetFetch.
     Coordinator,
+    /// Produce requests of one lane ([`Client::produce_connection`]); lane 0 is `Data`.
+    Produce(u16),
 }
 
 /// Keeps the error that best explains a failure: anything beats "cannot connect".

@@ -159,14 +159,16 @@ pub trait Target: Send + Sync + 'static {
         partition: &TopicPartition,
         refresh: bool,
     ) -> impl Future<Output = Result<i32, IoError>> + Send;
-    /// One Produce request (acks=all) to `node`, at most one batch per partition. The answers
-    /// are in the order of `batches` (whatever order the broker answered in).
-    /// The outer error fails every partition of the request (disconnect, timeout).
-    /// `transactional_id`: the request belongs to that producer's open transaction (every
-    /// batch carries its id and epoch and the transactional bit).
+    /// One Produce request (acks=all) to `node` over its connection `lane` (0 to
+    /// `Settings::produce_connections` - 1; a partition always uses the same one), at most one
+    /// batch per partition. The answers are in the order of `batches` (whatever order the
+    /// broker answered in). The outer error fails every partition of the request (disconnect,
+    /// timeout). `transactional_id`: the request belongs to that producer's open transaction
+    /// (every batch carries its id and epoch and the transactional bit).
     fn produce(
         &self,
         node: i32,
+        lane: u16,
         batches: Vec<(TopicPartition, Bytes)>,
         transactional_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<Result<ProduceAck, IoError>>, IoError>> + Send;

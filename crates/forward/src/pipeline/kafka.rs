@@ -231,10 +231,15 @@ impl Target for WireTarget {
     async fn produce(
         &self,
         node: i32,
+        lane: u16,
         batches: Vec<(TopicPartition, Bytes)>,
         transactional_id: Option<&str>,
     ) -> Result<Vec<Result<ProduceAck, IoError>>, IoError> {
-        let conn = self.client.broker(node).await.map_err(|e| classify(&e))?;
+        let conn = self
+            .client
+            .produce_connection(node, lane)
+            .await
+            .map_err(|e| classify(&e))?;
         let batches: Vec<ProduceBatch> = batches
             .into_iter()
             .map(|(tp, b)| ProduceBatch::new(tp, b))

@@ -94,8 +94,13 @@ pub struct Settings {
     pub retry_backoff_max: Duration,
     /// Largest Produce request (sum of its batches).
     pub max_request_bytes: usize,
-    /// Produce requests in flight per target broker.
+    /// Produce requests in flight per connection to a target broker.
     pub max_requests_per_broker: usize,
+    /// Connections per target broker that carry Produce requests (1 to 8). A broker serves one
+    /// connection's requests one at a time, and an acks=all request holds its connection until
+    /// the followers have the data; with several connections that wait overlaps. Each partition
+    /// keeps to one connection, so its batches stay in order.
+    pub produce_connections: usize,
     /// Largest batch made by merging small source batches that wait together for the same
     /// target partition (0: never merge). Over a long link a partition's rate is bounded by
     /// `max_in_flight` batches per round trip, so a batch must carry more than one small source
@@ -187,6 +192,7 @@ impl Default for Settings {
             retry_backoff_max: Duration::from_secs(10),
             max_request_bytes: 16 << 20,
             max_requests_per_broker: 5,
+            produce_connections: 1,
             batch_size: 256 << 10,
             drain_timeout: Duration::from_secs(10),
             exactly_once: None,
@@ -208,6 +214,9 @@ impl Settings {
                 "max_in_flight",
                 "must be 1 to 5 (Kafka detects duplicates only among the last 5 batches)",
             );
+        }
+        if !(1..=8).contains(&self.produce_connections) {
+            return bad("produce_connections", "must be 1 to 8");
         }
         if self.partition_fetch_bytes < 1024 || self.max_fetch_bytes < self.partition_fetch_bytes {
             return bad(
@@ -301,6 +310,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             target.clone(),
             settings.max_request_bytes,
             settings.max_requests_per_broker,
+            settings.produce_connections,
             observer.clone(),
         ));
         let positions = Arc::new(positions);

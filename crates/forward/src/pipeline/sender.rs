@@ -1,9 +1,11 @@
-//! Packs ready batches of many partitions into one Produce request per target broker.
+//! Packs ready batches of many partitions into one Produce request per target broker and lane.
 //!
 //! Kafka accepts exactly one batch per partition per request, so an aggregator takes the oldest
 //! waiting batch of every partition, sends them together, and keeps younger batches of the same
 //! partitions for the next request, in order. Up to `max_requests` requests are in flight per
-//! broker; they are started in submission order on one connection, which Kafka processes in order.
+//! aggregator; they are started in submission order on one connection, which Kafka processes in
+//! order. A broker's partitions are spread over `lanes` aggregators, each with a connection of
+//! its own (`Settings::produce_connections`); a partition always takes the same lane.
 //!
 //! An aggregator lives until the forwarder's [`Senders`] is dropped and every batch it accepted
 //! has an answer: it never stops taking batches earlier, because a partition waiting for the
@@ -44,13 +46,32 @@ pub(crate) struct SlotResult {
     pub(crate) result: Result<ProduceAck, IoError>,
 }
 
-/// The aggregators, one per target broker, started on first use.
+/// The aggregators, one per target broker and lane, started on first use.
 pub(crate) struct Senders<T> {
     target: Arc<T>,
-    nodes: Mutex<HashMap<i32, mpsc::UnboundedSender<ProduceItem>>>,
+    nodes: Mutex<HashMap<(i32, u16), mpsc::UnboundedSender<ProduceItem>>>,
     max_request_bytes: usize,
     max_requests: usize,
+    lanes: u16,
     observer: Arc<dyn Observer>,
+}
+
+/// The lane of a partition: the same for all its batches (their order on the wire is theirs on
+/// the target), and consecutive partitions of a topic on consecutive lanes.
+fn lane_of(partition: &TopicPartition, lanes: u16) -> u16 {
+    if lanes <= 1 {
+        return 0;
+    }
+    // FNV-1a of the topic name: stable across runs and processes, unlike a seeded hasher.
+    let topic = partition
+        .topic()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    let index = u64::try_from(partition.partition()).unwrap_or(0);
+    // The remainder is below `lanes`, a u16.
+    u16::try_from(topic.wrapping_add(index) % u64::from(lanes)).unwrap_or(0)
 }
 
 impl<T: Target> Senders<T> {
@@ -58,6 +79,7 @@ impl<T: Target> Senders<T> {
         target: Arc<T>,
         max_request_bytes: usize,
         max_requests: usize,
+        lanes: usize,
         observer: Arc<dyn Observer>,
     ) -> Self {
         Senders {
@@ -65,17 +87,19 @@ impl<T: Target> Senders<T> {
             nodes: Mutex::new(HashMap::new()),
             max_request_bytes,
             max_requests: max_requests.max(1),
+            lanes: u16::try_from(lanes.max(1)).unwrap_or(u16::MAX),
             observer,
         }
     }
 
     /// Queues a batch for `node`. The result arrives on the item's reply channel.
     pub(crate) fn submit(&self, node: i32, item: ProduceItem) {
+        let lane = lane_of(&item.partition, self.lanes);
         let mut nodes = match self.nodes.lock() {
             Ok(n) => n,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let item = match nodes.get(&node) {
+        let item = match nodes.get(&(node, lane)) {
             Some(tx) => match tx.send(item) {
                 Ok(()) => return,
                 // The aggregator ended (it panicked); start a fresh one below.
@@ -86,6 +110,7 @@ impl<T: Target> Senders<T> {
         let (tx, rx) = mpsc::unbounded_channel();
         let aggregator = Aggregator {
             node,
+            lane,
             target: self.target.clone(),
             rx,
             max_request_bytes: self.max_request_bytes,
@@ -96,12 +121,13 @@ impl<T: Target> Senders<T> {
         // A fresh receiver is alive, so this send cannot fail; if it did, the item's reply
         // channel is dropped and the partition sees a disconnect and retries.
         let _ = tx.send(item);
-        nodes.insert(node, tx);
+        nodes.insert((node, lane), tx);
     }
 }
 
 struct Aggregator<T> {
     node: i32,
+    lane: u16,
     target: Arc<T>,
     rx: mpsc::UnboundedReceiver<ProduceItem>,
     max_request_bytes: usize,
@@ -122,7 +148,7 @@ impl<T: Target> Aggregator<T> {
                 let request = self.take_request(&mut waiting);
                 let target = self.target.clone();
                 let observer = self.observer.clone();
-                let node = self.node;
+                let (node, lane) = (self.node, self.lane);
                 in_flight.push_back(async move {
                     let batches = request
                         .iter()
@@ -136,7 +162,7 @@ impl<T: Target> Aggregator<T> {
                         .max()
                         .unwrap_or_default();
                     let outcome = target
-                        .produce(node, batches, transactional_id.as_deref())
+                        .produce(node, lane, batches, transactional_id.as_deref())
                         .await;
                     observer.produce_request(node, request.len(), sent.elapsed(), queued);
                     (request, outcome)

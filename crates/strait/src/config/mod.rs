@@ -266,6 +266,8 @@ pub struct Mirror {
     pub on_offset_out_of_range: OffsetOutOfRange,
     /// Produce requests in flight per target partition (1 to 5, the idempotence window).
     pub max_in_flight: u8,
+    /// Connections per target broker that carry Produce requests (1 to 8).
+    pub produce_connections: u8,
     /// Largest batch made by merging small source batches that wait for the same target
     /// partition (0: never merge). Large source batches always pass through untouched.
     pub batch_size: ByteSize,
@@ -442,6 +444,8 @@ pub mod defaults {
     pub const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
     /// `mirror.max_in_flight`: the idempotent producer's dedup window.
     pub const MAX_IN_FLIGHT: u8 = 5;
+    /// `mirror.produce_connections`: one, as a Java producer has.
+    pub const PRODUCE_CONNECTIONS: u8 = 1;
     /// `mirror.batch_size`: 256 KiB, sixteen times Kafka's producer default, so that over a
     /// 100 ms link five batches per round trip still carry 12 MB/s per partition.
     pub const BATCH_SIZE: ByteSize = ByteSize(256 << 10);
@@ -666,6 +670,10 @@ impl Config {
             m.on_offset_out_of_range.as_str().into(),
         );
         mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
+        mirror.insert(
+            "produce_connections".into(),
+            i64::from(m.produce_connections).into(),
+        );
         mirror.insert("batch_size".into(), m.batch_size.to_string().into());
         if m.sync_topic_acls || m.protect_mirrors {
             mirror.insert("sync_topic_acls".into(), m.sync_topic_acls.into());
@@ -999,6 +1007,14 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         Some(n) => n,
         None => defaults::MAX_IN_FLIGHT,
     };
+    let produce_connections = get(raw, s, "produce_connections", |f| {
+        let n = f.integer("an integer from 1 to 8")?;
+        u8::try_from(n)
+            .ok()
+            .filter(|n| (1..=8).contains(n))
+            .ok_or_else(|| f.invalid("an integer from 1 to 8"))
+    })?
+    .unwrap_or(defaults::PRODUCE_CONNECTIONS);
     let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
         None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
         Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
@@ -1141,6 +1157,7 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
             .unwrap_or(OffsetOutOfRange::Fail),
         max_in_flight,
+        produce_connections,
         batch_size: get(raw, s, "batch_size", |f| {
             let b = f.byte_size()?;
             if b.0 > (64 << 20) {

@@ -115,6 +115,7 @@ impl Section {
                 "compression",
                 "on_offset_out_of_range",
                 "max_in_flight",
+                "produce_connections",
                 "batch_size",
                 "partition_assignment_strategy",
                 "groups",

@@ -39,6 +39,7 @@ isolation = "read_uncommitted"
 compression = "zstd"
 on_offset_out_of_range = "earliest"
 max_in_flight = 2
+produce_connections = 3
 batch_size = "64KiB"
 
 [metrics]
@@ -125,6 +126,7 @@ fn every_key_is_read() {
     assert_eq!(m.compression, Compression::Zstd);
     assert_eq!(m.on_offset_out_of_range, OffsetOutOfRange::Earliest);
     assert_eq!(m.max_in_flight, 2);
+    assert_eq!(m.produce_connections, 3);
     assert_eq!(m.batch_size, ByteSize(64 << 10));
     assert_eq!(c.metrics.listen, Some("0.0.0.0:9464".parse().unwrap()));
     assert_eq!(
@@ -183,6 +185,7 @@ fn defaults() {
     assert_eq!(m.compression, Compression::Keep);
     assert_eq!(m.on_offset_out_of_range, OffsetOutOfRange::Fail);
     assert_eq!(m.max_in_flight, 5);
+    assert_eq!(m.produce_connections, 1);
     assert_eq!(m.batch_size, ByteSize(256 << 10));
     assert_eq!(c.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));
     assert_eq!(c.tracing.otlp_endpoint, None);
@@ -222,6 +225,14 @@ fn bad_values_name_the_key_and_the_expected_form() {
         (
             "[mirror]\nmax_in_flight = \"x\"",
             "mirror.max_in_flight: expected an integer from 1 to 5",
+        ),
+        (
+            "[mirror]\nproduce_connections = 9",
+            "mirror.produce_connections: expected an integer from 1 to 8",
+        ),
+        (
+            "[mirror]\nproduce_connections = 0",
+            "mirror.produce_connections: expected an integer from 1 to 8",
         ),
         (
             "[mirror]\nreplication_factor = 0",
