@@ -1360,6 +1360,19 @@ impl World {
     fn source_end(&self, p: i32) -> i64 {
         self.log(p, |l| l.end)
     }
+
+    /// Waits until `fwd` has every one of partitions 0..`partitions` acknowledged up to the
+    /// source's end; returns those ends.
+    async fn wait_mirrored(&self, fwd: &Fwd, partitions: i32) -> Vec<i64> {
+        let ends: Vec<i64> = (0..partitions).map(|p| self.source_end(p)).collect();
+        wait_until("all partitions mirrored", || {
+            fwd.acknowledged_positions()
+                .iter()
+                .all(|(s, o)| *o == ends[s.partition() as usize])
+        })
+        .await;
+        ends
+    }
 }
 
 fn assert_same(what: &str, want: &[Rec], got: &[Rec]) {
@@ -1667,13 +1680,7 @@ async fn lost_responses_and_leader_moves_never_duplicate() {
     s.partition_fetch_bytes = 1024;
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1, 2, 3])).await.unwrap();
-    let ends: Vec<i64> = (0..4).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    let ends = world.wait_mirrored(&fwd, 4).await;
     fwd.shutdown().await.unwrap();
     for p in 0..4 {
         world.assert_mirrored(p, 0);
@@ -1713,13 +1720,7 @@ async fn produce_lanes_keep_each_partition_on_one_connection_under_faults() {
     s.produce_connections = 3;
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1, 2, 3, 4, 5])).await.unwrap();
-    let ends: Vec<i64> = (0..6).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    world.wait_mirrored(&fwd, 6).await;
     fwd.shutdown().await.unwrap();
     for p in 0..6 {
         world.assert_mirrored(p, 0);
@@ -1762,13 +1763,7 @@ async fn producer_state_trouble_renumbers_without_loss_or_duplicates() {
     world.ack_delay(|| Duration::from_millis(30));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
-    let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    world.wait_mirrored(&fwd, 2).await;
     fwd.shutdown().await.unwrap();
     for p in 0..2 {
         world.assert_mirrored(p, 0);
@@ -1825,13 +1820,7 @@ async fn a_stalled_target_stops_fetching_at_the_memory_budget() {
         "only {held} bytes fetched: something other than the budget stopped fetching"
     );
     world.dst.set_gate(true);
-    let ends: Vec<i64> = (0..8).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    world.wait_mirrored(&fwd, 8).await;
     fwd.shutdown().await.unwrap();
     for p in 0..8 {
         world.assert_mirrored(p, 0);
@@ -1865,13 +1854,7 @@ async fn batches_beyond_the_reserved_budget_do_not_deadlock() {
     s.partition_fetch_bytes = 512 << 10;
     let fwd = world.forwarder(s).await;
     fwd.assign(routes(&[0, 1, 2])).await.unwrap();
-    let ends: Vec<i64> = (0..3).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    world.wait_mirrored(&fwd, 3).await;
     fwd.shutdown().await.unwrap();
     for p in 0..3 {
         world.assert_mirrored(p, 0);
@@ -2441,13 +2424,7 @@ async fn a_split_batch_keeps_at_most_five_parts_in_flight() {
     world.ack_delay(move || Duration::from_millis(20 + delays.next() % 50));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
-    let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    world.wait_mirrored(&fwd, 2).await;
     fwd.shutdown().await.unwrap();
     for p in 0..2 {
         world.assert_mirrored(p, 0);
@@ -2781,13 +2758,7 @@ async fn small_batches_are_merged_exactly_under_faults() {
     world.ack_delay(move || Duration::from_millis(20 + delays.next() % 60));
     let fwd = world.forwarder(settings()).await;
     fwd.assign(routes(&[0, 1])).await.unwrap();
-    let ends: Vec<i64> = (0..2).map(|p| world.source_end(p)).collect();
-    wait_until("all partitions mirrored", || {
-        fwd.acknowledged_positions()
-            .iter()
-            .all(|(s, o)| *o == ends[s.partition() as usize])
-    })
-    .await;
+    let ends = world.wait_mirrored(&fwd, 2).await;
     fwd.shutdown().await.unwrap();
     for p in 0..2 {
         world.assert_mirrored(p, 0);

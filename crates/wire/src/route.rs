@@ -124,6 +124,15 @@ struct Progress<T> {
 }
 
 impl<T> Progress<T> {
+    fn new(items: usize, fail_fast: bool) -> Self {
+        Progress {
+            outcomes: (0..items).map(|_| None).collect(),
+            last: (0..items).map(|_| None).collect(),
+            next: Vec::new(),
+            fail_fast,
+        }
+    }
+
     /// Records a verdict; `Err` if it fails the whole call.
     fn settle(&mut self, i: usize, verdict: Verdict<T>) -> Result<()> {
         match verdict {
@@ -183,12 +192,7 @@ impl Client {
         request: &R,
         items: &[R::Item],
     ) -> Result<Vec<Result<R::Out>>> {
-        let mut progress = Progress {
-            outcomes: items.iter().map(|_| None).collect(),
-            last: items.iter().map(|_| None).collect(),
-            next: Vec::new(),
-            fail_fast: R::FAIL_FAST,
-        };
+        let mut progress = Progress::new(items.len(), R::FAIL_FAST);
         let mut pending: Vec<usize> = (0..items.len()).collect();
         let mut retry = self.retry();
         let mut force = false;
@@ -224,12 +228,7 @@ impl Client {
         request: &R,
         items: &[R::Item],
     ) -> Result<Vec<Result<R::Out>>> {
-        let mut progress = Progress {
-            outcomes: items.iter().map(|_| None).collect(),
-            last: items.iter().map(|_| None).collect(),
-            next: Vec::new(),
-            fail_fast: R::FAIL_FAST,
-        };
+        let mut progress = Progress::new(items.len(), R::FAIL_FAST);
         let all: Vec<usize> = (0..items.len()).collect();
         self.attempt(request, items, &all, false, &mut progress)
             .await?;
