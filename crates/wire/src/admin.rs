@@ -28,7 +28,6 @@ use kafka_protocol::protocol::StrBytes;
 use crate::client::Retry;
 use crate::error::{Error, Result};
 use crate::group::with_principal;
-use crate::route::UNKNOWN_TOPIC_RETRIES;
 use crate::topic::{TopicId, TopicPartition, validate_topic_name};
 use crate::{Client, Connection, IsolationLevel, OffsetSpec};
 
@@ -882,38 +881,9 @@ impl Admin {
     /// All configuration entries of a topic or broker. Retries UNKNOWN_TOPIC_OR_PARTITION
     /// briefly (a just-created topic takes a moment to reach every broker).
     pub async fn describe_configs(&self, resource: &ConfigResource) -> Result<Configs> {
-        self.retrying("DescribeConfigs", || self.describe_configs_once(resource))
+        self.client
+            .retrying("DescribeConfigs", || self.describe_configs_once(resource))
             .await
-    }
-
-    /// Retries connection errors within `request.timeout.ms`, and UNKNOWN_TOPIC_OR_PARTITION
-    /// a few times only (a new topic reaches every broker within moments; a missing one
-    /// should not cost the whole timeout).
-    async fn retrying<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        let config = self.client.config().clone();
-        let mut retry = Retry::within(config.request_timeout(), &config);
-        let mut unknown_topic = 0u32;
-        loop {
-            let err = match attempt().await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
-                unknown_topic += 1;
-                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
-                    return Err(err);
-                }
-            }
-            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
-                return Err(err);
-            };
-            tracing::debug!(api, error = %err, "retrying");
-            tokio::time::sleep(wait).await;
-        }
     }
 
     /// All configuration entries of `topic`. Concurrent calls share DescribeConfigs requests
@@ -922,21 +892,22 @@ impl Admin {
     pub async fn describe_topic_configs(&self, topic: &str) -> Result<Configs> {
         validate_topic_name(topic)?;
         let key = [topic.to_owned()];
-        self.retrying("DescribeConfigs", || async {
-            let answers = self
-                .client
-                .inner
-                .topic_configs
-                .get(&key, |topics| self.describe_topics_once(topics))
-                .await?;
-            answers.into_iter().next().flatten().unwrap_or_else(|| {
-                Err(Error::Protocol {
-                    broker: "any broker".to_owned(),
-                    message: format!("DescribeConfigs response does not mention Topic:{topic}"),
+        self.client
+            .retrying("DescribeConfigs", || async {
+                let answers = self
+                    .client
+                    .inner
+                    .topic_configs
+                    .get(&key, |topics| self.describe_topics_once(topics))
+                    .await?;
+                answers.into_iter().next().flatten().unwrap_or_else(|| {
+                    Err(Error::Protocol {
+                        broker: "any broker".to_owned(),
+                        message: format!("DescribeConfigs response does not mention Topic:{topic}"),
+                    })
                 })
             })
-        })
-        .await
+            .await
     }
 
     /// One DescribeConfigs request for `topics`: each topic's configuration or error.
@@ -1028,10 +999,11 @@ impl Admin {
         if changes.is_empty() {
             return Ok(());
         }
-        self.retrying("IncrementalAlterConfigs", || {
-            self.incremental_alter_topic_configs_once(topic, changes)
-        })
-        .await
+        self.client
+            .retrying("IncrementalAlterConfigs", || {
+                self.incremental_alter_topic_configs_once(topic, changes)
+            })
+            .await
     }
 
     async fn incremental_alter_topic_configs_once(
@@ -1099,7 +1071,8 @@ impl Admin {
     /// The ACLs matching `filter`. Needs Describe on the cluster; a cluster without an
     /// authorizer answers SECURITY_DISABLED.
     pub async fn describe_acls(&self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
-        self.retrying("DescribeAcls", || self.describe_acls_once(filter))
+        self.client
+            .retrying("DescribeAcls", || self.describe_acls_once(filter))
             .await
     }
 
@@ -1149,7 +1122,8 @@ impl Admin {
 
     /// DescribeCluster (Kafka 2.8+): cluster id, controller and brokers.
     pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
-        self.retrying("DescribeCluster", || self.describe_cluster_once())
+        self.client
+            .retrying("DescribeCluster", || self.describe_cluster_once())
             .await
     }
 

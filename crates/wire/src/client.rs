@@ -24,6 +24,7 @@ use crate::config::ClientConfig;
 use crate::conn::Connection;
 use crate::error::{Error, Result};
 use crate::metadata::{self, ClusterMetadata, describe_topic_error};
+use crate::route::UNKNOWN_TOPIC_RETRIES;
 use crate::tls::TlsContext;
 use crate::topic::{TopicId, TopicPartition};
 
@@ -542,6 +543,36 @@ impl Client {
         api: &str,
     ) -> Error {
         partition_error(code, self.principal(), operation, tp, api, None)
+    }
+
+    /// Retries connection errors within `request.timeout.ms`, and UNKNOWN_TOPIC_OR_PARTITION
+    /// a few times only (a new topic reaches every broker within moments; a missing one
+    /// should not cost the whole timeout).
+    pub(crate) async fn retrying<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let config = &self.inner.config;
+        let mut retry = Retry::within(config.request_timeout(), config);
+        let mut unknown_topic = 0u32;
+        loop {
+            let err = match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
+                unknown_topic += 1;
+                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
+                    return Err(err);
+                }
+            }
+            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
+                return Err(err);
+            };
+            tracing::debug!(api, error = %err, "retrying");
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// A retry budget for one operation.

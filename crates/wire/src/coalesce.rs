@@ -69,16 +69,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Coalesced<K, V> {
         for (k, v) in answers {
             pending.answers.insert(k, (asked_at, v));
         }
-        Ok(keys
-            .iter()
-            .map(|k| {
-                pending
-                    .answers
-                    .get(k)
-                    .filter(|(at, _)| *at >= asked_at)
-                    .map(|(_, v)| v.clone())
-            })
-            .collect())
+        Ok(keys.iter().map(|k| pending.answer(k, asked_at)).collect())
     }
 
     fn pending(&self) -> MutexGuard<'_, Pending<K, V>> {
@@ -87,15 +78,17 @@ impl<K: Eq + Hash + Clone, V: Clone> Coalesced<K, V> {
 }
 
 impl<K: Eq + Hash + Clone, V: Clone> Pending<K, V> {
+    /// `k`'s answer, if it was asked for after `since`.
+    fn answer(&self, k: &K, since: Instant) -> Option<V> {
+        self.answers
+            .get(k)
+            .filter(|(at, _)| *at >= since)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Every key's answer, if all were asked for after `since`.
     fn answered_since(&self, keys: &[K], since: Instant) -> Option<Vec<V>> {
-        keys.iter()
-            .map(|k| {
-                self.answers
-                    .get(k)
-                    .filter(|(at, _)| *at >= since)
-                    .map(|(_, v)| v.clone())
-            })
-            .collect()
+        keys.iter().map(|k| self.answer(k, since)).collect()
     }
 }
 

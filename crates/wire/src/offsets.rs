@@ -12,7 +12,7 @@ use crate::conn::Connection;
 use crate::error::{Error, ErrorClass, Result};
 use crate::fetch::IsolationLevel;
 use crate::metadata::ClusterMetadata;
-use crate::route::{PartitionRequest, UNKNOWN_TOPIC_RETRIES, Verdict, code_error};
+use crate::route::{PartitionRequest, Verdict, code_error};
 use crate::topic::TopicPartition;
 
 /// Which offset to look up.
@@ -170,30 +170,20 @@ impl Client {
         isolation: IsolationLevel,
     ) -> Result<ListedOffset> {
         let key = [(partition.clone(), spec, isolation)];
-        let mut retry = self.retry();
-        let mut unknown_topic_rounds = 0u32;
-        loop {
-            let outcome = self.list_offset_once(&key).await;
-            // As in `route_and_retry`: a missing topic or partition is asked about a few
-            // times (a new topic takes a moment to reach every broker), not until the timeout.
-            if let Err(e) = &outcome
-                && e.code() == Some(ResponseError::UnknownTopicOrPartition)
-            {
-                unknown_topic_rounds += 1;
-                if unknown_topic_rounds > UNKNOWN_TOPIC_RETRIES {
-                    return outcome;
-                }
-            }
-            match outcome {
-                Err(e) if e.is_retriable() && retry.wait().await => {
-                    tracing::debug!(%partition, error = %e, "ListOffsets: retrying");
-                    // The leader may have moved: route the next round with fresh metadata.
-                    // If this refresh fails, the next round says why.
+        let mut first = true;
+        self.retrying("ListOffsets", || {
+            let again = !std::mem::replace(&mut first, false);
+            let key = &key;
+            async move {
+                if again {
+                    // The leader may have moved: route this round with fresh metadata. If the
+                    // refresh fails, the round says why.
                     let _ = self.metadata_for(&[partition.topic()], true).await;
                 }
-                done => return done,
+                self.list_offset_once(key).await
             }
-        }
+        })
+        .await
     }
 
     /// One coalesced round of [`Client::list_offset`].
