@@ -13,11 +13,15 @@ case "${1:-}" in
   *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
 esac
 # Integration test binaries that start no broker (in-memory fakes, Java-written fixture files, the
-# binary's command line, local HTTP). A new broker-free test binary belongs here too.
+# binary's command line, local HTTP). Each crate keeps its broker-free tests in `tests/offline/`
+# (one binary) and its real-broker tests in `tests/kafka/`; a test that needs a process of its own
+# (a counting global allocator, the process's resident set) stays a binary by itself.
 brokerless_tests=(
-  java_fixtures java_verify merge_props pipeline_mem proptests idle_memory # strait-forward
-  advice cli metrics_http metrics_memory memory_trim import_strimzi        # strait
-  receive                                                                  # strait-otlp-sink
+  offline        # strait-forward and strait: tests/offline/main.rs
+  idle_memory    # strait-forward (counting global allocator)
+  metrics_memory # strait (counting global allocator)
+  memory_trim    # strait (reads its own resident set)
+  receive        # strait-otlp-sink
 )
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -1,0 +1,34 @@
+//! The `strait` binary end to end against real Kafka clusters: one test binary, one module per scenario (the modules were separate
+//! binaries once; linking the whole crate graph once instead of per file is most of the build).
+//!
+//! `cargo test -p strait --test kafka -- <module>::` runs one scenario.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod acl_heal;
+mod acl_sync;
+mod active_active;
+mod check;
+mod checkpoint_failover;
+mod crash;
+mod crash_loop;
+mod eos_denied;
+mod eos_failover;
+mod eos_kills;
+mod failover;
+mod failover_handover;
+mod failover_kills;
+mod failover_sources;
+mod hot_reload;
+mod import_seed_mirrors;
+mod scale;
+mod scale_topics;
+mod scenario;
+mod secrets;
+mod shutdown;
+mod signals;
+mod topic_configs;
+mod topic_configs_acl;
+mod topics;
+mod wan;

@@ -1,0 +1,12 @@
+//! The `strait` binary without a broker: command line, advice, metrics over HTTP, Strimzi import: one test binary, one module per scenario (the modules were separate
+//! binaries once; linking the whole crate graph once instead of per file is most of the build).
+//!
+//! `cargo test -p strait --test offline -- <module>::` runs one scenario.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod advice;
+mod cli;
+mod import_strimzi;
+mod metrics_http;
