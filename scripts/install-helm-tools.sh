@@ -20,6 +20,10 @@ KUBECONFORM_VERSION=v0.8.0
 K8S_VERSIONS=(v1.25.16 v1.37.2)
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 mkdir -p "$cache"
+# One build at a time: scripts/test.sh starts this in the background at the beginning of a run,
+# and whoever needs the tools meanwhile waits here for that build instead of starting another.
+exec 9>"$cache/.install-helm-tools.lock"
+flock 9
 
 command -v go >/dev/null || {
   echo "go not found: install Go (https://go.dev/doc/install; Debian's golang-go is too old for helm v4)" >&2

@@ -13,6 +13,10 @@ set -euo pipefail
 cache=${STRAIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strait}
 JAEGER_VERSION=v1.75.0
 mkdir -p "$cache"
+# One build at a time: scripts/test.sh starts this in the background at the beginning of a run,
+# and whoever needs the tools meanwhile waits here for that build instead of starting another.
+exec 9>"$cache/.install-jaeger.lock"
+flock 9
 log() { echo "install-jaeger: $*" >&2; }
 
 command -v go >/dev/null || {

@@ -3,6 +3,13 @@
 # from Maven Central, then runs formatting, lints, unit + integration tests (real brokers), the Helm
 # chart checks (scripts/helm-check.sh) and a short fuzz run. `.ci/run` calls exactly this script.
 #
+# How it stays fast on 2 cores: the tools built once from the Go module proxy (Jaeger, helm,
+# kubeconform) and the nightly fuzz build start in the background at the beginning (niced; cached
+# in ~/.cache/strait, so later runs skip them), clippy runs beside the tests, and
+# scripts/test-runner.py runs the test binaries concurrently, one real-broker scenario per process,
+# within a load budget (STRAIT_TEST_JOBS, default 4; 3-broker scenarios count double).
+# Logs: target/test-logs/.
+#
 # `scripts/test.sh --fast`: only the tests that need no Kafka broker (every crate's unit tests and
 # the in-memory integration tests listed below), no fmt/clippy/fuzz, nothing installed or fetched.
 set -euo pipefail
@@ -28,19 +35,36 @@ cd "$root"
 start=$(date +%s)
 step() { printf '\n=== %s (t=%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 
+logs="${CARGO_TARGET_DIR:-$root/target}/test-logs"
+cache=${STRAIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strait}
+background=() # process groups of the background builds, stopped when the suite ends
 if [ "$fast" = 0 ]; then
   step "prerequisites"
   scripts/install-prereqs.sh
 
-  step "Kafka jars (Maven Central -> ${STRAIT_CACHE:-$HOME/.cache/strait})"
+  step "Kafka jars (Maven Central -> $cache)"
   scripts/kafka-jars.sh 4 3.9
 
-  # The tracing tests read their traces back from a real Jaeger v2. A fresh machine builds it
-  # once from the Go module proxy (~10 CPU-minutes); later runs find it cached.
-  step "Jaeger v2 (Go module proxy -> ${STRAIT_CACHE:-$HOME/.cache/strait}; first time only)"
-  STRAIT_JAEGER=${STRAIT_JAEGER:-$(scripts/install-jaeger.sh)}
-  export STRAIT_JAEGER
+  # Built once from the Go module proxy and cached (Jaeger ~10, helm + kubeconform ~11
+  # CPU-minutes on a new machine), and the nightly fuzz build (~4 minutes, cached too): in the
+  # background, niced, while the Rust build and the tests run. Whoever needs one of them waits
+  # for its build (the install scripts take a lock), not for all of them.
+  step "background: Jaeger v2, helm + kubeconform, fuzz build (cached after the first run; logs in $logs)"
+  rm -rf "$logs"; mkdir -p "$logs"
+  bg() { # bg NAME COMMAND...: a niced process group of its own, output to $logs/NAME.log
+    local name=$1; shift
+    setsid nice -n 10 "$@" > "$logs/$name.log" 2>&1 &
+    background+=("$!")
+    eval "bg_$name=$!"
+  }
+  if [ -z "${STRAIT_JAEGER:-}" ]; then bg jaeger scripts/install-jaeger.sh; fi
+  bg helm scripts/install-helm-tools.sh
+  bg fuzz scripts/fuzz.sh --build
 fi
+stop_background() {
+  local pgid
+  for pgid in "${background[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null || true; done
+}
 
 # Process hygiene on a shared machine: stop only this suite's own processes, never by name
 # (another run's brokers match any pattern ours do). Every process the test kit starts (brokers,
@@ -76,7 +100,7 @@ done
 STRAIT_TEST_PIDS=$(mktemp -d "$runs/run-XXXXXX")
 export STRAIT_TEST_PIDS
 echo "$$ $(start_time $$)" > "$STRAIT_TEST_PIDS/owner"
-trap 'stop_recorded "$STRAIT_TEST_PIDS"' EXIT
+trap 'stop_background; stop_recorded "$STRAIT_TEST_PIDS"' EXIT
 
 # The benchmark harness's own unit tests (parsing, verdicts, counts, config files): pure Python,
 # well under a second; the harness itself runs only from scripts/bench.sh.
@@ -96,16 +120,35 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
 bench_unit_tests
 
-step "cargo test (unit + integration against real Kafka)"
-cargo test --workspace --locked --no-fail-fast
+step "build the tests"
+cargo test --workspace --locked --no-run --message-format=json-render-diagnostics > "$logs/cargo-tests.json"
+
+# Clippy checks the same code with other flags, so it shares nothing with the test build; it runs
+# beside the tests (which spend much of their time waiting for brokers) and is waited for after.
+step "cargo clippy (in the background, beside the tests)"
+setsid nice -n 5 cargo clippy --workspace --all-targets --locked -- -D warnings > "$logs/clippy.log" 2>&1 &
+clippy=$!
+background+=("$clippy")
+
+step "tests: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
+tests_ok=1
+python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
+  --times "$cache/test-times.json" --seed-times scripts/test-times.json \
+  ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} || tests_ok=0
+
+step "cargo clippy (result)"
+if ! wait "$clippy"; then
+  cat "$logs/clippy.log"
+  echo "cargo clippy failed (above)" >&2
+  exit 1
+fi
+tail -n 1 "$logs/clippy.log"
+[ "$tests_ok" = 1 ] || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
 
 step "Helm chart (helm lint/template, kubeconform, strait check --offline; tools from the Go module proxy on first use)"
-scripts/helm-check.sh
+STRAIT_BIN=${STRAIT_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/strait} scripts/helm-check.sh
 
 step "fuzz (short run)"
 scripts/fuzz.sh "${STRAIT_FUZZ_SECONDS:-30}"

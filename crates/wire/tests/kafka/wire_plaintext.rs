@@ -32,7 +32,15 @@ async fn plaintext_broker() {
     let cluster = blocking(|| {
         let c = Cluster::builder("wire-plain").start().unwrap();
         c.admin(&[
-            AdminOp::topic("codecs", 5, 1),
+            // The Java-written fixtures carry 2023 timestamps: with the default time-based
+            // retention (7 days) the broker deletes them at its first retention check, 30 s after it
+            // started, and a slow run then reads OFFSET_OUT_OF_RANGE where it expects them.
+            AdminOp::CreateTopic {
+                name: "codecs".into(),
+                partitions: 5,
+                replication: 1,
+                configs: vec![("retention.ms".into(), "-1".into())],
+            },
             AdminOp::topic("records", 1, 1),
             AdminOp::topic("to-java", 1, 1),
             AdminOp::topic("from-java", 1, 1),

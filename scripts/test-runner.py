@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Runs the workspace's test binaries concurrently, a scenario at a time, within a load budget.
+
+`cargo test` runs one test binary after another and holds the build directory's lock while it
+does, so a 2-core machine sits half idle while brokers start and mirrors wait. This runner takes
+the binaries `cargo test --no-run --message-format=json` built and runs them itself:
+
+* A real-broker tier (`tests/kafka/main.rs`: one module per scenario) is split into one process
+  per module (the tests of a module share what the module shares, e.g. a fixture cluster, as they
+  did when each module was a binary of its own). Every other binary (unit tests, the broker-free
+  `tests/offline` tiers, binaries that need a process of their own) is one process.
+* Each process costs a weight (`WEIGHTS`: 2 for scenarios that run 3-broker clusters, else 1),
+  and at most `--jobs` weight runs at once. Longest first, by the times of earlier runs
+  (`--times`, written back after every run), so the long scenarios do not end up at the tail.
+* A process that needs a tool still being built in the background (`--defer NAME=PID`: Jaeger)
+  starts only once that build has ended, or when nothing else is left to start.
+* Every process runs in its own process group with a timeout (`--timeout`); on timeout or when the
+  runner is interrupted the group is killed. The test kit's watchdogs then stop its brokers.
+
+Output: one line per finished process (PASS/FAIL, seconds, tests passed), the whole log of every
+failure, and a summary (counts, the slowest scenarios). Exit status 1 if anything failed.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+# Weight of a scenario: how much of the machine it takes while it runs. 3-broker clusters (and
+# tests that start several clusters at once) count double. Keyed by "<binary>::<module>" for the
+# real-broker tiers, "<package>/<binary>" for whole binaries.
+WEIGHTS = {
+    "kafka::failover": 2,
+    "kafka::eos_failover": 2,
+    "kafka::topic_configs": 2,
+    "kafka::forward_fetch_leaders": 2,
+    "kafka::wire_failover": 2,
+    "kafka::wan_listener": 2,
+    "kafka::harness": 2,
+}
+
+# Scenarios that read traces back from a real Jaeger (built in the background on a new machine).
+NEEDS = {
+    "strait-otlp-sink/jaeger": "jaeger",
+    "strait/kafka::scenario": "jaeger",
+}
+
+DEFAULT_SECONDS = {"kafka": 120.0}  # unknown scenarios, before any run has timed them
+
+
+class Unit:
+    def __init__(self, package, binary, exe, cwd, tests, module=None):
+        self.package = package
+        self.binary = binary
+        self.exe = exe
+        self.cwd = cwd
+        self.tests = tests
+        self.module = module
+        self.id = f"{package}/{binary}" + (f"::{module}" if module else "")
+        key = f"{binary}::{module}" if module else f"{package}/{binary}"
+        self.weight = WEIGHTS.get(key, 1)
+        self.needs = NEEDS.get(self.id)
+        self.proc = None
+        self.log = None
+        self.started = 0.0
+
+    def command(self):
+        cmd = [self.exe]
+        if self.module:
+            # Exact names: a module's name can be a substring of another's (failover, eos_failover).
+            cmd += ["--exact", *self.tests]
+        return cmd
+
+
+def list_tests(exe, cwd):
+    out = subprocess.run(
+        [exe, "--list", "--format", "terse"], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
+    return [line[: -len(": test")] for line in out.splitlines() if line.endswith(": test")]
+
+
+def package_name(package_id):
+    """`path+file:///x/crates/wire#strait-wire@0.1.0` -> strait-wire; `.../crates/demo#0.1.0` -> demo."""
+    if "#" not in package_id:  # the old format: "name version (source)"
+        return package_id.split(" ")[0]
+    path, frag = package_id.split("#", 1)
+    return frag.split("@")[0] if "@" in frag else path.rstrip("/").split("/")[-1]
+
+
+def units_from_cargo(messages_path):
+    units = []
+    with open(messages_path) as f:
+        for line in f:
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+                continue
+            if not msg.get("profile", {}).get("test"):
+                continue
+            target = msg["target"]
+            package = package_name(msg["package_id"])
+            cwd = os.path.dirname(msg["manifest_path"])
+            exe = msg["executable"]
+            kind = target["kind"][0]
+            binary = target["name"] if kind == "test" else f"{kind}:{target['name']}"
+            tests = list_tests(exe, cwd)
+            if not tests:
+                continue
+            if kind == "test" and target["name"] == "kafka":
+                modules = {}
+                for t in tests:
+                    modules.setdefault(t.split("::")[0], []).append(t)
+                for module, names in modules.items():
+                    units.append(Unit(package, binary, exe, cwd, names, module))
+            else:
+                units.append(Unit(package, binary, exe, cwd, tests))
+    return units
+
+
+def load_times(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def kill_group(proc, grace=10.0):
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as ended.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def counts(log_path):
+    passed = failed = ignored = 0
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.match(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", line)
+            if m:
+                passed += int(m[1])
+                failed += int(m[2])
+                ignored += int(m[3])
+    return passed, failed, ignored
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cargo-messages", required=True, help="cargo --message-format=json output")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("STRAIT_TEST_JOBS", "4")))
+    ap.add_argument("--timeout", type=float, default=1500.0, help="seconds per process")
+    ap.add_argument("--times", help="JSON file of earlier durations (read, then updated)")
+    ap.add_argument("--seed-times", help="durations to use where --times has none")
+    ap.add_argument("--log-dir", required=True)
+    ap.add_argument("--defer", action="append", default=[], metavar="NAME=PID")
+    ap.add_argument("--only", help="run only units whose id contains this")
+    args = ap.parse_args()
+
+    os.makedirs(args.log_dir, exist_ok=True)
+    units = units_from_cargo(args.cargo_messages)
+    if args.only:
+        units = [u for u in units if args.only in u.id]
+    times = load_times(args.seed_times) if args.seed_times else {}
+    times.update(load_times(args.times) if args.times else {})
+    deferred = dict(d.split("=", 1) for d in args.defer)
+
+    def expected(u):
+        return times.get(u.id, DEFAULT_SECONDS.get(u.binary, 5.0))
+
+    pending = sorted(units, key=expected, reverse=True)
+    running = []
+    done = []
+    t0 = time.monotonic()
+    total_tests = sum(len(u.tests) for u in units)
+    print(
+        f"test-runner: {len(units)} processes, {total_tests} tests, "
+        f"load budget {args.jobs}, longest first",
+        flush=True,
+    )
+
+    def stop_all(signum, _frame):
+        for u in running:
+            kill_group(u.proc, grace=3.0)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, stop_all)
+    signal.signal(signal.SIGTERM, stop_all)
+
+    def waiting_on(u):
+        pid = deferred.get(u.needs) if u.needs else None
+        return pid is not None and alive(int(pid))
+
+    while pending or running:
+        used = sum(min(u.weight, args.jobs) for u in running)
+        for u in list(pending):
+            if used + min(u.weight, args.jobs) > args.jobs:
+                continue
+            others = [p for p in pending if p is not u and not waiting_on(p)]
+            if waiting_on(u) and others:
+                continue
+            log_path = os.path.join(args.log_dir, u.id.replace("/", "_").replace(":", "_") + ".log")
+            u.log = open(log_path, "w")
+            u.log_path = log_path
+            env = dict(os.environ, CARGO_MANIFEST_DIR=u.cwd)
+            u.started = time.monotonic()
+            u.proc = subprocess.Popen(
+                u.command(), cwd=u.cwd, env=env, stdout=u.log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+            pending.remove(u)
+            running.append(u)
+            used += min(u.weight, args.jobs)
+        time.sleep(0.25)
+        for u in list(running):
+            rc = u.proc.poll()
+            elapsed = time.monotonic() - u.started
+            if rc is None and elapsed > args.timeout:
+                u.log.write(f"\ntest-runner: TIMEOUT after {elapsed:.0f}s: killing the process group\n")
+                u.log.flush()
+                kill_group(u.proc)
+                rc = "timeout"
+            if rc is None:
+                continue
+            # Whatever the test left in its group (a child it did not reap) goes with it.
+            try:
+                os.killpg(u.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            u.log.close()
+            running.remove(u)
+            u.rc = rc
+            u.elapsed = elapsed
+            done.append(u)
+            passed, failed, ignored = counts(u.log_path)
+            ok = rc == 0
+            at = time.monotonic() - t0
+            print(
+                f"{'PASS' if ok else 'FAIL'} {u.id} ({elapsed:.1f}s, {passed} passed"
+                f"{f', {failed} failed' if failed else ''}{f', {ignored} ignored' if ignored else ''})"
+                f"{'' if ok else f' exit {rc}'}  [t={at:.0f}s]",
+                flush=True,
+            )
+            if not ok:
+                with open(u.log_path, errors="replace") as f:
+                    lines = f.readlines()
+                print(f"----- {u.id}: {u.log_path} (last 300 of {len(lines)} lines)")
+                sys.stdout.writelines(lines[-300:])
+                print(f"----- end of {u.id}", flush=True)
+
+    wall = time.monotonic() - t0
+    failed_units = [u for u in done if u.rc != 0]
+    tests = [counts(u.log_path) for u in done]
+    print(
+        f"\ntest-runner: {len(done)} processes in {wall:.0f}s wall "
+        f"({sum(u.elapsed for u in done):.0f}s summed): "
+        f"{sum(t[0] for t in tests)} tests passed, {sum(t[1] for t in tests)} failed, "
+        f"{sum(t[2] for t in tests)} ignored; {len(failed_units)} processes failed"
+    )
+    print("slowest:")
+    for u in sorted(done, key=lambda u: u.elapsed, reverse=True)[:12]:
+        print(f"  {u.elapsed:7.1f}s  {u.id}")
+    if args.times:
+        times = load_times(args.times)
+        times.update({u.id: round(u.elapsed, 1) for u in done if u.rc == 0})
+        os.makedirs(os.path.dirname(os.path.abspath(args.times)), exist_ok=True)
+        with open(args.times, "w") as f:
+            json.dump(times, f, indent=1, sort_keys=True)
+    for u in failed_units:
+        print(f"FAILED: {u.id} (log: {u.log_path})")
+    return 1 if failed_units else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
