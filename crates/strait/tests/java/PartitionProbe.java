@@ -5,7 +5,9 @@
 //
 // Run in Java's source-file mode with the Kafka client jars on the class path:
 //   java -cp '<kafka lib>/*' PartitionProbe.java <bootstrap> <topic> <partitions> <records/s>
-//        <seconds> [producer.key=value ...]
+//        <seconds> [producer.key=value ...] [probe.stop.file=<path>]
+// It stops after <seconds>, or earlier once <path> exists (a test stops it when the events it
+// waits for have happened, instead of guessing a duration long enough for a loaded machine).
 // Output, one line per record:
 //   A <partition> <offset> <ack epoch ms> <value>   acknowledged
 //   E <partition> <value> <error>                  failed for good (delivery timeout)
@@ -34,9 +36,15 @@ public class PartitionProbe {
         props.put("linger.ms", "5");
         props.put("key.serializer", StringSerializer.class.getName());
         props.put("value.serializer", StringSerializer.class.getName());
+        java.io.File stopFile = null;
         for (int i = 5; i < args.length; i++) {
             int eq = args[i].indexOf('=');
-            props.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+            String key = args[i].substring(0, eq);
+            if (key.equals("probe.stop.file")) {
+                stopFile = new java.io.File(args[i].substring(eq + 1));
+            } else {
+                props.put(key, args[i].substring(eq + 1));
+            }
         }
         BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
         AtomicLong acked = new AtomicLong();
@@ -45,8 +53,15 @@ public class PartitionProbe {
         long[] seq = new long[partitions];
         long start = System.nanoTime();
         long end = start + seconds * 1_000_000_000L;
+        long stopCheckedAt = 0;
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
             while (System.nanoTime() < end) {
+                if (stopFile != null && System.nanoTime() - stopCheckedAt > 100_000_000L) {
+                    stopCheckedAt = System.nanoTime();
+                    if (stopFile.exists()) {
+                        break;
+                    }
+                }
                 // Paced from the start time, so a stall does not lower the rate afterwards.
                 long due = start + (long) (sent * 1_000_000_000.0 / rate);
                 long now = System.nanoTime();

@@ -35,8 +35,12 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Starts the Java referee producer; its acknowledgements go to `out`.
-fn probe(cluster: &Cluster, topic: &str, seconds: u64, out: &Path) -> Proc {
+/// How long the producers go on after the last restart: the stall windows end 30 s after it.
+const AFTER_LAST_RESTART: Duration = Duration::from_secs(30);
+
+/// Starts the Java referee producer; its acknowledgements go to `out`. It stops after `seconds`
+/// or once `stop` exists.
+fn probe(cluster: &Cluster, topic: &str, seconds: u64, out: &Path, stop: &Path) -> Proc {
     let args = [
         cluster.bootstrap(),
         topic.to_string(),
@@ -45,6 +49,7 @@ fn probe(cluster: &Cluster, topic: &str, seconds: u64, out: &Path) -> Proc {
         seconds.to_string(),
         // Long enough to ride out every outage of the test without giving up a record.
         "delivery.timeout.ms=300000".to_string(),
+        format!("probe.stop.file={}", stop.display()),
     ];
     partition_probe(cluster, &args, out)
 }
@@ -198,13 +203,15 @@ fn leaders_die_mid_stream_without_loss() {
         .stderr(std::fs::File::create(&log).unwrap());
     let mut strait = cmd.spawn();
     // The schedule: 15 s steady, target leader down 20 s, 10 s steady, source leader down 20 s
-    // (about 70-110 s with the restarts and leader moves, longer on a loaded machine); the
-    // producers run 140 s so that they still produce during the source outage.
-    let seconds = 140;
+    // (about 70-110 s with the restarts and leader moves, longer on a loaded machine). The
+    // producers run until 30 s after the last restart (the end of the last stall window), however
+    // long the schedule took; `seconds` only bounds them if the test dies without stopping them.
+    let seconds = 900;
     let src_out = dir.path().join("source-probe.out");
     let dst_out = dir.path().join("target-probe.out");
-    let _src_probe = probe(&src.lock().unwrap(), TOPIC, seconds, &src_out);
-    let _dst_probe = probe(&dst.lock().unwrap(), PROBE_TOPIC, seconds, &dst_out);
+    let stop = dir.path().join("probes.stop");
+    let _src_probe = probe(&src.lock().unwrap(), TOPIC, seconds, &src_out, &stop);
+    let _dst_probe = probe(&dst.lock().unwrap(), PROBE_TOPIC, seconds, &dst_out, &stop);
 
     let rt = runtime();
     let bootstrap = |c: &Mutex<Cluster>| c.lock().unwrap().bootstrap();
@@ -314,6 +321,8 @@ fn leaders_die_mid_stream_without_loss() {
         }
     }
 
+    std::thread::sleep(AFTER_LAST_RESTART);
+    std::fs::write(&stop, b"").unwrap();
     wait_done(&src_out, Duration::from_secs(240));
     wait_done(&dst_out, Duration::from_secs(240));
     let expected = rt.block_on(end_offsets(&src_client, TOPIC, PARTITIONS));
@@ -411,7 +420,7 @@ fn leaders_die_mid_stream_without_loss() {
         assert!(
             !real_outage || fed > 0,
             "{side} outage: the producer wrote to no partition with a live leader while node \
-             {node} was down (the schedule outlasted the {seconds} s producer)"
+             {node} was down"
         );
         // The stall of the partitions that lost their leader, beside the Java producer's.
         let window_end = (restarted_at + 30_000).min(next_start);
