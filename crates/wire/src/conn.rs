@@ -11,6 +11,9 @@
 //! A request future can be dropped at any time: a guard removes its waiter, and a late response
 //! is discarded. When the socket breaks every waiter gets [`Error::Disconnected`]; a request that
 //! times out gets [`Error::Timeout`] and, as the Java client does, closes the connection.
+//! Waiting for room in the write queue counts against that timeout. A writer that gets no byte
+//! accepted for `request.timeout.ms` (a broker or proxy that stopped reading) closes the
+//! connection too, and every waiter gets [`Error::WriteStalled`].
 
 use std::collections::HashMap;
 use std::fmt;
