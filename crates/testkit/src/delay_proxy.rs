@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -122,6 +122,8 @@ pub struct DelayProxy {
     upstream: String,
     link: Link,
     counters: Arc<Counters>,
+    /// `true` while the proxy stops reading from its clients ([`DelayProxy::stop_reading`]).
+    paused: watch::Sender<bool>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -150,7 +152,9 @@ impl DelayProxy {
             .map_err(|e| Error::io("starting the delay proxy's runtime", e))?;
         let counters = Arc::new(Counters::default());
         let (stop, stopped) = oneshot::channel();
+        let (paused, gate) = watch::channel(false);
         let serve = Serve {
+            gate,
             upstream: Arc::from(upstream),
             link,
             up: Arc::new(Lane::new(link.bandwidth)),
@@ -169,6 +173,7 @@ impl DelayProxy {
             upstream: upstream.to_string(),
             link,
             counters,
+            paused,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -187,6 +192,14 @@ impl DelayProxy {
     /// The simulated link.
     pub fn link(&self) -> Link {
         self.link
+    }
+
+    /// Stops (`true`) or resumes (`false`) reading from clients, on every connection: nothing more
+    /// goes upstream, but the connections stay open, as with a broker or middlebox that stopped
+    /// reading. A client's writes block once the socket buffers between it and the proxy are full.
+    /// (A read already waiting when it stops still forwards the chunk it gets.)
+    pub fn stop_reading(&self, stop: bool) {
+        self.paused.send_replace(stop);
     }
 
     /// Connections and bytes so far.
@@ -211,6 +224,7 @@ impl Drop for DelayProxy {
 }
 
 struct Serve {
+    gate: watch::Receiver<bool>,
     upstream: Arc<str>,
     link: Link,
     up: Arc<Lane>,
@@ -235,6 +249,7 @@ impl Serve {
                         self.counters.connections.fetch_add(1, Ordering::Relaxed);
                         tokio::spawn(connection(
                             client,
+                            self.gate.clone(),
                             self.upstream.clone(),
                             self.link.delay,
                             self.up.clone(),
@@ -252,6 +267,7 @@ impl Serve {
 
 async fn connection(
     client: TcpStream,
+    gate: watch::Receiver<bool>,
     upstream: Arc<str>,
     delay: Duration,
     up: Arc<Lane>,
@@ -269,15 +285,47 @@ async fn connection(
     let (server_read, server_write) = server.into_split();
     // The first error in either direction drops both, closing both sockets.
     let _ = tokio::try_join!(
-        pipe(client_read, server_write, delay, &up, &counters.bytes_up),
+        pipe(
+            client_read,
+            server_write,
+            delay,
+            &up,
+            &counters.bytes_up,
+            Some(gate)
+        ),
         pipe(
             server_read,
             client_write,
             delay,
             &down,
-            &counters.bytes_down
+            &counters.bytes_down,
+            None
         ),
     );
+}
+
+/// The next read from `from`, but none while `gate` says the proxy stopped reading (a read waiting
+/// when it stops is abandoned; reads are cancel safe). A dropped proxy ends the gating.
+async fn gated_read(
+    from: &mut OwnedReadHalf,
+    buf: &mut [u8],
+    gate: &mut Option<watch::Receiver<bool>>,
+) -> io::Result<usize> {
+    loop {
+        let Some(g) = gate.as_mut() else {
+            return from.read(buf).await;
+        };
+        let mut open = g.wait_for(|stopped| !stopped).await.is_ok();
+        if open {
+            tokio::select! {
+                r = from.read(buf) => return r,
+                stopped = g.wait_for(|stopped| *stopped) => open = stopped.is_ok(),
+            }
+        }
+        if !open {
+            *gate = None;
+        }
+    }
 }
 
 /// One direction: a reader that timestamps chunks as they arrive and a writer that writes each one when its time
@@ -288,6 +336,7 @@ async fn pipe(
     delay: Duration,
     lane: &Lane,
     written: &AtomicU64,
+    mut gate: Option<watch::Receiver<bool>>,
 ) -> io::Result<()> {
     // `None` is the end of stream, which travels like data.
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Option<Vec<u8>>)>();
@@ -295,7 +344,7 @@ async fn pipe(
     let reading = async {
         let mut buf = vec![0u8; CHUNK];
         loop {
-            let n = from.read(&mut buf).await?;
+            let n = gated_read(&mut from, &mut buf, &mut gate).await?;
             let now = Instant::now();
             if n == 0 {
                 let _ = tx.send((now + delay, None));
@@ -467,6 +516,36 @@ mod tests {
         assert_eq!(all, b"last words");
         assert!(began.elapsed() >= 2 * delay);
         echo.join().unwrap();
+    }
+
+    #[test]
+    fn a_proxy_that_stops_reading_forwards_nothing_until_resumed() {
+        let (upstream, _echo) = echo_server();
+        let proxy = DelayProxy::start(&upstream.to_string(), Link::delay(Duration::ZERO)).unwrap();
+        let mut s = connect(&proxy);
+        s.write_all(b"one").unwrap();
+        assert_eq!(read_exact(&mut s, 3), b"one");
+        proxy.stop_reading(true);
+        s.write_all(b"two").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut buf = [0u8; 8];
+        let e = s.read(&mut buf).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            proxy.stats().bytes_up,
+            3,
+            "nothing went upstream while stopped"
+        );
+        proxy.stop_reading(false);
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        assert_eq!(read_exact(&mut s, 3), b"two");
     }
 
     #[test]

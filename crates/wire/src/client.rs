@@ -610,10 +610,16 @@ fn pick_telling(prev: Option<Error>, new: Error) -> Error {
         Some(p)
             if !matches!(
                 p,
-                Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. }
+                Error::Connect { .. }
+                    | Error::Timeout { .. }
+                    | Error::WriteStalled { .. }
+                    | Error::Disconnected { .. }
             ) && matches!(
                 new,
-                Error::Connect { .. } | Error::Timeout { .. } | Error::Disconnected { .. }
+                Error::Connect { .. }
+                    | Error::Timeout { .. }
+                    | Error::WriteStalled { .. }
+                    | Error::Disconnected { .. }
             ) =>
         {
             p

@@ -233,6 +233,7 @@ pub struct ClientConfig {
     reconnect_backoff_max: Duration,
     metadata_max_age: Duration,
     max_response_size: usize,
+    keepalive: bool,
 }
 
 /// Every client property this crate understands (anything else is an "unknown key" error).
@@ -248,6 +249,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "reconnect.backoff.max.ms",
     "metadata.max.age.ms",
     "receive.message.max.bytes",
+    "socket.keepalive.enable",
     "ssl.ca.location",
     "ssl.ca.pem",
     "ssl.certificate.location",
@@ -423,6 +425,13 @@ impl ClientConfig {
         self.max_response_size
     }
 
+    /// `socket.keepalive.enable`: TCP keepalive on broker connections (default true, as the
+    /// Java client always enables it), so that the OS detects a peer that vanished without a
+    /// reset, and idle connections are not silently dropped by NAT or firewalls.
+    pub fn keepalive(&self) -> bool {
+        self.keepalive
+    }
+
     /// Sets `client.id`.
     pub fn with_client_id(mut self, client_id: impl Into<String>) -> Self {
         self.client_id = client_id.into();
@@ -535,6 +544,17 @@ impl Props {
                 }
             },
         };
+        let keepalive = match self.take_trimmed("socket.keepalive.enable") {
+            None => true,
+            Some(v) if v.eq_ignore_ascii_case("true") => true,
+            Some(v) if v.eq_ignore_ascii_case("false") => false,
+            Some(v) => {
+                return Err(Error::config(
+                    "socket.keepalive.enable",
+                    format!("`{v}` is not true or false (default true)"),
+                ));
+            }
+        };
         if retry_backoff_max < retry_backoff {
             return Err(Error::config(
                 "retry.backoff.max.ms",
@@ -563,6 +583,7 @@ impl Props {
             reconnect_backoff_max,
             metadata_max_age,
             max_response_size,
+            keepalive,
         })
     }
 
@@ -1152,8 +1173,20 @@ mod tests {
         assert_eq!(c.reconnect_backoff(), Duration::from_millis(50));
         assert_eq!(c.metadata_max_age(), Duration::from_secs(300));
         assert_eq!(c.max_response_size(), 100 * 1024 * 1024);
+        assert!(c.keepalive(), "on by default, as in the Java client");
         assert!(c.sasl().is_none());
         assert!(c.tls().verify_hostname);
+    }
+
+    #[test]
+    fn keepalive_can_be_turned_off() {
+        let c = parse(&[BS, ("socket.keepalive.enable", " FALSE ")]).unwrap();
+        assert!(!c.keepalive());
+        assert!(
+            parse(&[BS, ("socket.keepalive.enable", "true")])
+                .unwrap()
+                .keepalive()
+        );
     }
 
     #[test]
@@ -1544,6 +1577,11 @@ mod tests {
                 &[BS, ("request.timeout.ms", "0")],
                 "request.timeout.ms",
                 "greater than 0",
+            ),
+            (
+                &[BS, ("socket.keepalive.enable", "yes")],
+                "socket.keepalive.enable",
+                "not true or false",
             ),
             (
                 &[BS, ("receive.message.max.bytes", "10")],

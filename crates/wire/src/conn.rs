@@ -11,14 +11,20 @@
 //! A request future can be dropped at any time: a guard removes its waiter, and a late response
 //! is discarded. When the socket breaks every waiter gets [`Error::Disconnected`]; a request that
 //! times out gets [`Error::Timeout`] and, as the Java client does, closes the connection.
+//! Waiting for room in the write queue counts against that timeout. A writer that gets no byte
+//! accepted for `request.timeout.ms` (a broker or proxy that stopped reading) closes the
+//! connection too, and every waiter gets [`Error::WriteStalled`].
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -29,7 +35,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -110,7 +116,12 @@ impl Drop for Shared {
 #[derive(Debug, Clone)]
 enum CloseReason {
     Disconnected(String),
-    TooLarge { size: u64, max: usize },
+    /// The writer made no progress for this long (`request.timeout.ms`).
+    WriteStalled(Duration),
+    TooLarge {
+        size: u64,
+        max: usize,
+    },
     Protocol(String),
 }
 
@@ -120,6 +131,10 @@ impl CloseReason {
             CloseReason::Disconnected(reason) => Error::Disconnected {
                 broker: broker.to_owned(),
                 reason: reason.clone(),
+            },
+            CloseReason::WriteStalled(after) => Error::WriteStalled {
+                broker: broker.to_owned(),
+                after: *after,
             },
             CloseReason::TooLarge { size, max } => Error::FrameTooLarge {
                 broker: broker.to_owned(),
@@ -247,7 +262,7 @@ impl Connection {
                 Some(a) => a.to_vec(),
                 None => resolve(addr).await?,
             };
-            let tcp = tcp_connect(addr, &addrs, deadline).await?;
+            let tcp = tcp_connect(addr, &addrs, deadline, cfg.keepalive()).await?;
             Connection::open_inner(addr, tcp, node_id, cfg, tls).await
         };
         match tokio::time::timeout_at(deadline, setup).await {
@@ -312,7 +327,12 @@ impl Connection {
         });
         let cancel = CancellationToken::new();
         let (queue, rx) = mpsc::channel(WRITE_QUEUE);
-        tokio::spawn(write_loop(wr, rx, cancel.clone(), pending.clone()));
+        tokio::spawn(write_loop(
+            StallGuard::new(wr, cfg.request_timeout()),
+            rx,
+            cancel.clone(),
+            pending.clone(),
+        ));
         tokio::spawn(read_loop(
             rd,
             buf,
@@ -474,12 +494,21 @@ impl Connection {
             pending: &inner.pending,
             correlation,
         };
-        if inner.queue.send(frame).await.is_err() {
-            return Err(self.closed_error());
-        }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(self.closed_error()),
+        let exchange = async {
+            // Waiting for room in the write queue counts against the request's time (a writer
+            // blocked by a broker that stopped reading fills the queue), and ends when the
+            // connection closes: nobody drains the queue then.
+            let queued = tokio::select! {
+                sent = inner.queue.send(frame) => sent.is_ok(),
+                () = inner.cancel.cancelled() => false,
+            };
+            if !queued {
+                return Err(self.closed_error());
+            }
+            rx.await.unwrap_or_else(|_| Err(self.closed_error()))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
             Err(_) => {
                 let api = version::api_name(R::KEY);
                 tracing::warn!(broker = %inner.broker, api, ?timeout, "request timed out; closing the connection");
@@ -528,13 +557,22 @@ async fn resolve(addr: &str) -> Result<Vec<SocketAddr>> {
 /// (until `deadline`) among the addresses not tried yet. A black hole first in the list then
 /// leaves time for the addresses after it, and an address that fails fast (refused,
 /// unreachable) hands its unused share on to the rest.
-async fn tcp_connect(broker: &str, addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream> {
+///
+/// With `keepalive` (`socket.keepalive.enable`, on by default as the Java client always sets
+/// it) the OS probes idle connections, so a broker that vanished without a reset is noticed and
+/// NAT or firewall state for a quiet connection is kept.
+async fn tcp_connect(
+    broker: &str,
+    addrs: &[SocketAddr],
+    deadline: Instant,
+    keepalive: bool,
+) -> Result<TcpStream> {
     let mut failures: Vec<String> = Vec::new();
     let mut last_kind = io::ErrorKind::NotFound;
     for (i, &a) in addrs.iter().enumerate() {
         let untried = u32::try_from(addrs.len() - i).unwrap_or(u32::MAX);
         let share = deadline.saturating_duration_since(Instant::now()) / untried;
-        let err = match tokio::time::timeout(share, TcpStream::connect(a)).await {
+        let err = match tokio::time::timeout(share, connect_socket(a, keepalive)).await {
             Ok(Ok(s)) => return Ok(s),
             Ok(Err(e)) => e,
             Err(_) => io::Error::new(
@@ -560,6 +598,16 @@ async fn tcp_connect(broker: &str, addrs: &[SocketAddr], deadline: Instant) -> R
         n => format!("all {n} addresses failed ({})", failures.join("; ")),
     };
     Err(Error::connect(broker, io::Error::new(last_kind, detail)))
+}
+
+/// One TCP connect to `addr`, with SO_KEEPALIVE set as asked before connecting.
+async fn connect_socket(addr: SocketAddr, keepalive: bool) -> io::Result<TcpStream> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_keepalive(keepalive)?;
+    socket.connect(addr).await
 }
 
 /// Encodes header + body behind a 4-byte size, in one exactly-sized buffer.
@@ -926,8 +974,86 @@ impl Handshake<'_> {
     }
 }
 
+/// A writer that fails once the peer has accepted no byte for `limit`: a broker (or a proxy on
+/// the way) that stops reading fills the socket buffers, and without a bound every write, and
+/// every request queued behind it, would wait for ever. The clock runs only while a write,
+/// flush or shutdown is waiting for the peer, and restarts whenever a byte goes out, so a slow
+/// but reading broker is not cut off however large the request.
+struct StallGuard<W> {
+    inner: W,
+    limit: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// Whether `timer` runs: the last call returned `Pending`.
+    waiting: bool,
+    /// Set when `limit` was reached (the writer then closes without a graceful shutdown).
+    stalled: bool,
+}
+
+impl<W> StallGuard<W> {
+    fn new(inner: W, limit: Duration) -> StallGuard<W> {
+        StallGuard {
+            inner,
+            limit,
+            timer: Box::pin(tokio::time::sleep(limit)),
+            waiting: false,
+            stalled: false,
+        }
+    }
+
+    /// Passes `poll` (the inner writer's answer) through, failing it once the peer has
+    /// accepted nothing for `limit`.
+    fn guard<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.waiting = false;
+            return poll;
+        }
+        if !self.waiting {
+            self.waiting = true;
+            self.timer.as_mut().reset(Instant::now() + self.limit);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                self.stalled = true;
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the broker accepted no bytes for {} ms (request.timeout.ms)",
+                        self.limit.as_millis()
+                    ),
+                )))
+            }
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for StallGuard<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.guard(cx, poll)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.guard(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.guard(cx, poll)
+    }
+}
+
+/// How long a connection closed by the client may take to flush and shut down (the TLS
+/// close_notify) before its socket is simply dropped.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 async fn write_loop(
-    wr: tokio::io::WriteHalf<BoxStream>,
+    wr: StallGuard<tokio::io::WriteHalf<BoxStream>>,
     mut rx: mpsc::Receiver<Bytes>,
     cancel: CancellationToken,
     pending: Arc<Pending>,
@@ -957,11 +1083,24 @@ async fn write_loop(
         }
     }
     .await;
+    let stalled = wr.get_ref().stalled;
     if let Err(e) = result {
-        pending.close(CloseReason::Disconnected(format!("write failed: {e}")));
+        let reason = if stalled {
+            tracing::warn!(broker = %pending.broker, limit = ?wr.get_ref().limit, "the broker stopped reading; closing the connection");
+            CloseReason::WriteStalled(wr.get_ref().limit)
+        } else {
+            CloseReason::Disconnected(format!("write failed: {e}"))
+        };
+        pending.close(reason);
     }
     cancel.cancel();
-    let _ = wr.shutdown().await;
+    // Fail the requests still queued at once, rather than when they time out.
+    rx.close();
+    // A graceful shutdown writes too (what is buffered, TLS close_notify): pointless once the
+    // broker stopped reading, and bounded otherwise, so that the socket is released.
+    if !stalled {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, wr.shutdown()).await;
+    }
 }
 
 async fn read_loop(
@@ -1236,6 +1375,22 @@ mod tests {
         assert_eq!(*fake.api_versions_seen.lock().unwrap(), vec![4, 3]);
     }
 
+    /// `socket.keepalive.enable` reaches the socket: SO_KEEPALIVE is on by default and off
+    /// when turned off.
+    #[tokio::test]
+    async fn connections_use_tcp_keepalive_as_configured() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for keepalive in [true, false] {
+            let tcp = tcp_connect("broker:9092", &[addr], deadline, keepalive)
+                .await
+                .unwrap();
+            let socket = TcpSocket::from_std_stream(tcp.into_std().unwrap());
+            assert_eq!(socket.keepalive().unwrap(), keepalive);
+        }
+    }
+
     /// When every address fails, the error names each address and why it failed, within the
     /// setup time (a refused address does not wait for its share).
     #[tokio::test]
@@ -1353,6 +1508,204 @@ mod tests {
         assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
         assert!(!conn.is_closed(), "the frame boundary was intact");
         conn.send(MetadataRequest::default(), 12).await.unwrap();
+    }
+
+    /// A broker that completes the connection setup (answers ApiVersions) and then stops
+    /// reading, keeping its socket open: its receive buffer (kept small) and the client's send
+    /// buffer fill, and every write of the client blocks. Sending on `drain` makes it read again
+    /// until the client's side ends; `ended` then says how (`Ok(bytes)` on EOF, or the error of
+    /// a reset).
+    struct SilentBroker {
+        addr: String,
+        drain: oneshot::Sender<()>,
+        ended: oneshot::Receiver<io::Result<u64>>,
+    }
+
+    async fn silent_broker() -> SilentBroker {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        // Accepted sockets inherit it: a fixed, small window instead of autotuning to 32 MiB.
+        sock.set_recv_buffer_size(16 * 1024).unwrap();
+        sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = sock.listen(8).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (drain, drain_rx) = oneshot::channel::<()>();
+        let (ended_tx, ended) = oneshot::channel();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = BytesMut::new();
+            loop {
+                let mut req = frame::read_frame(&mut sock, &mut buf, 1 << 20)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let header =
+                    kafka_protocol::protocol::decode_request_header_from_buffer(&mut req).unwrap();
+                assert_eq!(header.request_api_key, ApiKey::ApiVersions as i16);
+                let v = header.request_api_version;
+                sock.write_all(&crate::fake_broker::api_versions_answer(
+                    header.correlation_id,
+                    v,
+                ))
+                .await
+                .unwrap();
+                if v <= 3 {
+                    break; // accepted: the client's setup is complete
+                }
+            }
+            // Stop reading, socket open, until told to drain.
+            let _ = drain_rx.await;
+            let mut sink = vec![0u8; 1 << 16];
+            let mut read = buf.len() as u64;
+            let end = loop {
+                match tokio::io::AsyncReadExt::read(&mut sock, &mut sink).await {
+                    Ok(0) => break Ok(read),
+                    Ok(n) => read += n as u64,
+                    Err(e) => break Err(e),
+                }
+            };
+            let _ = ended_tx.send(end);
+        });
+        SilentBroker { addr, drain, ended }
+    }
+
+    /// A Metadata v12 request of about `bytes` bytes (topic names are cheap filler).
+    fn metadata_request_of(bytes: usize) -> MetadataRequest {
+        let topic = |i: usize| {
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(
+                Some(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    format!("{i:0>200}"),
+                ))),
+            )
+        };
+        MetadataRequest::default().with_topics(Some((0..bytes / 220).map(topic).collect()))
+    }
+
+    /// What must hold once the client gave up on a broker that stopped reading: the connection
+    /// is closed, a later request fails at once, its writer and reader tasks are gone, and the
+    /// socket is closed (the broker, reading again, sees the end of the stream).
+    async fn assert_closed_and_released(conn: &Connection, broker: SilentBroker, tasks: usize) {
+        assert!(conn.is_closed());
+        let later = tokio::time::timeout(
+            Duration::from_secs(10),
+            conn.send(MetadataRequest::default(), 12),
+        )
+        .await
+        .expect("a later request blocked on the closed connection");
+        assert!(later.is_err(), "{later:?}");
+        let metrics = tokio::runtime::Handle::current().metrics();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while metrics.num_alive_tasks() > tasks {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the connection's tasks are still alive: {} tasks, {tasks} before connecting",
+                metrics.num_alive_tasks()
+            )
+        });
+        broker.drain.send(()).unwrap();
+        let end = tokio::time::timeout(Duration::from_secs(10), broker.ended)
+            .await
+            .expect("the client's socket is still open 10 s after it gave up")
+            .unwrap();
+        // EOF, or a reset: either way the client closed its socket.
+        if let Err(e) = end {
+            assert!(
+                matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ),
+                "{e}"
+            );
+        }
+    }
+
+    /// A broker that stops reading after the handshake, with requests far larger than the
+    /// socket buffers that may each wait 10 minutes for their answer: only the bound on writes
+    /// (request.timeout.ms = 500 ms without progress) can end them, with an error naming the
+    /// stall. Before, the writer waited for ever and so did every caller. (10 s bounds the
+    /// test on a loaded machine; nothing here asserts how fast it is.)
+    #[tokio::test]
+    async fn a_broker_that_stops_reading_fails_every_request_within_the_request_timeout() {
+        let broker = silent_broker().await;
+        let addr = broker.addr.clone();
+        let tasks = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        let cfg = ClientConfig::from_properties([
+            ("bootstrap.servers", addr.as_str()),
+            ("request.timeout.ms", "500"),
+        ])
+        .unwrap();
+        let conn = Connection::connect(&addr, &cfg).await.unwrap();
+        let req = metadata_request_of(512 * 1024);
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..32 {
+            let (conn, req) = (conn.clone(), req.clone());
+            calls.spawn(async move {
+                conn.send_with_timeout(req, 12, Duration::from_secs(600))
+                    .await
+            });
+        }
+        let results = tokio::time::timeout(Duration::from_secs(10), calls.join_all())
+            .await
+            .expect("requests still waiting 10 s after the broker stopped reading");
+        for r in results {
+            match r {
+                Err(Error::WriteStalled { broker, after }) => {
+                    assert_eq!(broker, addr);
+                    assert_eq!(after, Duration::from_millis(500));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let m = conn.closed_error().to_string();
+        assert!(m.contains("stopped reading"), "{m}");
+        assert!(m.contains("500 ms"), "{m}");
+        assert_closed_and_released(&conn, broker, tasks).await;
+    }
+
+    /// The same broker, with many small requests at the default per-request timeout: more
+    /// than the write queue holds, so later callers wait for room in it. Every caller gets an
+    /// error within a bound, and the connection's tasks and socket are released. Before, the
+    /// callers waiting for room waited for ever, and the writer with them (its shutdown tried
+    /// to flush into the full socket), holding the socket open.
+    #[tokio::test]
+    async fn callers_queued_behind_a_broker_that_stops_reading_do_not_wait_for_ever() {
+        let broker = silent_broker().await;
+        let addr = broker.addr.clone();
+        let tasks = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        let cfg = ClientConfig::from_properties([
+            ("bootstrap.servers", addr.as_str()),
+            ("request.timeout.ms", "500"),
+        ])
+        .unwrap();
+        let conn = Connection::connect(&addr, &cfg).await.unwrap();
+        let req = metadata_request_of(8 * 1024);
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..2000 {
+            let (conn, req) = (conn.clone(), req.clone());
+            calls.spawn(async move { conn.send(req, 12).await });
+        }
+        let results = tokio::time::timeout(Duration::from_secs(10), calls.join_all())
+            .await
+            .expect("callers still waiting 10 s after the broker stopped reading");
+        for r in results {
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::WriteStalled { .. }
+                        | Error::Timeout { .. }
+                        | Error::Disconnected { .. })
+                ),
+                "{r:?}"
+            );
+        }
+        assert_closed_and_released(&conn, broker, tasks).await;
     }
 
     #[tokio::test]

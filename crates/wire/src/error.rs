@@ -133,6 +133,24 @@ pub enum Error {
         setting: &'static str,
     },
 
+    /// The broker (or a proxy or firewall on the way) stopped reading: no byte of the queued
+    /// requests could be written for `request.timeout.ms`, so the connection was closed and
+    /// every request in flight or queued on it fails with this error. The
+    /// [`Client`](crate::Client) reconnects on the next use.
+    #[error(
+        "broker {broker} stopped reading: no request byte could be written to it for {} ms \
+         (request.timeout.ms), so the connection was closed; the client reconnects on the next \
+         request (if this keeps happening, the broker is overloaded or hung, or a proxy or \
+         firewall between here and the broker stopped forwarding)",
+        .after.as_millis()
+    )]
+    WriteStalled {
+        /// `host:port` of the broker.
+        broker: String,
+        /// How long writing made no progress before the connection was closed.
+        after: Duration,
+    },
+
     /// The connection to a broker broke; every request in flight on it fails with this error.
     /// The [`Client`](crate::Client) reconnects on the next use.
     // A mismatched security.protocol is only a likely cause while connecting; the handshake
@@ -224,7 +242,9 @@ impl Error {
             // Nothing was sent.
             Error::Connect { .. } => ErrorClass::Retriable,
             // The request may have reached the broker.
-            Error::Timeout { .. } | Error::Disconnected { .. } => ErrorClass::Ambiguous,
+            Error::Timeout { .. } | Error::WriteStalled { .. } | Error::Disconnected { .. } => {
+                ErrorClass::Ambiguous
+            }
             Error::Transaction { failure, .. } => match failure {
                 crate::txn::TxnFailure::Fenced => ErrorClass::Fenced,
                 crate::txn::TxnFailure::Abortable => ErrorClass::Abortable,
@@ -790,6 +810,13 @@ mod tests {
                 Error::Disconnected {
                     broker: "b:1".into(),
                     reason: "eof".into(),
+                },
+                ErrorClass::Ambiguous,
+            ),
+            (
+                Error::WriteStalled {
+                    broker: "b:1".into(),
+                    after: Duration::from_secs(30),
                 },
                 ErrorClass::Ambiguous,
             ),

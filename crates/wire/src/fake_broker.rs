@@ -69,36 +69,7 @@ async fn serve<F: FnMut(i16, i32, Bytes) -> Reply>(
         if header.request_api_key == ApiKey::ApiVersions as i16 {
             let v = header.request_api_version;
             seen.lock().unwrap().push(v);
-            let keys = |full: bool| {
-                let mut k = vec![
-                    ApiVersion::default()
-                        .with_api_key(18)
-                        .with_min_version(0)
-                        .with_max_version(3),
-                ];
-                if full {
-                    k.push(
-                        ApiVersion::default()
-                            .with_api_key(3)
-                            .with_min_version(0)
-                            .with_max_version(12),
-                    );
-                }
-                k
-            };
-            let (resp, at) = if v > 3 {
-                (
-                    ApiVersionsResponse::default()
-                        .with_error_code(35)
-                        .with_api_keys(keys(false)),
-                    0,
-                )
-            } else {
-                (ApiVersionsResponse::default().with_api_keys(keys(true)), v)
-            };
-            let mut body = BytesMut::new();
-            resp.encode(&mut body, at).unwrap();
-            sock.write_all(&framed(corr, &body)).await.unwrap();
+            sock.write_all(&api_versions_answer(corr, v)).await.unwrap();
             continue;
         }
         let reply = (other.lock().unwrap())(header.request_api_key, corr, frame);
@@ -113,6 +84,45 @@ async fn serve<F: FnMut(i16, i32, Bytes) -> Reply>(
             Reply::Close => return,
         }
     }
+}
+
+/// The fake's answer (framed) to an ApiVersions request at `version` with `correlation`: v4 and
+/// later are refused in v0 format, as Kafka 3.x does; v3 and earlier get ApiVersions 0-3 and
+/// Metadata 0-12.
+pub(crate) fn api_versions_answer(correlation: i32, version: i16) -> Vec<u8> {
+    let keys = |full: bool| {
+        let mut k = vec![
+            ApiVersion::default()
+                .with_api_key(18)
+                .with_min_version(0)
+                .with_max_version(3),
+        ];
+        if full {
+            k.push(
+                ApiVersion::default()
+                    .with_api_key(3)
+                    .with_min_version(0)
+                    .with_max_version(12),
+            );
+        }
+        k
+    };
+    let (resp, at) = if version > 3 {
+        (
+            ApiVersionsResponse::default()
+                .with_error_code(35)
+                .with_api_keys(keys(false)),
+            0,
+        )
+    } else {
+        (
+            ApiVersionsResponse::default().with_api_keys(keys(true)),
+            version,
+        )
+    };
+    let mut body = BytesMut::new();
+    resp.encode(&mut body, at).unwrap();
+    framed(correlation, &body)
 }
 
 pub(crate) async fn connect(addr: &str) -> Connection {

@@ -54,6 +54,7 @@ fn pipeline_class(class: WireClass) -> ErrorClass {
 fn wire_error_kind(e: &WireError) -> &'static str {
     match e {
         WireError::Timeout { .. } => "timeout",
+        WireError::WriteStalled { .. } => "write_stalled",
         WireError::Disconnected { .. } => "disconnected",
         WireError::Connect { .. } => "connect",
         WireError::Tls { .. } => "tls",

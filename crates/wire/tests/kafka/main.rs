@@ -15,4 +15,5 @@ mod wire_oauth;
 mod wire_plaintext;
 mod wire_reauth;
 mod wire_security;
+mod wire_stalled_broker;
 mod wire_txn;
