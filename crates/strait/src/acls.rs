@@ -4,7 +4,8 @@
 //! A background task, on start and every `mirror.sync_topic_acls_interval`:
 //! 1. lists the mirrored topics (the source topics the mirror selects);
 //! 2. with `sync_topic_acls`, reads the source's topic ACLs and derives the target ACLs with
-//!    [`target_acls`] (MM2's rules, plus PREFIXED patterns and a safer DENY rule);
+//!    [`target_acls`] (MM2's rules, plus PREFIXED patterns, and DENY entries translated so that
+//!    none that keeps a principal from reading is lost and none can stop the mirror);
 //! 3. with `protect_mirrors`, derives a DENY WRITE on each mirrored target topic for every other
 //!    principal that an ALLOW ACL lets write to it ([`protect_acls`]);
 //! 4. creates what the target lacks. It never deletes an ACL (MM2 does not either).
@@ -12,7 +13,7 @@
 //! Nothing here stops the mirror: missing rights and broker errors are logged as warnings that
 //! say which right is missing, and the next round tries again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use strait_wire::admin::{
@@ -112,61 +113,174 @@ pub struct Mirrored {
     pub target: String,
 }
 
-/// What a source ACL entry becomes on a mirror, or `None` when it is not copied.
-///
-/// MirrorMaker 2's rules: ALLOW WRITE is never copied (a mirror is written by the mirror only),
-/// ALLOW ALL becomes ALLOW READ, other ALLOW entries are copied unchanged. MM2 copies every DENY
-/// too; Strait copies only DENY READ and DENY DELETE, the operations the mirror itself never
-/// performs on a target topic: a DENY on WRITE, DESCRIBE, ALL, CREATE, ALTER, ALTER_CONFIGS or
-/// DESCRIBE_CONFIGS for `User:*` (or for a principal that is also the mirror's on the target)
-/// would stop the mirror, since DENY wins over ALLOW.
-pub fn target_entry(
-    operation: AclOperation,
-    permission: AclPermission,
-) -> Option<(AclOperation, AclPermission)> {
-    match (permission, operation) {
-        (AclPermission::Allow, AclOperation::Write) => None,
-        (AclPermission::Allow, AclOperation::All) => Some((AclOperation::Read, permission)),
-        (AclPermission::Allow, AclOperation::Any | AclOperation::Unknown(_)) => None,
-        (AclPermission::Allow, op) => Some((op, permission)),
-        (AclPermission::Deny, AclOperation::Read | AclOperation::Delete) => {
-            Some((operation, permission))
+/// Whom a source ACL entry names, as seen from the target: what decides which DENY entries
+/// Strait may create there without stopping the mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// `User:*`: a DENY for it also matches the mirror's own principal.
+    Everyone,
+    /// The mirror's principal on the target (`mirror.target_principal`, or the one the target
+    /// brokers report).
+    Mirror,
+    /// Any other principal: a DENY for it cannot match the mirror.
+    Named,
+}
+
+impl Who {
+    /// Classifies `principal` against the mirror's principal on the target.
+    pub fn of(principal: &str, mirror: &str) -> Who {
+        if principal == WILDCARD_PRINCIPAL {
+            Who::Everyone
+        } else if principal == mirror {
+            Who::Mirror
+        } else {
+            Who::Named
         }
-        _ => None,
     }
 }
 
-/// The target ACLs for the source's topic ACLs `source`, for the mirrored topics `mirrored`.
+/// Kafka's wildcard principal (`AclEntry.WILDCARD_PRINCIPAL_STRING`).
+const WILDCARD_PRINCIPAL: &str = "User:*";
+
+/// The topic operations an ALLOW may be copied for (every one but Write): a DENY ALL for a
+/// named principal becomes a DENY of each, so that no copied ALLOW outlives the source's DENY.
+const COPIED_OPERATIONS: [AclOperation; 7] = [
+    AclOperation::Read,
+    AclOperation::Describe,
+    AclOperation::DescribeConfigs,
+    AclOperation::Create,
+    AclOperation::Alter,
+    AclOperation::AlterConfigs,
+    AclOperation::Delete,
+];
+
+/// What a source topic ACL entry becomes on a mirror: the (operation, permission) pairs to
+/// create, none when it is not copied. See docs/acls.md, "Which ACLs are copied, and how".
+///
+/// ALLOW follows MirrorMaker 2: ALLOW WRITE is never copied (a mirror is written by the mirror
+/// only), ALLOW ALL becomes ALLOW READ, other ALLOW entries are copied unchanged.
+///
+/// DENY: a deny that keeps a principal from reading is never lost, and no DENY can stop the
+/// mirror, which on a target topic produces (Write), reads metadata (Describe) and creates,
+/// grows and configures it (Create, Alter, DescribeConfigs, AlterConfigs), but never reads or
+/// deletes it:
+/// * DENY READ and DELETE are copied for anyone;
+/// * for a named principal (not `User:*`, not the mirror's), every DENY but WRITE is copied,
+///   and DENY ALL becomes a DENY of each operation an ALLOW may be copied for;
+/// * for `User:*` or the mirror's principal, DENY ALL becomes DENY READ and DELETE, DENY
+///   DESCRIBE becomes DENY READ (a principal who may not describe a topic cannot consume it),
+///   and the other DENY entries are not copied ([`target_acls`] then drops the ALLOW entries
+///   that a `User:*` DENY overrode on the source);
+/// * DENY WRITE is never copied: it does not restrict reading, and `mirror.protect_mirrors`
+///   is the way to keep writers out of a mirror.
+pub fn target_entries(
+    operation: AclOperation,
+    permission: AclPermission,
+    who: Who,
+) -> Vec<(AclOperation, AclPermission)> {
+    use AclOperation as Op;
+    let deny = |ops: &[Op]| ops.iter().map(|op| (*op, AclPermission::Deny)).collect();
+    match (permission, operation) {
+        (AclPermission::Allow, Op::Write | Op::Any | Op::Unknown(_)) => Vec::new(),
+        (AclPermission::Allow, Op::All) => vec![(Op::Read, permission)],
+        (AclPermission::Allow, op) => vec![(op, permission)],
+        (AclPermission::Deny, Op::Read | Op::Delete) => deny(&[operation]),
+        (AclPermission::Deny, Op::All) => match who {
+            Who::Named => deny(&COPIED_OPERATIONS),
+            Who::Everyone | Who::Mirror => deny(&[Op::Read, Op::Delete]),
+        },
+        (AclPermission::Deny, Op::Describe) => match who {
+            Who::Named => deny(&[Op::Describe]),
+            Who::Everyone | Who::Mirror => deny(&[Op::Read]),
+        },
+        (
+            AclPermission::Deny,
+            op @ (Op::DescribeConfigs | Op::Create | Op::Alter | Op::AlterConfigs),
+        ) => match who {
+            Who::Named => deny(&[op]),
+            Who::Everyone | Who::Mirror => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The operations whose ALLOW entries a DENY of `operation` for `User:*` makes void: the
+/// operation itself (every one for ALL) and those that imply it in Kafka's authorizer (READ,
+/// WRITE, DELETE and ALTER allow DESCRIBE; ALTER_CONFIGS allows DESCRIBE_CONFIGS), so that no
+/// copied ALLOW grants it back.
+fn closed_by(operation: AclOperation) -> Vec<AclOperation> {
+    use AclOperation as Op;
+    let mut ops = vec![operation];
+    match operation {
+        Op::All => ops.extend(COPIED_OPERATIONS.iter().copied().chain([Op::Write])),
+        Op::Describe => ops.extend([Op::Read, Op::Write, Op::Delete, Op::Alter]),
+        Op::DescribeConfigs => ops.push(Op::AlterConfigs),
+        _ => {}
+    }
+    ops
+}
+
+/// The target ACLs for the source's topic ACLs `source`, for the mirrored topics `mirrored`;
+/// `mirror` is the mirror's principal on the target.
 ///
 /// A LITERAL pattern naming a mirrored topic, and a PREFIXED pattern that a mirrored topic's
-/// name starts with, give one LITERAL ACL on each such mirrored topic's target name (a prefixed
+/// name starts with, give LITERAL ACLs on each such mirrored topic's target name (a prefixed
 /// pattern is expanded so it grants nothing on target topics that are not mirrors of topics it
-/// covers). The wildcard `*` is not copied (it is not about mirrored topics: it would grant on
-/// every topic of the target). Sorted, without duplicates.
-pub fn target_acls(source: &[AclBinding], mirrored: &[Mirrored]) -> Vec<AclBinding> {
-    let mut out: Vec<AclBinding> = Vec::new();
-    for acl in source {
-        if acl.resource_type != ResourceType::Topic || acl.resource_name == "*" {
+/// covers). The wildcard `*` restricts: its DENY entries apply to every mirrored topic, its
+/// ALLOW entries are not copied (they would grant on every topic of the target).
+///
+/// An ALLOW is not copied for an operation a DENY for `User:*` covered on the source (nobody
+/// but super users could perform it there) when that DENY itself cannot be copied. Entries are
+/// translated by [`target_entries`]. Sorted, without duplicates.
+pub fn target_acls(source: &[AclBinding], mirrored: &[Mirrored], mirror: &str) -> Vec<AclBinding> {
+    let topics = |acl: &AclBinding| -> Vec<&Mirrored> {
+        let wildcard = acl.pattern_type == PatternType::Literal && acl.resource_name == "*";
+        mirrored
+            .iter()
+            .filter(|m| match acl.pattern_type {
+                _ if wildcard => acl.permission == AclPermission::Deny,
+                PatternType::Literal => m.source == acl.resource_name,
+                PatternType::Prefixed => m.source.starts_with(acl.resource_name.as_str()),
+                _ => false,
+            })
+            .collect()
+    };
+    let topic_acls = source
+        .iter()
+        .filter(|a| a.resource_type == ResourceType::Topic);
+    // (target topic, operation) that a DENY for User:* closed to everyone on the source.
+    let mut closed: HashSet<(&str, AclOperation)> = HashSet::new();
+    for acl in topic_acls.clone() {
+        if acl.permission != AclPermission::Deny || Who::of(&acl.principal, mirror) != Who::Everyone
+        {
             continue;
         }
-        let Some((operation, permission)) = target_entry(acl.operation, acl.permission) else {
-            continue;
-        };
-        let covers = |topic: &str| match acl.pattern_type {
-            PatternType::Literal => topic == acl.resource_name,
-            PatternType::Prefixed => topic.starts_with(acl.resource_name.as_str()),
-            _ => false,
-        };
-        for m in mirrored.iter().filter(|m| covers(&m.source)) {
-            out.push(AclBinding {
-                resource_type: ResourceType::Topic,
-                resource_name: m.target.clone(),
-                pattern_type: PatternType::Literal,
-                principal: acl.principal.clone(),
-                host: acl.host.clone(),
-                operation,
-                permission,
-            });
+        let ops = closed_by(acl.operation);
+        for m in topics(acl) {
+            closed.extend(ops.iter().map(|op| (m.target.as_str(), *op)));
+        }
+    }
+    let mut out: Vec<AclBinding> = Vec::new();
+    for acl in topic_acls {
+        let who = Who::of(&acl.principal, mirror);
+        let entries = target_entries(acl.operation, acl.permission, who);
+        for m in topics(acl) {
+            for &(operation, permission) in &entries {
+                if permission == AclPermission::Allow
+                    && closed.contains(&(m.target.as_str(), operation))
+                {
+                    continue;
+                }
+                out.push(AclBinding {
+                    resource_type: ResourceType::Topic,
+                    resource_name: m.target.clone(),
+                    pattern_type: PatternType::Literal,
+                    principal: acl.principal.clone(),
+                    host: acl.host.clone(),
+                    operation,
+                    permission,
+                });
+            }
         }
     }
     sort_dedup(out)
@@ -422,7 +536,9 @@ impl AclSync {
         let mut wanted = Vec::new();
         if self.config.mirror.sync_topic_acls {
             match Admin::new(&self.source).describe_acls(&topic_acls).await {
-                Ok(source_acls) => wanted.extend(target_acls(&source_acls, &mirrored)),
+                Ok(source_acls) => {
+                    wanted.extend(target_acls(&source_acls, &mirrored, &self.target_principal))
+                }
                 Err(e) if e.code() == Some(ResponseError::SecurityDisabled) => {
                     tracing::debug!(
                         cluster = %source_alias,
@@ -682,28 +798,226 @@ mod tests {
     use AclPermission::{Allow, Deny};
     use PatternType::{Literal, Prefixed};
 
+    const MIRROR: &str = "User:mirror";
+
+    /// Every topic-relevant operation, plus the ones a topic ACL cannot mean.
+    const OPS: [AclOperation; 16] = [
+        Op::All,
+        Op::Read,
+        Op::Write,
+        Op::Create,
+        Op::Delete,
+        Op::Alter,
+        Op::Describe,
+        Op::DescribeConfigs,
+        Op::AlterConfigs,
+        Op::ClusterAction,
+        Op::IdempotentWrite,
+        Op::CreateTokens,
+        Op::DescribeTokens,
+        Op::TwoPhaseCommit,
+        Op::Any,
+        Op::Unknown(99),
+    ];
+
+    /// The whole table: operation x permission x whom it names.
     #[test]
-    fn entries_follow_mm2_with_a_safer_deny_rule() {
-        assert_eq!(target_entry(Op::Write, Allow), None);
-        assert_eq!(target_entry(Op::All, Allow), Some((Op::Read, Allow)));
-        for op in [Op::Read, Op::Describe, Op::DescribeConfigs, Op::Create] {
-            assert_eq!(target_entry(op, Allow), Some((op, Allow)));
+    fn translation_table() {
+        use Who::{Everyone, Mirror, Named};
+        let allow = |ops: &[Op]| ops.iter().map(|o| (*o, Allow)).collect::<Vec<_>>();
+        let deny = |ops: &[Op]| ops.iter().map(|o| (*o, Deny)).collect::<Vec<_>>();
+        for who in [Everyone, Mirror, Named] {
+            for op in OPS {
+                let want_allow = match op {
+                    Op::Write | Op::Any | Op::Unknown(_) => vec![],
+                    Op::All => allow(&[Op::Read]),
+                    op => allow(&[op]),
+                };
+                assert_eq!(
+                    target_entries(op, Allow, who),
+                    want_allow,
+                    "ALLOW {op} {who:?}"
+                );
+                let want_deny = match (op, who) {
+                    (Op::Read | Op::Delete, _) => deny(&[op]),
+                    (Op::All, Named) => deny(&COPIED_OPERATIONS),
+                    (Op::All, Everyone | Mirror) => deny(&[Op::Read, Op::Delete]),
+                    (Op::Describe, Everyone | Mirror) => deny(&[Op::Read]),
+                    (
+                        Op::Describe
+                        | Op::DescribeConfigs
+                        | Op::Create
+                        | Op::Alter
+                        | Op::AlterConfigs,
+                        Named,
+                    ) => deny(&[op]),
+                    _ => vec![],
+                };
+                assert_eq!(
+                    target_entries(op, Deny, who),
+                    want_deny,
+                    "DENY {op} {who:?}"
+                );
+                assert_eq!(target_entries(op, AclPermission::Unknown(9), who), vec![]);
+            }
         }
-        assert_eq!(target_entry(Op::Read, Deny), Some((Op::Read, Deny)));
-        assert_eq!(target_entry(Op::Delete, Deny), Some((Op::Delete, Deny)));
-        // Any DENY that could hit the mirror's own produce, metadata or topic management.
-        for op in [
-            Op::Write,
-            Op::All,
+        assert_eq!(Who::of("User:*", MIRROR), Everyone);
+        assert_eq!(Who::of(MIRROR, MIRROR), Mirror);
+        assert_eq!(Who::of("User:mallory", MIRROR), Named);
+    }
+
+    /// What the mirror does on a target topic: a DENY on any of these would stop or cripple it.
+    const MIRROR_NEEDS: [Op; 6] = [
+        Op::Write,
+        Op::Describe,
+        Op::Create,
+        Op::Alter,
+        Op::DescribeConfigs,
+        Op::AlterConfigs,
+    ];
+
+    #[test]
+    fn no_translated_deny_can_hit_the_mirror() {
+        for who in [Who::Everyone, Who::Mirror, Who::Named] {
+            for op in OPS {
+                for (to, perm) in target_entries(op, Deny, who) {
+                    assert_eq!(perm, Deny);
+                    // Never a DENY WRITE or ALL, for anyone: a wrongly guessed mirror principal
+                    // could be hit otherwise.
+                    assert!(
+                        !matches!(to, Op::Write | Op::All),
+                        "DENY {op} {who:?} -> {to}"
+                    );
+                    if who != Who::Named {
+                        assert!(!MIRROR_NEEDS.contains(&to), "DENY {op} {who:?} -> {to}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kafka's authorizer (StandardAuthorizer) on topic ACLs with host `*` and
+    /// `allow.everyone.if.no.acl.found = false`: a matching DENY of the operation or ALL wins,
+    /// then a matching ALLOW of the operation, ALL, or an operation implying it.
+    fn authorized(acls: &[AclBinding], principal: &str, topic: &str, op: Op) -> bool {
+        let matching = |a: &&AclBinding| {
+            a.resource_type == ResourceType::Topic
+                && applies_to(a, topic)
+                && (a.principal == principal || a.principal == "User:*")
+        };
+        if acls
+            .iter()
+            .filter(matching)
+            .any(|a| a.permission == Deny && (a.operation == op || a.operation == Op::All))
+        {
+            return false;
+        }
+        let implied: &[Op] = match op {
+            Op::Describe => &[Op::Read, Op::Write, Op::Delete, Op::Alter],
+            Op::DescribeConfigs => &[Op::AlterConfigs],
+            _ => &[],
+        };
+        acls.iter().filter(matching).any(|a| {
+            a.permission == Allow
+                && (a.operation == op || a.operation == Op::All || implied.contains(&a.operation))
+        })
+    }
+
+    /// Every pair of source entries (operation x permission x principal x pattern): on the
+    /// target, no principal but the mirror's may do what the source did not let it do, and no
+    /// DENY matches what the mirror needs.
+    #[test]
+    fn sync_never_widens_access_and_never_denies_the_mirror() {
+        let m = mirrored(&[("t", "europe.t")]);
+        let mut entries = Vec::new();
+        for op in &OPS[..9] {
+            for perm in [Allow, Deny] {
+                for who in ["User:*", "User:alice", MIRROR] {
+                    for (name, pattern) in [("t", Literal), ("*", Literal), ("t", Prefixed)] {
+                        entries.push(acl(name, pattern, who, *op, perm));
+                    }
+                }
+            }
+        }
+        let checked = [
+            Op::Read,
             Op::Describe,
+            Op::DescribeConfigs,
             Op::Create,
             Op::Alter,
             Op::AlterConfigs,
-            Op::DescribeConfigs,
-        ] {
-            assert_eq!(target_entry(op, Deny), None, "{op}");
+            Op::Delete,
+            Op::Write,
+        ];
+        for a in &entries {
+            for b in &entries {
+                let source = [a.clone(), b.clone()];
+                let target = target_acls(&source, &m, MIRROR);
+                for principal in ["User:alice", "User:mallory"] {
+                    for op in checked {
+                        assert!(
+                            !authorized(&target, principal, "europe.t", op)
+                                || authorized(&source, principal, "t", op),
+                            "{principal} may {op} on the mirror only: source {a} + {b}, \
+                             target {target:?}"
+                        );
+                    }
+                }
+                for d in target.iter().filter(|d| d.permission == Deny) {
+                    assert!(
+                        !(matches!(d.principal.as_str(), "User:*" | MIRROR)
+                            && MIRROR_NEEDS.contains(&d.operation)),
+                        "{d} from {a} + {b}"
+                    );
+                }
+            }
         }
-        assert_eq!(target_entry(Op::Read, AclPermission::Unknown(9)), None);
+    }
+
+    /// The issue's scenario: ALLOW ALL for everyone and DENY ALL for mallory; a DENY on the
+    /// wildcard topic; DENY on what cannot be copied for `User:*`.
+    #[test]
+    fn denies_that_restrict_reading_are_never_lost() {
+        let m = mirrored(&[("t", "europe.t"), ("u", "europe.u")]);
+        let source = vec![
+            acl("t", Literal, "User:*", Op::All, Allow),
+            acl("t", Literal, "User:mallory", Op::All, Deny),
+            acl("*", Literal, "User:trudy", Op::Read, Deny),
+            acl("*", Literal, "User:carol", Op::Read, Allow),
+            acl("u", Prefixed, "User:*", Op::Describe, Deny),
+            acl("u", Literal, "User:bob", Op::Read, Allow),
+            acl("u", Literal, "User:bob", Op::Alter, Allow),
+        ];
+        let got = target_acls(&source, &m, MIRROR);
+        let mut want = vec![
+            acl("europe.t", Literal, "User:*", Op::Read, Allow),
+            acl("europe.t", Literal, "User:trudy", Op::Read, Deny),
+            acl("europe.u", Literal, "User:trudy", Op::Read, Deny),
+            // Nobody may describe u on the source, so nobody reads its mirror; bob's Read and
+            // Alter (which imply Describe) are not copied.
+            acl("europe.u", Literal, "User:*", Op::Read, Deny),
+        ];
+        want.extend(
+            COPIED_OPERATIONS
+                .iter()
+                .map(|op| acl("europe.t", Literal, "User:mallory", *op, Deny)),
+        );
+        assert_eq!(got, sort_dedup(want));
+        for who in ["User:mallory", "User:trudy"] {
+            assert!(!authorized(&got, who, "europe.t", Op::Read), "{who}");
+        }
+        assert!(authorized(&got, "User:alice", "europe.t", Op::Read));
+        assert!(!authorized(&got, "User:bob", "europe.u", Op::Read));
+        assert!(!authorized(&got, "User:bob", "europe.u", Op::Describe));
+        // The mirror's own DENY ALL keeps only what it never does.
+        let own = target_acls(&[acl("t", Literal, MIRROR, Op::All, Deny)], &m, MIRROR);
+        assert_eq!(
+            own,
+            sort_dedup(vec![
+                acl("europe.t", Literal, MIRROR, Op::Read, Deny),
+                acl("europe.t", Literal, MIRROR, Op::Delete, Deny),
+            ])
+        );
     }
 
     #[test]
@@ -727,7 +1041,7 @@ mod tests {
                 ..acl("my-topic", Literal, "User:alice", Op::Read, Allow)
             },
         ];
-        let got = target_acls(&source, &m);
+        let got = target_acls(&source, &m, MIRROR);
         let want = sort_dedup(vec![
             acl("europe.my-topic", Literal, "User:alice", Op::Read, Allow),
             acl("europe.orders-eu", Literal, "User:bob", Op::Read, Allow),
@@ -739,7 +1053,7 @@ mod tests {
         // Host restrictions are kept.
         let mut hosted = acl("my-topic", Literal, "User:alice", Op::Read, Allow);
         hosted.host = "10.0.0.1".into();
-        assert_eq!(target_acls(&[hosted], &m)[0].host, "10.0.0.1");
+        assert_eq!(target_acls(&[hosted], &m, MIRROR)[0].host, "10.0.0.1");
     }
 
     #[test]
@@ -749,7 +1063,7 @@ mod tests {
             acl("t", Literal, "User:a", Op::All, Allow),
             acl("t", Literal, "User:a", Op::Read, Allow),
         ];
-        assert_eq!(target_acls(&source, &m).len(), 1);
+        assert_eq!(target_acls(&source, &m, MIRROR).len(), 1);
     }
 
     #[test]

@@ -16,9 +16,11 @@
 //! an answer (a failing one) when the mirror's runtime is wedged, which a server on that runtime
 //! could not give.
 
+pub mod connections;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -33,16 +35,24 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::connections::{Connections, Limits};
 use crate::error::{Error, Result};
 pub use crate::health::{Liveness, Readiness};
 use crate::metrics::Metrics;
 
 /// How long shutdown waits for requests in progress.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-/// A client must send its request headers within this time (slow-client protection).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served at once; more are closed right away (a scrape endpoint needs few).
-const MAX_CONNECTIONS: usize = 64;
+/// Bounds of the port's connections: a new connection is always taken, closing the least
+/// recently active one of its peer or of the port when full (see [`connections`]). A connection
+/// must complete a request within `idle` of opening or of its last answer (slow-client and
+/// idle-connection protection: a scrape or a probe sends its request at once).
+pub const LIMITS: Limits = Limits {
+    total: 64,
+    per_peer: 16,
+    idle: Duration::from_secs(5),
+};
+/// How often connections past [`LIMITS`]`.idle` are looked for.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -133,13 +143,23 @@ pub async fn serve(
         liveness,
     });
     let tracker = TaskTracker::new();
+    let table: Arc<Mutex<Connections<CancellationToken>>> =
+        Arc::new(Mutex::new(Connections::new(LIMITS)));
+    let mut sweep = tokio::time::interval(SWEEP_INTERVAL);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = sweep.tick() => {
+                for close in lock(&table).expired(Instant::now()) {
+                    close.cancel();
+                }
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Usually out of file descriptors: back off instead of spinning.
                 tracing::warn!(error = %e, "metrics listener: accept failed");
@@ -147,29 +167,45 @@ pub async fn serve(
                 continue;
             }
         };
-        if tracker.len() >= MAX_CONNECTIONS {
-            drop(stream);
-            continue;
+        // Never refuse: make room by closing the least recently active connection instead, so
+        // that idle connections held by a neighbour cannot keep a probe out.
+        let close = CancellationToken::new();
+        let (id, evicted) = lock(&table).admit(peer.ip(), Instant::now(), close.clone());
+        if !evicted.is_empty() {
+            tracing::debug!(%peer, closed = evicted.len(), "metrics listener: at its connection limit, closed the least recently active");
+        }
+        for old in evicted {
+            old.cancel();
         }
         let state = state.clone();
         let shutdown = shutdown.clone();
+        let table = table.clone();
         tracker.spawn(async move {
+            let answered = table.clone();
             let service = service_fn(move |req| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(respond(&req, &state)) }
+                let answered = answered.clone();
+                async move {
+                    let resp = respond(&req, &state);
+                    lock(&answered).answered(id, Instant::now());
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .header_read_timeout(LIMITS.idle)
                 .serve_connection(TokioIo::new(stream), service);
             let mut conn = std::pin::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
+                // Idle, or evicted for a newer connection: nothing is in progress, drop it.
+                _ = close.cancelled() => Ok(()),
                 _ = shutdown.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     conn.await
                 }
             };
+            lock(&table).remove(id);
             if let Err(e) = result {
                 tracing::debug!(error = %e, "metrics listener: connection ended with an error");
             }
@@ -182,6 +218,14 @@ pub async fn serve(
     {
         tracing::debug!("metrics listener: gave up waiting for open connections");
     }
+}
+
+/// The table's lock. Nothing panics while holding it; if something did, the table is still
+/// consistent (every method leaves it so), so a poisoned lock is used as is.
+fn lock<T>(table: &Mutex<T>) -> MutexGuard<'_, T> {
+    table
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn text(

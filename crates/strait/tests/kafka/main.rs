@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod acl_deny;
 mod acl_heal;
 mod acl_sync;
 mod active_active;
