@@ -310,7 +310,8 @@ async fn run_transactional<S: Source, T: Target>(
         group_id: eos.group_id.clone(),
         denial: Denial::new(),
     };
-    // Known after the first initialization: the position the last transaction stored.
+    // Known after the first initialization: the position this route's last transaction
+    // committed (or where it started).
     let mut known: Option<i64> = None;
     loop {
         let identity = match init_transactions(leg, &mut txn.txn).await {
@@ -320,18 +321,20 @@ async fn run_transactional<S: Source, T: Target>(
         };
         // Read only now: the initialization aborted what a previous owner left open, whose
         // pending offsets would otherwise hold the read (UNSTABLE_OFFSET_COMMIT) until the
-        // coordinator times that transaction out.
-        let start = match known {
-            Some(start) => start,
-            None => match transactional_start(leg, eos).await {
-                Ok(start) => {
-                    leg.started(start);
-                    start
-                }
-                Err(Error::Stopped) => return Ok(()),
-                Err(e) => return Err(e),
-            },
+        // coordinator times that transaction out. Read again after every re-initialization,
+        // never taken from `known`: while this route was fenced another owner may have
+        // committed further (it cannot see the source group's revoke when that coordinator is
+        // unreachable), and resuming from our own older position would commit its range twice.
+        let start = match transactional_start(leg, eos, known).await {
+            Ok(start) => start,
+            Err(Error::Stopped) => return Ok(()),
+            Err(e) => return Err(e),
         };
+        if known.is_none() {
+            leg.started(start);
+        } else {
+            leg.position.ackd.store(start, Ordering::Release);
+        }
         tracing::debug!(partition = %route.source, transactional_id = %id,
             producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
         txn.cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start);
@@ -384,11 +387,13 @@ async fn run_transactional<S: Source, T: Target>(
     }
 }
 
-/// Exactly-once: where the route starts: the position its transactions stored on the target,
-/// or the start policy's when there is none.
+/// Exactly-once: where the route starts: the position the transactions of whoever owned the
+/// partition last stored on the target; when there is none, `known` (this route's own last
+/// committed position, if it ran before), else the start policy's.
 async fn transactional_start<S: Source, T: Target>(
     leg: &Leg<'_, S, T>,
     eos: &ExactlyOnce,
+    known: Option<i64>,
 ) -> Result<i64, Error> {
     let (shared, route) = (leg.shared, leg.route);
     let targets = std::slice::from_ref(&route.target);
@@ -396,9 +401,9 @@ async fn transactional_start<S: Source, T: Target>(
         shared.target.stable_positions(&eos.group_id, targets)
     })
     .await?;
-    match stored.first().copied().flatten() {
-        Some(position) => Ok(position),
-        None => resolve_start(shared, &route.source, shared.settings.start, leg.stop).await,
+    match (stored.first().copied().flatten(), known) {
+        (Some(position), _) | (None, Some(position)) => Ok(position),
+        (None, None) => resolve_start(shared, &route.source, shared.settings.start, leg.stop).await,
     }
 }
 
