@@ -248,7 +248,18 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
         let produce = async {
             let (mut seq, mut txn) = (seq, txn);
             let result = loop {
-                let first = rx.recv().await;
+                // Exactly-once, idle: the cycle may have to store the position again.
+                let first = match txn.as_ref().and_then(|t| t.cycle.poll_timeout()) {
+                    Some(at) => {
+                        // Boxed: idle partitions of at-least-once mirrors carry no timer.
+                        let timer = Box::pin(tokio::time::sleep_until(at.into()));
+                        tokio::select! {
+                            work = rx.recv() => Wake::from(work),
+                            () = timer => Wake::Due,
+                        }
+                    }
+                    None => Wake::from(rx.recv().await),
+                };
                 let (phase, next) = Box::pin(produce_loop(
                     shared,
                     route,
@@ -337,7 +348,8 @@ async fn run_transactional<S: Source, T: Target>(
         }
         tracing::debug!(partition = %route.source, transactional_id = %id,
             producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
-        txn.cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start);
+        txn.cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start)
+            .refreshing(eos.position_refresh_interval, now());
         let (result, _) = leg
             .run(
                 start,
@@ -778,6 +790,22 @@ async fn out_of_range<S: Source, T: Target>(
     Ok(next)
 }
 
+/// What starts a produce phase.
+enum Wake {
+    /// Work from the fetch side.
+    Work(WorkBox),
+    /// The fetch side ended.
+    Closed,
+    /// Exactly-once: the transaction cycle is due (the idle position's refresh).
+    Due,
+}
+
+impl From<Option<WorkBox>> for Wake {
+    fn from(work: Option<WorkBox>) -> Self {
+        work.map_or(Wake::Closed, Wake::Work)
+    }
+}
+
 /// How a produce phase ended.
 enum Phase {
     /// The produce side is over: the fetch side ended and everything was acknowledged (and,
@@ -799,7 +827,7 @@ async fn produce_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
     rx: &mut mpsc::Receiver<WorkBox>,
-    first: Option<WorkBox>,
+    first: Wake,
     position: &PositionCell,
     seq: ProducerSeq,
     policy: TargetPolicy,
@@ -827,8 +855,9 @@ async fn produce_loop<S: Source, T: Target>(
     let result = async {
         let mut input_open = true;
         match first {
-            Some(work) => take_all(&mut w, *work, rx, &mut input_open),
-            None => input_open = false,
+            Wake::Work(work) => take_all(&mut w, *work, rx, &mut input_open),
+            Wake::Closed => input_open = false,
+            Wake::Due => {}
         }
         loop {
             while let Some(done) = w.poll_done() {
@@ -878,7 +907,7 @@ async fn produce_loop<S: Source, T: Target>(
             {
                 Box::pin(commit_transaction(shared, route, txn, next)).await?;
                 txn.denial.clear(shared.observer.as_ref(), &route.source);
-                txn.cycle.committed(next);
+                txn.cycle.committed(now(), next);
                 position.acknowledge(next);
                 shared.observer.committed(&route.source, next);
                 continue;

@@ -49,8 +49,11 @@ struct EosState {
     logs: HashMap<TopicPartition, Vec<Stored>>,
     next_offset: HashMap<TopicPartition, i64>,
     ids: HashMap<String, TxnId>,
-    /// (group, target partition) -> committed offset.
-    groups: HashMap<(String, TopicPartition), i64>,
+    /// (group, target partition) -> committed offset and when it was stored.
+    groups: HashMap<(String, TopicPartition), (i64, tokio::time::Instant)>,
+    /// `offsets.retention.minutes` of the target, for groups without members (KIP-211): a
+    /// position not stored again within it is gone.
+    retention: Option<Duration>,
     /// (partition, producer id) -> (epoch, next sequence).
     sequences: HashMap<(TopicPartition, i64), (i16, i32)>,
     next_pid: i64,
@@ -163,10 +166,17 @@ impl EosTarget {
     }
 
     fn position(&self, group: &str, tp: &TopicPartition) -> Option<i64> {
-        self.st()
-            .groups
-            .get(&(group.to_string(), tp.clone()))
-            .copied()
+        let mut st = self.st();
+        let key = (group.to_string(), tp.clone());
+        let (offset, stored_at) = *st.groups.get(&key)?;
+        if st
+            .retention
+            .is_some_and(|r| tokio::time::Instant::now() >= stored_at + r)
+        {
+            st.groups.remove(&key);
+            return None;
+        }
+        Some(offset)
     }
 
     fn inits(&self, id: &str) -> u32 {
@@ -285,7 +295,10 @@ impl EosTxn {
         let pid = t.producer_id;
         st.end(pid, mark);
         for (tp, next) in positions {
-            st.groups.insert((group.to_string(), tp.clone()), *next);
+            st.groups.insert(
+                (group.to_string(), tp.clone()),
+                (*next, tokio::time::Instant::now()),
+            );
         }
         Ok(())
     }
@@ -423,4 +436,50 @@ async fn a_fenced_route_resumes_from_the_position_another_owner_committed() {
     );
     let violations = dst.st().violations.clone();
     assert!(violations.is_empty(), "{violations:#?}");
+}
+
+/// Issue 28 item 2: the positions group on the target has no members, so the broker drops a
+/// position `offsets.retention.minutes` after it was last stored. An idle partition stores its
+/// position again every `position_refresh_interval`; a restart after a long idle time resumes
+/// where it was: nothing is mirrored twice.
+#[tokio::test(start_paused = true)]
+async fn an_idle_position_outlives_the_offsets_retention() {
+    let (src, dst) = (FakeSource::default(), EosTarget::default());
+    let (source, target) = (tp("src", 0), tp("dst", 0));
+    dst.st().retention = Some(Duration::from_secs(600));
+    let mut s = eos_settings(Duration::from_secs(30));
+    if let Some(eos) = s.exactly_once.as_mut() {
+        eos.position_refresh_interval = Duration::from_secs(120);
+    }
+    let end = src.with(&source, |l| {
+        l.data(
+            Compression::None,
+            (0..10)
+                .map(|i| gen_rec("idle", i, 1_700_000_000_000))
+                .collect(),
+        );
+        l.end
+    });
+    let a = instance(&src, &dst, &s).await;
+    wait_until("the records committed", || {
+        dst.position("mirror", &target) == Some(end)
+    })
+    .await;
+    // Idle for six retentions.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(
+        dst.position("mirror", &target),
+        Some(end),
+        "position expired"
+    );
+    a.shutdown().await.unwrap();
+    // A restart reads it back (Settings::start is earliest: a lost position re-mirrors all).
+    let b = instance(&src, &dst, &s).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    b.shutdown().await.unwrap();
+    assert!(b.failures().is_empty(), "{:?}", b.failures());
+    let want: Vec<Rec> = src.with(&source, |l| {
+        l.expected.iter().map(|(_, r)| r.clone()).collect()
+    });
+    assert_same("read_committed", &want, &dst.read_committed(&target));
 }
