@@ -414,9 +414,49 @@ async fn transactional_start<S: Source, T: Target>(
     })
     .await?;
     match (stored.first().copied().flatten(), known) {
-        (Some(position), _) | (None, Some(position)) => Ok(position),
-        (None, None) => resolve_start(shared, &route.source, shared.settings.start, leg.stop).await,
+        (Some(position), _) | (None, Some(position)) => return Ok(position),
+        (None, None) => {}
     }
+    // No position: `start` is right only for a partition nobody mirrored into yet. A target
+    // partition that holds anything lost its position (expired while the mirror was stopped
+    // longer than the target's offsets.retention.minutes, or deleted): starting over from
+    // `start` would mirror records twice (earliest) or skip some (latest).
+    let end = retry(shared, &route.target, leg.stop, || {
+        shared.target.end_offset(&route.target)
+    })
+    .await?;
+    if end > 0 {
+        return Err(Error::Target {
+            partition: route.target.to_string(),
+            detail: position_missing(eos, route, end),
+        });
+    }
+    resolve_start(shared, &route.source, shared.settings.start, leg.stop).await
+}
+
+/// Exactly-once: the target partition holds `end` offsets but its position in the target group
+/// is gone. What happened and how to set the position by hand.
+fn position_missing(eos: &ExactlyOnce, route: &Route, end: i64) -> IoError {
+    let (group, target) = (&eos.group_id, &route.target);
+    IoError::new(
+        ErrorClass::Fatal,
+        "position_missing",
+        format!(
+            "exactly-once: the target group '{group}' holds no position for {target}, but the \
+             target partition already holds {end} offsets (mirrored before: the position expired \
+             after offsets.retention.minutes on the target while the mirror was stopped, or it was \
+             deleted); starting from mirror.start would mirror records twice or skip some, so \
+             partition {source} stops. Store the next source offset to mirror on the target, then \
+             restart: kafka-consumer-groups.sh --bootstrap-server <target> --group {group} \
+             --topic {topic}:{partition} --reset-offsets --to-offset <next source offset> \
+             --execute (the mirror's group on the source cluster shows a recent, never too high, \
+             offset for {source}; `strait failover` translation and the offset-syncs topic know \
+             the last mirrored one)",
+            source = route.source,
+            topic = target.topic(),
+            partition = target.partition(),
+        ),
+    )
 }
 
 /// The pipeline class behind a partition's error, if it came from a cluster.

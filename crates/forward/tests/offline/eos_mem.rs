@@ -227,6 +227,10 @@ impl Target for EosTarget {
         Ok(TopicLimits::default())
     }
 
+    async fn end_offset(&self, tp: &TopicPartition) -> Result<i64, IoError> {
+        Ok(self.st().next_offset.get(tp).copied().unwrap_or(0))
+    }
+
     type Transactions = EosTxn;
 
     fn transactions(&self, id: &str, _: Duration) -> Result<EosTxn, IoError> {
@@ -478,6 +482,49 @@ async fn an_idle_position_outlives_the_offsets_retention() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     b.shutdown().await.unwrap();
     assert!(b.failures().is_empty(), "{:?}", b.failures());
+    let want: Vec<Rec> = src.with(&source, |l| {
+        l.expected.iter().map(|(_, r)| r.clone()).collect()
+    });
+    assert_same("read_committed", &want, &dst.read_committed(&target));
+}
+
+/// Issue 28 item 2: a mirror stopped longer than the target's offset retention loses its
+/// positions. It must not start such a partition from `Settings::start` (earliest here: every
+/// record twice): the partition stops with an error that says how to set the position; a
+/// partition never mirrored into still starts from `start`.
+#[tokio::test(start_paused = true)]
+async fn a_lost_position_stops_the_partition_instead_of_restarting_it() {
+    let (src, dst) = (FakeSource::default(), EosTarget::default());
+    let (source, target) = (tp("src", 0), tp("dst", 0));
+    dst.st().retention = Some(Duration::from_secs(600));
+    let s = eos_settings(Duration::from_secs(30));
+    let end = src.with(&source, |l| {
+        l.data(
+            Compression::None,
+            (0..10)
+                .map(|i| gen_rec("lost", i, 1_700_000_000_000))
+                .collect(),
+        );
+        l.end
+    });
+    let a = instance(&src, &dst, &s).await;
+    wait_until("the records committed", || {
+        dst.position("mirror", &target) == Some(end)
+    })
+    .await;
+    a.shutdown().await.unwrap();
+    // Stopped for six retentions: the position is gone.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(dst.position("mirror", &target), None);
+    let b = instance(&src, &dst, &s).await;
+    wait_until("the partition stopped", || !b.failures().is_empty()).await;
+    let failure = b.failures()[0].error.to_string();
+    assert!(
+        failure.contains("position_missing") || failure.contains("holds no position"),
+        "{failure}"
+    );
+    assert!(failure.contains("--reset-offsets"), "{failure}");
+    b.shutdown().await.unwrap();
     let want: Vec<Rec> = src.with(&source, |l| {
         l.expected.iter().map(|(_, r)| r.clone()).collect()
     });

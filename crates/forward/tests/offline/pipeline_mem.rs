@@ -1084,7 +1084,12 @@ impl Target for FakeTarget {
         async move { answer }
     }
 
-    // Exactly-once runs against real brokers (crates/strait/tests/exactly_once*.rs).
+    fn end_offset(&self, tp: &TopicPartition) -> impl Future<Output = Result<i64, IoError>> + Send {
+        let end = self.st().partitions.get(tp).map_or(0, |p| p.next_offset);
+        async move { Ok(end) }
+    }
+
+    // Exactly-once runs in eos_mem.rs and against real brokers.
     type Transactions = NoTransactions;
 
     fn transactions(&self, _: &str, _: Duration) -> Result<NoTransactions, IoError> {
