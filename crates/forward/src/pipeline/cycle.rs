@@ -48,6 +48,9 @@ pub(crate) struct Cycle {
     refresh: Option<Duration>,
     /// When the position was last stored (or the cycle started).
     stored_at: Option<Instant>,
+    /// The target holds no position for the route yet: store it before any batch, so that a
+    /// target partition with data and no position always means a lost position.
+    store_first: bool,
 }
 
 impl Cycle {
@@ -63,7 +66,20 @@ impl Cycle {
             committed,
             refresh: None,
             stored_at: None,
+            store_first: false,
         }
+    }
+
+    /// The target holds no position for the route: the start position is committed (alone)
+    /// before the first batch is sent.
+    pub(crate) fn storing_first(mut self) -> Self {
+        self.store_first = true;
+        self
+    }
+
+    /// Whether the start position must be committed before anything else.
+    pub(crate) fn must_store_first(&self) -> bool {
+        self.store_first
     }
 
     /// The committed position is stored again `every` so long after `now` (the start) and after
@@ -143,6 +159,7 @@ impl Cycle {
     /// The transaction committed `position` at `now`: the next one starts closed.
     pub(crate) fn committed(&mut self, now: Instant, position: i64) {
         self.committed = position;
+        self.store_first = false;
         if self.stored_at.is_some() {
             self.stored_at = Some(now);
         }

@@ -336,7 +336,7 @@ async fn run_transactional<S: Source, T: Target>(
         // never taken from `known`: while this route was fenced another owner may have
         // committed further (it cannot see the source group's revoke when that coordinator is
         // unreachable), and resuming from our own older position would commit its range twice.
-        let start = match transactional_start(leg, eos, known).await {
+        let (start, stored) = match transactional_start(leg, eos, known).await {
             Ok(start) => start,
             Err(Error::Stopped) => return Ok(()),
             Err(e) => return Err(e),
@@ -348,8 +348,9 @@ async fn run_transactional<S: Source, T: Target>(
         }
         tracing::debug!(partition = %route.source, transactional_id = %id,
             producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
-        txn.cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start)
+        let cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start)
             .refreshing(eos.position_refresh_interval, now());
+        txn.cycle = if stored { cycle } else { cycle.storing_first() };
         let (result, _) = leg
             .run(
                 start,
@@ -401,12 +402,13 @@ async fn run_transactional<S: Source, T: Target>(
 
 /// Exactly-once: where the route starts: the position the transactions of whoever owned the
 /// partition last stored on the target; when there is none, `known` (this route's own last
-/// committed position, if it ran before), else the start policy's.
+/// committed position, if it ran before), else the start policy's. And whether the target
+/// holds it (if not, the route stores it before its first batch).
 async fn transactional_start<S: Source, T: Target>(
     leg: &Leg<'_, S, T>,
     eos: &ExactlyOnce,
     known: Option<i64>,
-) -> Result<i64, Error> {
+) -> Result<(i64, bool), Error> {
     let (shared, route) = (leg.shared, leg.route);
     let targets = std::slice::from_ref(&route.target);
     let stored = retry(shared, &route.target, leg.stop, || {
@@ -414,13 +416,15 @@ async fn transactional_start<S: Source, T: Target>(
     })
     .await?;
     match (stored.first().copied().flatten(), known) {
-        (Some(position), _) | (None, Some(position)) => return Ok(position),
+        (Some(position), _) => return Ok((position, true)),
+        (None, Some(position)) => return Ok((position, false)),
         (None, None) => {}
     }
-    // No position: `start` is right only for a partition nobody mirrored into yet. A target
-    // partition that holds anything lost its position (expired while the mirror was stopped
-    // longer than the target's offsets.retention.minutes, or deleted): starting over from
-    // `start` would mirror records twice (earliest) or skip some (latest).
+    // No position: `start` is right only for a partition nobody mirrored into yet. A route
+    // stores its start position before its first batch, so a target partition that holds
+    // anything lost its position (expired while the mirror was stopped longer than the
+    // target's offsets.retention.minutes, or deleted): starting over from `start` would mirror
+    // records twice (earliest) or skip some (latest).
     let end = retry(shared, &route.target, leg.stop, || {
         shared.target.end_offset(&route.target)
     })
@@ -431,7 +435,8 @@ async fn transactional_start<S: Source, T: Target>(
             detail: position_missing(eos, route, end),
         });
     }
-    resolve_start(shared, &route.source, shared.settings.start, leg.stop).await
+    let start = resolve_start(shared, &route.source, shared.settings.start, leg.stop).await?;
+    Ok((start, false))
 }
 
 /// Exactly-once: the target partition holds `end` offsets but its position in the target group
@@ -907,6 +912,17 @@ async fn produce_loop<S: Source, T: Target>(
             }
             if let Some(next) = w.take_pending_advance() {
                 acknowledge(position, txn.is_some(), &mut acked, next);
+            }
+            if let Some(txn) = txn.as_deref_mut()
+                && txn.cycle.must_store_first()
+                && txn.cycle.is_closed()
+            {
+                // The target holds no position yet: store the start position before any batch
+                // (see `transactional_start`).
+                let start = txn.cycle.committed_position();
+                Box::pin(commit_transaction(shared, route, txn, start)).await?;
+                txn.cycle.committed(now(), start);
+                continue;
             }
             while let Some(t) = w.poll_transmit() {
                 if let Some(txn) = txn.as_deref_mut()

@@ -530,3 +530,49 @@ async fn a_lost_position_stops_the_partition_instead_of_restarting_it() {
     });
     assert_same("read_committed", &want, &dst.read_committed(&target));
 }
+
+/// A route with no stored position stores its start position before its first batch: a crash
+/// inside a partition's very first transaction leaves aborted data in the target partition, and
+/// without the stored position the next instance would take that for a lost position and stop
+/// the partition.
+#[tokio::test(start_paused = true)]
+async fn a_crash_in_the_first_transaction_does_not_stop_the_partition() {
+    let (src, dst) = (FakeSource::default(), EosTarget::default());
+    let (source, target) = (tp("src", 0), tp("dst", 0));
+    let mut s = eos_settings(Duration::from_secs(30));
+    if let Some(eos) = s.exactly_once.as_mut() {
+        eos.transaction_interval = Duration::from_secs(20);
+    }
+    src.with(&source, |l| {
+        l.data(
+            Compression::None,
+            (0..10)
+                .map(|i| gen_rec("crash", i, 1_700_000_000_000))
+                .collect(),
+        )
+    });
+    let a = instance(&src, &dst, &s).await;
+    wait_until("a batch in the open transaction", || {
+        dst.st().logs.get(&target).is_some_and(|l| !l.is_empty())
+    })
+    .await;
+    assert_eq!(
+        dst.position("mirror", &target),
+        Some(0),
+        "the start position is stored before the first batch"
+    );
+    // A crash: nothing commits; the next owner's init aborts the open transaction.
+    drop(a);
+    let b = instance(&src, &dst, &s).await;
+    let end = src.with(&source, |l| l.end);
+    wait_until("the records committed", || {
+        dst.position("mirror", &target) == Some(end)
+    })
+    .await;
+    b.shutdown().await.unwrap();
+    assert!(b.failures().is_empty(), "{:?}", b.failures()[0].error);
+    let want: Vec<Rec> = src.with(&source, |l| {
+        l.expected.iter().map(|(_, r)| r.clone()).collect()
+    });
+    assert_same("read_committed", &want, &dst.read_committed(&target));
+}
