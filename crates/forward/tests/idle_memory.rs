@@ -118,6 +118,10 @@ impl Target for IdleTarget {
         Ok(NoTransactions)
     }
 
+    async fn end_offset(&self, _: &TopicPartition) -> Result<i64, IoError> {
+        Ok(0)
+    }
+
     async fn stable_positions(
         &self,
         _: &str,

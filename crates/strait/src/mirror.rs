@@ -59,6 +59,7 @@ pub fn settings(config: &Config) -> Settings {
         e.transaction_interval = eos.transaction_interval;
         e.transaction_max_bytes = eos.transaction_max_bytes.0;
         e.transaction_timeout = eos.transaction_timeout;
+        e.position_refresh_interval = eos.position_refresh_interval;
         // Past the session timeout the group has revoked a partition from a paused instance.
         e.fenced_backoff = m.session_timeout + Duration::from_secs(5);
         e

@@ -9,7 +9,11 @@
 //!   source transaction's aborted records), or once `max_bytes` of batches were sent in it, the
 //!   window stops taking input ([`Cycle::accepts_input`]) until everything sent is acknowledged,
 //!   then the position is committed ([`Cycle::poll`] -> [`CycleAction::Commit`]);
-//! - when the input has ended (revoke, shutdown), the open transaction commits at once.
+//! - when the input has ended (revoke, shutdown), the open transaction commits at once;
+//! - with nothing open, the committed position is stored again every `refresh` (a transaction
+//!   with only the offset in it): the target group has no members, so the broker expires a
+//!   position `offsets.retention.minutes` after it was last stored (KIP-211), and an idle
+//!   partition would otherwise lose it.
 //!
 //! It holds no I/O and no clock of its own, so the tests below drive it in memory.
 
@@ -40,6 +44,13 @@ pub(crate) struct Cycle {
     draining: bool,
     /// The position the last transaction committed (or the start position).
     committed: i64,
+    /// How often the committed position is stored again while nothing moves (`None`: never).
+    refresh: Option<Duration>,
+    /// When the position was last stored (or the cycle started).
+    stored_at: Option<Instant>,
+    /// The target holds no position for the route yet: store it before any batch, so that a
+    /// target partition with data and no position always means a lost position.
+    store_first: bool,
 }
 
 impl Cycle {
@@ -53,7 +64,35 @@ impl Cycle {
             added: false,
             draining: false,
             committed,
+            refresh: None,
+            stored_at: None,
+            store_first: false,
         }
+    }
+
+    /// The target holds no position for the route: the start position is committed (alone)
+    /// before the first batch is sent.
+    pub(crate) fn storing_first(mut self) -> Self {
+        self.store_first = true;
+        self
+    }
+
+    /// Whether the start position must be committed before anything else.
+    pub(crate) fn must_store_first(&self) -> bool {
+        self.store_first
+    }
+
+    /// The committed position is stored again `every` so long after `now` (the start) and after
+    /// each commit, while nothing else is committed.
+    pub(crate) fn refreshing(mut self, every: Duration, now: Instant) -> Self {
+        self.refresh = Some(every);
+        self.stored_at = Some(now);
+        self
+    }
+
+    /// When the committed position must be stored again, if it must.
+    fn refresh_at(&self) -> Option<Instant> {
+        Some(self.stored_at? + self.refresh?)
     }
 
     /// A batch of `bytes` is about to be sent: true if the partition must be added to the
@@ -91,7 +130,15 @@ impl Cycle {
             // The position moved with nothing sent (skipped source batches): commit it too.
             self.opened = Some(now);
         }
-        let opened = self.opened?;
+        let Some(opened) = self.opened else {
+            // Nothing open: store the committed position again before the broker expires it
+            // (an offsets-only transaction, fenced like any other). Not while stopping: the
+            // next owner stores it as soon as it starts.
+            let due = self.refresh_at().is_some_and(|at| now >= at);
+            return (due && window_empty && !input_ended).then_some(CycleAction::Commit {
+                position: self.committed,
+            });
+        };
         if input_ended || now >= opened + self.interval || self.sent_bytes >= self.max_bytes {
             self.draining = true;
         }
@@ -104,13 +151,18 @@ impl Cycle {
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         match self.opened {
             Some(opened) if !self.draining => Some(opened + self.interval),
-            _ => None,
+            Some(_) => None,
+            None => self.refresh_at(),
         }
     }
 
-    /// The transaction committed `position`: the next one starts closed.
-    pub(crate) fn committed(&mut self, position: i64) {
+    /// The transaction committed `position` at `now`: the next one starts closed.
+    pub(crate) fn committed(&mut self, now: Instant, position: i64) {
         self.committed = position;
+        self.store_first = false;
+        if self.stored_at.is_some() {
+            self.stored_at = Some(now);
+        }
         self.opened = None;
         self.sent_bytes = 0;
         self.added = false;
@@ -155,7 +207,7 @@ mod tests {
             c.poll(t0 + SECOND, 20, true, false),
             Some(CycleAction::Commit { position: 20 })
         );
-        c.committed(20);
+        c.committed(t0 + SECOND, 20);
         assert!(c.accepts_input() && c.is_closed());
         assert!(
             c.before_send(t0 + 2 * SECOND, 100),
@@ -185,7 +237,7 @@ mod tests {
             c.poll(t0, 5, true, true),
             Some(CycleAction::Commit { position: 5 })
         );
-        c.committed(5);
+        c.committed(t0, 5);
         assert_eq!(
             c.poll(t0, 5, true, true),
             None,
@@ -210,9 +262,40 @@ mod tests {
             Some(CycleAction::Commit { position: 8 }),
             "committed long before the interval"
         );
-        c.committed(8);
+        c.committed(t0, 8);
         assert!(c.before_send(t0, 600), "a new transaction counts from zero");
         assert_eq!(c.poll(t0, 8, false, false), None);
         assert!(c.accepts_input());
+    }
+
+    #[test]
+    fn an_idle_position_is_stored_again_every_refresh() {
+        let t0 = Instant::now();
+        let hour = 3600 * SECOND;
+        let mut c = Cycle::new(SECOND, u64::MAX, 7).refreshing(hour, t0);
+        assert_eq!(c.poll_timeout(), Some(t0 + hour));
+        assert_eq!(c.poll(t0 + hour - SECOND, 7, true, false), None);
+        assert_eq!(
+            c.poll(t0 + hour, 7, false, false),
+            None,
+            "not while something waits to be sent"
+        );
+        assert_eq!(c.poll(t0 + hour, 7, true, true), None, "not while stopping");
+        assert_eq!(
+            c.poll(t0 + hour, 7, true, false),
+            Some(CycleAction::Commit { position: 7 })
+        );
+        c.committed(t0 + hour, 7);
+        assert_eq!(c.poll_timeout(), Some(t0 + 2 * hour));
+        // A transaction with data resets the clock as well.
+        assert!(c.before_send(t0 + hour + SECOND, 10));
+        c.added();
+        assert_eq!(c.poll_timeout(), Some(t0 + hour + 2 * SECOND));
+        assert_eq!(
+            c.poll(t0 + hour + 2 * SECOND, 9, true, false),
+            Some(CycleAction::Commit { position: 9 })
+        );
+        c.committed(t0 + hour + 2 * SECOND, 9);
+        assert_eq!(c.poll_timeout(), Some(t0 + 2 * hour + 2 * SECOND));
     }
 }

@@ -178,6 +178,14 @@ pub trait Target: Send + Sync + 'static {
         topic: &str,
     ) -> impl Future<Output = Result<TopicLimits, IoError>> + Send;
 
+    /// The end of a target partition's log (its high watermark, read_uncommitted: aborted
+    /// records and markers count). Exactly-once: above 0 with no stored position, the partition
+    /// was written before and its position is gone.
+    fn end_offset(
+        &self,
+        partition: &TopicPartition,
+    ) -> impl Future<Output = Result<i64, IoError>> + Send;
+
     /// Exactly-once: the transactional producer of one route.
     type Transactions: Transactions;
 

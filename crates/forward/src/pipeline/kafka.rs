@@ -325,6 +325,25 @@ impl Target for WireTarget {
         }
     }
 
+    async fn end_offset(&self, partition: &TopicPartition) -> Result<i64, IoError> {
+        let listed = self
+            .client
+            .list_offset(
+                partition,
+                OffsetSpec::Latest,
+                IsolationLevel::ReadUncommitted,
+            )
+            .await
+            .map_err(|e| classify(&e))?;
+        listed.offset.ok_or_else(|| {
+            IoError::new(
+                ErrorClass::Retriable,
+                "bad_response",
+                format!("no end offset listed for {partition}"),
+            )
+        })
+    }
+
     type Transactions = WireTransactions;
 
     fn transactions(

@@ -144,12 +144,17 @@ pub struct ExactlyOnce {
     /// wait only runs out when nobody else took over (the coordinator timed our transaction
     /// out during a long outage).
     pub fenced_backoff: Duration,
+    /// How often an idle route stores its position again (an offsets-only transaction). The
+    /// positions group on the target has no members, so the broker drops a position
+    /// `offsets.retention.minutes` (7 days by default) after it was last stored (KIP-211), and
+    /// a route stores it only when it moves: keep this well under that retention.
+    pub position_refresh_interval: Duration,
 }
 
 impl ExactlyOnce {
     /// Exactly-once with positions in `group_id` on the target, transactional ids prefixed
-    /// with it, 300 ms transactions of at most 16 MiB, Java's 60 s transaction timeout and a 30 s
-    /// fenced backoff.
+    /// with it, 300 ms transactions of at most 16 MiB, Java's 60 s transaction timeout, a 30 s
+    /// fenced backoff and idle positions stored again every hour.
     pub fn new(group_id: impl Into<String>) -> Self {
         let group_id = group_id.into();
         ExactlyOnce {
@@ -159,6 +164,7 @@ impl ExactlyOnce {
             transaction_max_bytes: 16 << 20,
             transaction_timeout: Duration::from_secs(60),
             fenced_backoff: Duration::from_secs(30),
+            position_refresh_interval: Duration::from_secs(3600),
         }
     }
 
@@ -246,6 +252,12 @@ impl Settings {
                 return bad(
                     "transaction_interval",
                     "must be positive and shorter than the transaction timeout",
+                );
+            }
+            if eos.position_refresh_interval.is_zero() {
+                return bad(
+                    "position_refresh_interval",
+                    "must be positive (and well under the target's offsets.retention.minutes)",
                 );
             }
         }

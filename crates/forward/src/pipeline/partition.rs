@@ -248,7 +248,18 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
         let produce = async {
             let (mut seq, mut txn) = (seq, txn);
             let result = loop {
-                let first = rx.recv().await;
+                // Exactly-once, idle: the cycle may have to store the position again.
+                let first = match txn.as_ref().and_then(|t| t.cycle.poll_timeout()) {
+                    Some(at) => {
+                        // Boxed: idle partitions of at-least-once mirrors carry no timer.
+                        let timer = Box::pin(tokio::time::sleep_until(at.into()));
+                        tokio::select! {
+                            work = rx.recv() => Wake::from(work),
+                            () = timer => Wake::Due,
+                        }
+                    }
+                    None => Wake::from(rx.recv().await),
+                };
                 let (phase, next) = Box::pin(produce_loop(
                     shared,
                     route,
@@ -310,7 +321,8 @@ async fn run_transactional<S: Source, T: Target>(
         group_id: eos.group_id.clone(),
         denial: Denial::new(),
     };
-    // Known after the first initialization: the position the last transaction stored.
+    // Known after the first initialization: the position this route's last transaction
+    // committed (or where it started).
     let mut known: Option<i64> = None;
     loop {
         let identity = match init_transactions(leg, &mut txn.txn).await {
@@ -320,21 +332,25 @@ async fn run_transactional<S: Source, T: Target>(
         };
         // Read only now: the initialization aborted what a previous owner left open, whose
         // pending offsets would otherwise hold the read (UNSTABLE_OFFSET_COMMIT) until the
-        // coordinator times that transaction out.
-        let start = match known {
-            Some(start) => start,
-            None => match transactional_start(leg, eos).await {
-                Ok(start) => {
-                    leg.started(start);
-                    start
-                }
-                Err(Error::Stopped) => return Ok(()),
-                Err(e) => return Err(e),
-            },
+        // coordinator times that transaction out. Read again after every re-initialization,
+        // never taken from `known`: while this route was fenced another owner may have
+        // committed further (it cannot see the source group's revoke when that coordinator is
+        // unreachable), and resuming from our own older position would commit its range twice.
+        let (start, stored) = match transactional_start(leg, eos, known).await {
+            Ok(start) => start,
+            Err(Error::Stopped) => return Ok(()),
+            Err(e) => return Err(e),
         };
+        if known.is_none() {
+            leg.started(start);
+        } else {
+            leg.position.ackd.store(start, Ordering::Release);
+        }
         tracing::debug!(partition = %route.source, transactional_id = %id,
             producer_id = identity.producer_id, epoch = identity.epoch, start, "transactions initialized");
-        txn.cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start);
+        let cycle = Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, start)
+            .refreshing(eos.position_refresh_interval, now());
+        txn.cycle = if stored { cycle } else { cycle.storing_first() };
         let (result, _) = leg
             .run(
                 start,
@@ -384,22 +400,68 @@ async fn run_transactional<S: Source, T: Target>(
     }
 }
 
-/// Exactly-once: where the route starts: the position its transactions stored on the target,
-/// or the start policy's when there is none.
+/// Exactly-once: where the route starts: the position the transactions of whoever owned the
+/// partition last stored on the target; when there is none, `known` (this route's own last
+/// committed position, if it ran before), else the start policy's. And whether the target
+/// holds it (if not, the route stores it before its first batch).
 async fn transactional_start<S: Source, T: Target>(
     leg: &Leg<'_, S, T>,
     eos: &ExactlyOnce,
-) -> Result<i64, Error> {
+    known: Option<i64>,
+) -> Result<(i64, bool), Error> {
     let (shared, route) = (leg.shared, leg.route);
     let targets = std::slice::from_ref(&route.target);
     let stored = retry(shared, &route.target, leg.stop, || {
         shared.target.stable_positions(&eos.group_id, targets)
     })
     .await?;
-    match stored.first().copied().flatten() {
-        Some(position) => Ok(position),
-        None => resolve_start(shared, &route.source, shared.settings.start, leg.stop).await,
+    match (stored.first().copied().flatten(), known) {
+        (Some(position), _) => return Ok((position, true)),
+        (None, Some(position)) => return Ok((position, false)),
+        (None, None) => {}
     }
+    // No position: `start` is right only for a partition nobody mirrored into yet. A route
+    // stores its start position before its first batch, so a target partition that holds
+    // anything lost its position (expired while the mirror was stopped longer than the
+    // target's offsets.retention.minutes, or deleted): starting over from `start` would mirror
+    // records twice (earliest) or skip some (latest).
+    let end = retry(shared, &route.target, leg.stop, || {
+        shared.target.end_offset(&route.target)
+    })
+    .await?;
+    if end > 0 {
+        return Err(Error::Target {
+            partition: route.target.to_string(),
+            detail: position_missing(eos, route, end),
+        });
+    }
+    let start = resolve_start(shared, &route.source, shared.settings.start, leg.stop).await?;
+    Ok((start, false))
+}
+
+/// Exactly-once: the target partition holds `end` offsets but its position in the target group
+/// is gone. What happened and how to set the position by hand.
+fn position_missing(eos: &ExactlyOnce, route: &Route, end: i64) -> IoError {
+    let (group, target) = (&eos.group_id, &route.target);
+    IoError::new(
+        ErrorClass::Fatal,
+        "position_missing",
+        format!(
+            "exactly-once: the target group '{group}' holds no position for {target}, but the \
+             target partition already holds {end} offsets (mirrored before: the position expired \
+             after offsets.retention.minutes on the target while the mirror was stopped, or it was \
+             deleted); starting from mirror.start would mirror records twice or skip some, so \
+             partition {source} stops. Store the next source offset to mirror on the target, then \
+             restart: kafka-consumer-groups.sh --bootstrap-server <target> --group {group} \
+             --topic {topic}:{partition} --reset-offsets --to-offset <next source offset> \
+             --execute (the mirror's group on the source cluster shows a recent, never too high, \
+             offset for {source}; `strait failover` translation and the offset-syncs topic know \
+             the last mirrored one)",
+            source = route.source,
+            topic = target.topic(),
+            partition = target.partition(),
+        ),
+    )
 }
 
 /// The pipeline class behind a partition's error, if it came from a cluster.
@@ -773,6 +835,22 @@ async fn out_of_range<S: Source, T: Target>(
     Ok(next)
 }
 
+/// What starts a produce phase.
+enum Wake {
+    /// Work from the fetch side.
+    Work(WorkBox),
+    /// The fetch side ended.
+    Closed,
+    /// Exactly-once: the transaction cycle is due (the idle position's refresh).
+    Due,
+}
+
+impl From<Option<WorkBox>> for Wake {
+    fn from(work: Option<WorkBox>) -> Self {
+        work.map_or(Wake::Closed, Wake::Work)
+    }
+}
+
 /// How a produce phase ended.
 enum Phase {
     /// The produce side is over: the fetch side ended and everything was acknowledged (and,
@@ -794,7 +872,7 @@ async fn produce_loop<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
     rx: &mut mpsc::Receiver<WorkBox>,
-    first: Option<WorkBox>,
+    first: Wake,
     position: &PositionCell,
     seq: ProducerSeq,
     policy: TargetPolicy,
@@ -822,8 +900,9 @@ async fn produce_loop<S: Source, T: Target>(
     let result = async {
         let mut input_open = true;
         match first {
-            Some(work) => take_all(&mut w, *work, rx, &mut input_open),
-            None => input_open = false,
+            Wake::Work(work) => take_all(&mut w, *work, rx, &mut input_open),
+            Wake::Closed => input_open = false,
+            Wake::Due => {}
         }
         loop {
             while let Some(done) = w.poll_done() {
@@ -833,6 +912,17 @@ async fn produce_loop<S: Source, T: Target>(
             }
             if let Some(next) = w.take_pending_advance() {
                 acknowledge(position, txn.is_some(), &mut acked, next);
+            }
+            if let Some(txn) = txn.as_deref_mut()
+                && txn.cycle.must_store_first()
+                && txn.cycle.is_closed()
+            {
+                // The target holds no position yet: store the start position before any batch
+                // (see `transactional_start`).
+                let start = txn.cycle.committed_position();
+                Box::pin(commit_transaction(shared, route, txn, start)).await?;
+                txn.cycle.committed(now(), start);
+                continue;
             }
             while let Some(t) = w.poll_transmit() {
                 if let Some(txn) = txn.as_deref_mut()
@@ -873,7 +963,7 @@ async fn produce_loop<S: Source, T: Target>(
             {
                 Box::pin(commit_transaction(shared, route, txn, next)).await?;
                 txn.denial.clear(shared.observer.as_ref(), &route.source);
-                txn.cycle.committed(next);
+                txn.cycle.committed(now(), next);
                 position.acknowledge(next);
                 shared.observer.committed(&route.source, next);
                 continue;

@@ -37,7 +37,7 @@ use tokio::sync::watch;
 
 /// A record as a consumer sees it; `ts` is the create time (what a CreateTime target shows).
 #[derive(Clone, PartialEq, Eq)]
-struct Rec {
+pub(crate) struct Rec {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
@@ -62,12 +62,12 @@ impl std::fmt::Debug for Rec {
     }
 }
 
-fn tp(topic: &str, p: i32) -> TopicPartition {
+pub(crate) fn tp(topic: &str, p: i32) -> TopicPartition {
     TopicPartition::new(topic, p).unwrap()
 }
 
 /// A varied record: null keys and values, empty ones, duplicate and null-valued header keys.
-fn gen_rec(tag: &str, i: usize, ts: i64) -> Rec {
+pub(crate) fn gen_rec(tag: &str, i: usize, ts: i64) -> Rec {
     let key = match i % 5 {
         0 => None,
         1 => Some(Vec::new()),
@@ -127,7 +127,7 @@ fn big_recs(tag: &str, n: usize, size: usize, ts: i64) -> Vec<Rec> {
 }
 
 /// Records of a v2 batch with their source offsets, timestamps read as create times.
-fn decode(batch: &RecordBatch) -> Vec<(i64, Rec)> {
+pub(crate) fn decode(batch: &RecordBatch) -> Vec<(i64, Rec)> {
     let decoded = batch.decode_records(64 << 20).unwrap();
     decoded
         .iter()
@@ -223,13 +223,13 @@ struct Txn {
 
 /// One source partition's log and what a read_committed consumer must get from it.
 #[derive(Default)]
-struct SrcLog {
+pub(crate) struct SrcLog {
     entries: Vec<Entry>,
     log_start: i64,
-    end: i64,
+    pub(crate) end: i64,
     txns: Vec<Txn>,
     /// (offset, record) that must arrive, in order.
-    expected: Vec<(i64, Rec)>,
+    pub(crate) expected: Vec<(i64, Rec)>,
     /// Records of open transactions, per producer id.
     pending: HashMap<i64, Vec<(i64, Rec)>>,
     seqs: HashMap<i64, i32>,
@@ -326,7 +326,7 @@ impl SrcLog {
     }
 
     /// Plain (idempotent, like the Java producer's) data.
-    fn data(&mut self, codec: Compression, recs: Vec<Rec>) {
+    pub(crate) fn data(&mut self, codec: Compression, recs: Vec<Rec>) {
         let seq = *self.seqs.entry(4242).or_insert(0);
         let base = self.batch(codec, 0, (4242, seq), &recs, None);
         self.seqs.insert(4242, seq + recs.len() as i32);
@@ -505,10 +505,10 @@ impl SrcLog {
 }
 
 #[derive(Clone, Default)]
-struct FakeSource(Arc<Mutex<HashMap<TopicPartition, SrcLog>>>);
+pub(crate) struct FakeSource(Arc<Mutex<HashMap<TopicPartition, SrcLog>>>);
 
 impl FakeSource {
-    fn with<R>(&self, tp: &TopicPartition, f: impl FnOnce(&mut SrcLog) -> R) -> R {
+    pub(crate) fn with<R>(&self, tp: &TopicPartition, f: impl FnOnce(&mut SrcLog) -> R) -> R {
         let mut logs = self.0.lock().unwrap();
         f(logs.entry(tp.clone()).or_default())
     }
@@ -1084,7 +1084,12 @@ impl Target for FakeTarget {
         async move { answer }
     }
 
-    // Exactly-once runs against real brokers (crates/strait/tests/exactly_once*.rs).
+    fn end_offset(&self, tp: &TopicPartition) -> impl Future<Output = Result<i64, IoError>> + Send {
+        let end = self.st().partitions.get(tp).map_or(0, |p| p.next_offset);
+        async move { Ok(end) }
+    }
+
+    // Exactly-once runs in eos_mem.rs and against real brokers.
     type Transactions = NoTransactions;
 
     fn transactions(&self, _: &str, _: Duration) -> Result<NoTransactions, IoError> {
@@ -1375,7 +1380,7 @@ impl World {
     }
 }
 
-fn assert_same(what: &str, want: &[Rec], got: &[Rec]) {
+pub(crate) fn assert_same(what: &str, want: &[Rec], got: &[Rec]) {
     if let Some(i) = (0..want.len().min(got.len())).find(|&i| want[i] != got[i]) {
         panic!(
             "{what}: record {i} differs:\n want {:?}\n got  {:?}",
@@ -1392,7 +1397,7 @@ fn assert_same(what: &str, want: &[Rec], got: &[Rec]) {
 }
 
 /// Waits (in virtual time) until `cond` holds.
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     for _ in 0..200_000 {
         if cond() {
             return;
@@ -1402,7 +1407,7 @@ async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     panic!("waited 2000 s of virtual time for {what}");
 }
 
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     let mut s = Settings::default();
     s.partition_fetch_bytes = 4096;
     s.max_fetch_bytes = 4 << 20;

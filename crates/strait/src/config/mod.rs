@@ -312,6 +312,9 @@ pub struct ExactlyOnce {
     pub transaction_max_bytes: ByteSize,
     /// `mirror.transaction_timeout`: `transaction.timeout.ms` of the mirror's transactions.
     pub transaction_timeout: Duration,
+    /// `mirror.position_refresh_interval`: how often an idle partition stores its position
+    /// again, so the target broker's offset retention never drops it.
+    pub position_refresh_interval: Duration,
 }
 
 /// The `[metrics]` section.
@@ -442,6 +445,9 @@ pub mod defaults {
     pub const TRANSACTION_MAX_BYTES: ByteSize = ByteSize(16 << 20);
     /// `mirror.transaction_timeout`: the Java producer's `transaction.timeout.ms`.
     pub const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+    /// `mirror.position_refresh_interval`: far inside Kafka's default
+    /// `offsets.retention.minutes` (7 days).
+    pub const POSITION_REFRESH_INTERVAL: Duration = Duration::from_secs(3600);
     /// `mirror.max_in_flight`: the idempotent producer's dedup window.
     pub const MAX_IN_FLIGHT: u8 = 5;
     /// `mirror.produce_connections`: one, as a Java producer has.
@@ -700,6 +706,10 @@ impl Config {
                 "transaction_timeout".into(),
                 format_duration(eos.transaction_timeout).into(),
             );
+            mirror.insert(
+                "position_refresh_interval".into(),
+                format_duration(eos.position_refresh_interval).into(),
+            );
         }
         if let Some(groups) = &m.groups {
             mirror.insert("groups".into(), strings(groups.include()));
@@ -924,6 +934,17 @@ fn exactly_once(
         Ok(d)
     })?
     .unwrap_or(defaults::TRANSACTION_TIMEOUT);
+    let position_refresh_interval = get(raw, s, "position_refresh_interval", |f| {
+        let d = f.duration()?;
+        if d < Duration::from_secs(1) {
+            return Err(f.invalid(
+                "a duration of at least 1s, well under the target's offsets.retention.minutes, \
+                 e.g. \"1h\"",
+            ));
+        }
+        Ok(d)
+    })?
+    .unwrap_or(defaults::POSITION_REFRESH_INTERVAL);
     if transaction_interval * 2 > transaction_timeout {
         return Err(Error::Invalid {
             key: described("transaction_interval"),
@@ -941,6 +962,7 @@ fn exactly_once(
         transaction_interval,
         transaction_max_bytes,
         transaction_timeout,
+        position_refresh_interval,
     }))
 }
 

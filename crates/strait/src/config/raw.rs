@@ -131,6 +131,7 @@ impl Section {
                 "transaction_interval",
                 "transaction_max_bytes",
                 "transaction_timeout",
+                "position_refresh_interval",
             ],
             Section::Metrics => &["listen", "lag_interval", "stall_timeout", "mm2_compat"],
             Section::Tracing => &[

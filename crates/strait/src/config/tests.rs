@@ -648,6 +648,19 @@ fn exactly_once_settings_are_read_and_checked() {
         .exactly_once
         .unwrap();
     assert_eq!(dflt.transaction_max_bytes.0, 16 << 20);
+    assert_eq!(dflt.position_refresh_interval, Duration::from_secs(3600));
+    let refresh = parse(&format!(
+        "{MINIMAL}[mirror]\nexactly_once = true\nposition_refresh_interval = \"10s\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        refresh
+            .mirror
+            .exactly_once
+            .unwrap()
+            .position_refresh_interval,
+        Duration::from_secs(10)
+    );
     let e = err(&format!(
         "{MINIMAL}[mirror]\nexactly_once = true\ntransaction_max_bytes = \"1KiB\"\n"
     ));

@@ -17,6 +17,7 @@ mod crash_loop;
 mod eos_denied;
 mod eos_failover;
 mod eos_kills;
+mod eos_retention;
 mod failover;
 mod failover_handover;
 mod failover_kills;
