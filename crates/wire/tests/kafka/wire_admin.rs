@@ -171,11 +171,21 @@ async fn create_describe_and_grow(client: &Client, admin: &Admin) {
 
     // CreatePartitions grows it; shrinking is refused with the broker's explanation.
     admin.create_partitions("configured", 4).await.unwrap();
-    let md = client
-        .metadata(Some(&["configured".to_owned()]))
-        .await
-        .unwrap();
-    assert_eq!(md.topic("configured").unwrap().partitions.len(), 4);
+    // The controller has committed the change when CreatePartitions answers; the broker's
+    // metadata cache learns it a moment later (on a loaded machine, seconds later).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let md = client
+            .metadata(Some(&["configured".to_owned()]))
+            .await
+            .unwrap();
+        let partitions = md.topic("configured").unwrap().partitions.len();
+        if partitions == 4 || std::time::Instant::now() > deadline {
+            assert_eq!(partitions, 4, "the topic did not grow to 4 partitions");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let err = admin.create_partitions("configured", 3).await.unwrap_err();
     assert_eq!(err.code(), Some(ResponseError::InvalidPartitions), "{err}");
     assert!(err.to_string().contains("configured"), "{err}");
