@@ -37,7 +37,7 @@ use super::{Config, Environment, Loaded, Rename};
 use crate::error::{Error, Result};
 
 /// Keys of a `[[flows]]` table besides the `[mirror]` keys.
-const FLOW_KEYS: &[&str] = &["source", "target"];
+pub(super) const FLOW_KEYS: &[&str] = &["source", "target"];
 
 /// True when the parsed file uses the flows form (`[clusters.*]` or `[[flows]]`).
 pub(crate) fn is_flows_form(table: &toml::Table) -> bool {

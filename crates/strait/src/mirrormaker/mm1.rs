@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 use super::properties::Properties;
 use super::{Report, Role, ignored_warning, map_client_setting};
+use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};
 use crate::error::{Error, Result};
@@ -205,7 +206,17 @@ pub(crate) fn from_properties(
     ] {
         let path = &props.path;
         let mut report = Report::default();
-        for p in &props.entries {
+        // Each file declares the config providers its own client properties use, as a Java
+        // client's config does.
+        let providers = Providers::declared_in(props).map_err(|source| Error::Providers {
+            path: path.clone(),
+            source,
+        })?;
+        match role {
+            Role::Source => raw.source.providers = providers,
+            Role::Target => raw.target.providers = providers,
+        }
+        for p in props.entries.iter().filter(|p| !is_declaration_key(&p.key)) {
             let origin = Origin::Compat(format!("{what} {}", props.describe(p)));
             map_client_setting(
                 &mut raw,
