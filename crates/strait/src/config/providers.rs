@@ -566,6 +566,48 @@ mod tests {
         }
     }
 
+    /// strait.toml: the built-in providers in client properties, single-flow and flows form;
+    /// `strait check` prints the reference.
+    #[test]
+    fn strait_toml_references_resolve_in_both_forms() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("password"), "dir-secret").unwrap();
+        let reference = format!("${{directory:{}:password}}", dir.path().display());
+        let cluster = format!(
+            "\"bootstrap.servers\" = \"a:9092\"\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\
+             \"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"${{env:OTHER}}\"\n\
+             \"sasl.password\" = \"{reference}\"\n"
+        );
+        let single = format!("[source]\n{cluster}[target]\n\"bootstrap.servers\" = \"b:9092\"\n");
+        let flows = format!(
+            "[clusters.a]\n{cluster}[clusters.b]\n\"bootstrap.servers\" = \"b:9092\"\n\
+             [[flows]]\nsource = \"a\"\ntarget = \"b\"\n"
+        );
+        for text in [single, flows] {
+            let loaded =
+                super::super::Config::from_toml_str(&text, Path::new("strait.toml"), &env())
+                    .unwrap();
+            let c = &loaded.config;
+            assert_eq!(c.source.property("sasl.password"), Some("dir-secret"));
+            assert_eq!(c.source.property("sasl.username"), Some("x"));
+            let shown = c.to_toml(true);
+            assert!(shown.contains(&reference), "{shown}");
+            assert!(shown.contains("${env:OTHER}"), "{shown}");
+            assert!(!shown.contains("dir-secret"), "{shown}");
+            let e = super::super::Config::from_toml_str(
+                &text,
+                Path::new("strait.toml"),
+                &Environment::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("source.sasl.username: ${env:OTHER}: provider \"env\": environment variable OTHER is not set"),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn kafka_restrictions_are_honoured() {
         let dir = tempfile::tempdir().unwrap();
