@@ -99,8 +99,10 @@ pub struct Converted {
     /// Values for the Helm chart (YAML).
     pub helm_values: String,
     /// The configuration, as loaded back from [`Converted::toml`] (SASL passwords set to
-    /// placeholders).
+    /// placeholders); the first flow when there are several.
     pub config: Config,
+    /// Every flow when the `KafkaMirrorMaker2` has several mirrors (`[[flows]]`), else empty.
+    pub flows: Vec<Config>,
     /// `KafkaMirrorMaker` or `KafkaMirrorMaker2`.
     pub kind: String,
     /// `metadata.name`.
@@ -631,15 +633,7 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
     };
     let mut loaded = loaded;
     ctx.notes.append(&mut loaded.warnings);
-    render(
-        loaded.config,
-        kind,
-        name,
-        api_version,
-        path,
-        ctx,
-        placeholder_env,
-    )
+    render(loaded, kind, name, api_version, path, ctx, placeholder_env)
 }
 
 /// `spec:` (or `metadata:`) followed by a line that is not indented.
@@ -1004,6 +998,15 @@ fn convert_mm2(
         names.push(flow);
     }
     entries.insert(0, ("clusters".into(), aliases.join(", "), Vec::new()));
+    if all {
+        // Several flows write their secrets as ${env:STRAIT_CLUSTER_...} references.
+        entries.push(("config.providers".into(), "env".into(), Vec::new()));
+        entries.push((
+            "config.providers.env.class".into(),
+            "org.apache.kafka.common.config.provider.EnvVarConfigProvider".into(),
+            Vec::new(),
+        ));
+    }
 
     let props = Properties {
         path: path.to_path_buf(),
@@ -1045,13 +1048,14 @@ fn select_mirror(
             })?,
         None => 0,
     };
+    let chosen = flows[index].0.alias.clone();
     for (i, (s, t, m)) in flows.iter().enumerate() {
         if i != index {
             ctx.unmapped(
                 display(&m.path),
                 format!(
-                    "mirror {}->{}: --mirror {} converts this one only; without --mirror every \
-                     mirror becomes a [[flows]] entry",
+                    "mirror {}->{}: --mirror {chosen} converts one mirror; convert this one with \
+                     `--mirror {}`, or all of them into [[flows]] without --mirror",
                     s.alias, t.alias, s.alias
                 ),
             );
@@ -1802,7 +1806,7 @@ fn with_port(url: &str, from: u16, to: u16) -> (String, bool) {
 // --- output -------------------------------------------------------------------------------------
 
 fn render(
-    mut config: Config,
+    loaded: crate::Loaded,
     kind: String,
     name: String,
     api_version: String,
@@ -1810,14 +1814,12 @@ fn render(
     ctx: Ctx,
     placeholders: Vec<(String, String)>,
 ) -> Result<Converted, Error> {
-    // Passwords are placeholders that stand for the Secret: never written to the file.
-    for (var, _) in &placeholders {
-        let cluster = if var.starts_with("STRAIT_SOURCE_") {
-            &mut config.source
-        } else {
-            &mut config.target
-        };
-        cluster.properties.retain(|(k, _)| k != "sasl.password");
+    let mut flows = match loaded.flows.is_empty() {
+        true => vec![loaded.config],
+        false => loaded.flows,
+    };
+    for config in &mut flows {
+        hide_secrets(config, &placeholders);
     }
     let mut head = String::new();
     let _ = writeln!(
@@ -1838,8 +1840,9 @@ fn render(
             head,
             "#\n# Certificates are read from Secrets mounted where the Helm chart mounts them \
              (secrets.<side> in its values):\n\
-             # {TLS_DIR}/<source|target>/ca/<key> (cluster CA), {TLS_DIR}/<source|target>/user/<key> \
-             (client certificate):"
+             # {TLS_DIR}/<source|target or cluster>/ca/<key> (cluster CA), .../user/<key> (client \
+             certificate), .../oauth/<key> (OAuth access token), .../oauth-ca/<key> (token \
+             endpoint CA):"
         );
         for f in &ctx.secret_files {
             let _ = writeln!(
@@ -1877,16 +1880,24 @@ fn render(
         }
     }
     head.push('\n');
-    let toml = format!("{head}{}", config.to_toml(false));
+    let body = match flows.as_slice() {
+        [one] => one.to_toml(false),
+        several => crate::config::flows::to_toml(several, false),
+    };
+    let toml = format!("{head}{body}");
 
     // The file must load as it is written (with the passwords the chart provides).
     let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
     let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
-    let helm_values = helm_values(&kind, &name, &config, &ctx);
+    let helm_values = match flows.as_slice() {
+        [one] => helm_values(&kind, &name, one, &ctx),
+        several => flows_helm_values(&kind, &name, several.len()),
+    };
     Ok(Converted {
         toml,
         helm_values,
         config: reloaded.config,
+        flows: reloaded.flows,
         kind,
         name,
         replicas: ctx.replicas,
@@ -1895,6 +1906,46 @@ fn render(
         secret_files: ctx.secret_files,
         secret_env: ctx.secret_env,
     })
+}
+
+/// Secrets stand for themselves in the file: a property resolved from a `${env:...}` reference
+/// is written as the reference, and one a `STRAIT_SOURCE_*`/`STRAIT_TARGET_*` variable sets
+/// (its value a placeholder here) is left out.
+fn hide_secrets(config: &mut Config, placeholders: &[(String, String)]) {
+    for cluster in [&mut config.source, &mut config.target] {
+        for (key, written) in &cluster.references {
+            if let Some(slot) = cluster.properties.iter_mut().find(|(k, _)| k == key) {
+                slot.1 = written.clone();
+            }
+        }
+    }
+    for (var, _) in placeholders {
+        let (cluster, rest) = match (
+            var.strip_prefix("STRAIT_SOURCE_"),
+            var.strip_prefix("STRAIT_TARGET_"),
+        ) {
+            (Some(rest), _) => (&mut config.source, rest),
+            (_, Some(rest)) => (&mut config.target, rest),
+            _ => continue,
+        };
+        let property = rest.to_ascii_lowercase().replace('_', ".");
+        cluster.properties.retain(|(k, _)| *k != property);
+    }
+}
+
+/// The chart renders one flow ([source]/[target]); for several it says what to do instead.
+fn flows_helm_values(kind: &str, name: &str, flows: usize) -> String {
+    format!(
+        "# Values for the Strait Helm chart (deploy/helm/strait), converted by `strait import \
+         strimzi` from {kind} {name}.\n\
+         # The resource has {flows} mirrors, converted into one strait.toml with [clusters.*] and \
+         [[flows]]; the chart\n\
+         # renders the single-flow form ([source]/[target]) only. Run the strait.toml as it is \
+         (its secrets come from\n\
+         # the STRAIT_CLUSTER_* variables and Secret mounts its comment block lists), or \
+         convert each mirror for the chart\n\
+         # with `--mirror <source alias>` and install one release per mirror.\n"
+    )
 }
 
 /// Values for the Helm chart in deploy/helm/strait: `replicas`, `config` (the configuration as
