@@ -427,6 +427,43 @@ batch.size=1048576
         );
     }
 
+    /// Each file declares the config providers its own properties use (issue 32 item 2).
+    #[test]
+    fn config_providers_are_declared_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let env_provider = "config.providers=env\n\
+            config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n";
+        let consumer = format!(
+            "bootstrap.servers=a:9092\ngroup.id=g\nauto.offset.reset=earliest\n{env_provider}\
+             security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=u\n\
+             sasl.password=${{env:MM1_PW}}\n"
+        );
+        let producer = "bootstrap.servers=b:9092\nclient.id=${env:MM1_PW}\n";
+        let o = opts(dir.path(), &consumer, producer);
+        let env = Environment::from_pairs([("MM1_PW", "mm1-secret")]);
+        // The producer file declares no provider, so its reference is an error.
+        let e = load(&o, &env).unwrap_err().to_string();
+        assert!(
+            e.starts_with("target.client.id (from producer.config")
+                && e.contains("${env:MM1_PW}: config provider \"env\" is not declared"),
+            "{e}"
+        );
+        let o = opts(dir.path(), &consumer, "bootstrap.servers=b:9092\n");
+        let loaded = load(&o, &env).unwrap();
+        assert_eq!(
+            loaded.config.source.property("sasl.password"),
+            Some("mm1-secret")
+        );
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .all(|w| !w.contains("config.providers")),
+            "{:?}",
+            loaded.warnings
+        );
+    }
+
     #[test]
     fn missing_files_are_named() {
         let o = Mm1Options {
