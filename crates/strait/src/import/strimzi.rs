@@ -4,7 +4,9 @@
 //! and producer become the properties `strait mirror-maker` reads, and go through the same mapping
 //! ([`crate::mirrormaker::mm1`]). A `KafkaMirrorMaker2` (v1beta2 with `clusters`/`connectCluster`
 //! or with `target`/`mirrors[].source`, v1 with the latter) becomes the mm2.properties of its
-//! mirror (`A.bootstrap.servers`, `A->B.topics`, the connectors' `config`...) and goes through
+//! mirrors (`A.bootstrap.servers`, `A->B.topics`, the connectors' `config`...; several mirrors
+//! become `[[flows]]`, whose Secret values are `${env:STRAIT_CLUSTER_<ALIAS>_...}` references)
+//! and goes through
 //! `strait mm2`'s mapping ([`crate::mirrormaker::mm2`]). The keys of that mapping's warnings are
 //! therefore mm2.properties keys: `<alias>.<key>` is `config.<key>` of that cluster,
 //! `<source>-><target>.<key>` is `config.<key>` of one of the mirror's connectors.
@@ -14,7 +16,9 @@
 //! [`TLS_DIR`]`/<source|target>/user/<key>` for the client certificate and key, and a SASL
 //! password becomes the environment variable `STRAIT_SOURCE_SASL_PASSWORD` /
 //! `STRAIT_TARGET_SASL_PASSWORD`, which the chart fills from the Secret (`secrets.<side>` in its
-//! values). Every field is either converted or listed with the reason ([`Unmapped`]).
+//! values); an OAuth client secret likewise becomes
+//! `STRAIT_<SIDE>_SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_SECRET`. Every field is either
+//! converted or listed with the reason ([`Unmapped`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,7 +48,8 @@ const OTLP_HTTP_PORT: u16 = 4318;
 pub struct Options {
     /// `metadata.name` of the resource to convert when the file holds several.
     pub name: Option<String>,
-    /// Source alias of the `KafkaMirrorMaker2` mirror to convert (default: the first).
+    /// Source alias of the one `KafkaMirrorMaker2` mirror to convert (default: every mirror,
+    /// as `[[flows]]` when there are several).
     pub mirror: Option<String>,
 }
 
