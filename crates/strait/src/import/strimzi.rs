@@ -1995,7 +1995,7 @@ fn helm_values(kind: &str, name: &str, config: &Config, ctx: &Ctx) -> String {
         if let Some(e) = ctx
             .secret_env
             .iter()
-            .find(|e| e.var.contains(&side.to_ascii_uppercase()))
+            .find(|e| e.var == format!("STRAIT_{}_SASL_PASSWORD", side.to_ascii_uppercase()))
         {
             let mut m = Mapping::new();
             m.insert(s("name"), s(&e.secret));
@@ -2016,6 +2016,26 @@ fn helm_values(kind: &str, name: &str, config: &Config, ctx: &Ctx) -> String {
         yaml_serde::to_value(&table).unwrap_or(Value::Null),
     );
     values.insert(s("secrets"), Value::Mapping(secrets));
+    // Other Secret values (an OAuth client secret): container variables from the Secret.
+    let extra: Vec<Value> = ctx
+        .secret_env
+        .iter()
+        .filter(|e| !e.var.ends_with("_SASL_PASSWORD"))
+        .map(|e| {
+            let mut key_ref = Mapping::new();
+            key_ref.insert(s("name"), s(&e.secret));
+            key_ref.insert(s("key"), s(&e.key));
+            let mut from = Mapping::new();
+            from.insert(s("secretKeyRef"), Value::Mapping(key_ref));
+            let mut var = Mapping::new();
+            var.insert(s("name"), s(&e.var));
+            var.insert(s("valueFrom"), Value::Mapping(from));
+            Value::Mapping(var)
+        })
+        .collect();
+    if !extra.is_empty() {
+        values.insert(s("extraEnv"), Value::Sequence(extra));
+    }
     if let Some(r) = &ctx.resources {
         values.insert(s("resources"), r.clone());
     }

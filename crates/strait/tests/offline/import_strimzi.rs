@@ -462,6 +462,25 @@ fn oauth_client_credentials_are_converted() {
         "{toml}"
     );
     assert!(!toml.contains("client.secret\" ="), "{toml}");
+    // Helm: the chart sets the variable from the Secret (extraEnv), not as a SASL password.
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("values.yaml");
+    let path = data("mm2-oauth.yaml");
+    let o = strait(
+        &[
+            "import",
+            "strimzi",
+            path.to_str().unwrap(),
+            "--helm-values",
+            values.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let values = std::fs::read_to_string(&values).unwrap();
+    assert!(!values.contains("saslPassword"), "{values}");
+    assert!(values.contains(&format!("name: {var}")), "{values}");
+    assert!(values.contains("secretKeyRef"), "{values}");
 }
 
 /// The v1 shape with OAuth on both sides: client credentials with the token endpoint's own CA,
