@@ -61,6 +61,24 @@ pub enum Error {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// A `${provider:...}` reference in a client property cannot be resolved.
+    #[error("{key}: {source}")]
+    Reference {
+        /// `source.<property>` or `target.<property>`, with its origin.
+        key: String,
+        /// What is wrong with the reference (never its value).
+        #[source]
+        source: Box<crate::config::providers::ReferenceError>,
+    },
+    /// A MirrorMaker file declares config providers Strait cannot use.
+    #[error("{}: {source}", path.display())]
+    Providers {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: crate::config::providers::DeclarationError,
+    },
     /// A required key is missing.
     #[error("{key}: missing; {hint}")]
     Missing {

@@ -457,6 +457,52 @@ mod tests {
         assert!(effective.mirror.groups.is_none());
     }
 
+    /// Config provider references are resolved again at each reload (issue 32 item 2): a
+    /// rotated secret is seen (and named, never shown), a reference that no longer resolves is
+    /// refused.
+    #[tokio::test]
+    async fn references_are_resolved_again_on_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, secret) = (dir.path().join("strait.toml"), dir.path().join("password"));
+        std::fs::write(&secret, "first-secret").unwrap();
+        std::fs::write(
+            &path,
+            format!(
+                "[source]\n\"bootstrap.servers\" = \"a:1\"\n\"security.protocol\" = \
+                 \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"u\"\n\
+                 \"sasl.password\" = \"${{directory:{}:password}}\"\n\
+                 [target]\n\"bootstrap.servers\" = \"b:1\"\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let load_path = path.clone();
+        let source = Source::new(vec![path.clone()], move || {
+            Ok(vec![
+                Config::load(&load_path, &Environment::default())?.config,
+            ])
+        });
+        let initial = Config::load(&path, &Environment::default()).unwrap().config;
+        assert_eq!(
+            initial.source.property("sasl.password"),
+            Some("first-secret")
+        );
+        let reloader = Reloader::new(vec![initial], source);
+        // What `reload` does before it applies and counts (the counters are the process's, and
+        // another test asserts on them).
+        let reload = || (reloader.source.load)().and_then(|loaded| reloader.plan(loaded));
+        std::fs::write(&secret, "second-secret").unwrap();
+        let (_, changes) = reload().unwrap();
+        assert_eq!(changes.restart, ["source.sasl.password"]);
+        std::fs::remove_file(&secret).unwrap();
+        let e = reload().map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("source.sasl.password: ${directory:") && e.contains("cannot read"),
+            "{e}"
+        );
+        assert!(!e.contains("secret\""), "{e}");
+    }
+
     #[tokio::test]
     async fn invalid_files_are_refused_and_change_nothing() {
         let dir = std::env::temp_dir().join(format!("strait-reload-{}", std::process::id()));

@@ -37,7 +37,7 @@ use super::{Config, Environment, Loaded, Rename};
 use crate::error::{Error, Result};
 
 /// Keys of a `[[flows]]` table besides the `[mirror]` keys.
-const FLOW_KEYS: &[&str] = &["source", "target"];
+pub(super) const FLOW_KEYS: &[&str] = &["source", "target"];
 
 /// True when the parsed file uses the flows form (`[clusters.*]` or `[[flows]]`).
 pub(crate) fn is_flows_form(table: &toml::Table) -> bool {
@@ -268,6 +268,42 @@ pub(crate) fn check_flows(flows: &[Config], warnings: &mut Vec<String>) -> Resul
     Ok(())
 }
 
+/// Several flows as one strait.toml in the `[clusters.<alias>]` + `[[flows]]` form: each cluster
+/// once, each flow with all its `[mirror]` settings, `[metrics]`, `[tracing]` and `[log]` of the
+/// first flow (they are the process's). `redact` as in [`Config::to_toml`].
+pub fn to_toml(flows: &[Config], redact: bool) -> String {
+    let mut clusters = toml::Table::new();
+    let mut tables = Vec::new();
+    let mut doc = toml::Table::new();
+    for c in flows {
+        let mut t: toml::Table = c.to_toml(redact).parse().unwrap_or_default();
+        for side in ["source", "target"] {
+            if let Some(toml::Value::Table(mut cluster)) = t.remove(side) {
+                let alias = match cluster.remove("alias") {
+                    Some(toml::Value::String(a)) => a,
+                    _ => continue,
+                };
+                clusters.entry(alias).or_insert(toml::Value::Table(cluster));
+            }
+        }
+        let mut flow = toml::Table::new();
+        flow.insert("source".into(), c.source.alias.clone().into());
+        flow.insert("target".into(), c.target.alias.clone().into());
+        if let Some(toml::Value::Table(mirror)) = t.remove("mirror") {
+            flow.extend(mirror);
+        }
+        tables.push(toml::Value::Table(flow));
+        for (section, body) in t {
+            doc.entry(section).or_insert(body);
+        }
+    }
+    let mut out = toml::Table::new();
+    out.insert("clusters".into(), toml::Value::Table(clusters));
+    out.extend(doc);
+    out.insert("flows".into(), toml::Value::Array(tables));
+    toml::to_string(&out).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+}
+
 /// `source->target`.
 pub fn flow_name(c: &Config) -> String {
     format!("{}->{}", c.source.alias, c.target.alias)
@@ -341,6 +377,17 @@ group_id = "back"
         assert!(!ab.selects("heartbeats"));
         assert!(!ba.selects("a.payments"));
         assert_eq!(loaded.all_flows().len(), 2);
+    }
+
+    #[test]
+    fn flows_render_as_a_file_that_loads_the_same_flows() {
+        let loaded = load(TWO).unwrap();
+        let text = to_toml(&loaded.flows, false);
+        let again = load(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(again.flows.len(), 2);
+        for (a, b) in loaded.flows.iter().zip(&again.flows) {
+            assert_eq!(a.to_toml(false), b.to_toml(false));
+        }
     }
 
     #[test]

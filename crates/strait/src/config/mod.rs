@@ -25,6 +25,7 @@
 
 pub mod env;
 pub mod flows;
+pub mod providers;
 pub(crate) mod raw;
 pub mod topics;
 pub mod value;
@@ -183,7 +184,11 @@ pub struct Cluster {
     /// Short name (`europe`): the topic prefix with `rename = "prefix"`, and a metrics label.
     pub alias: String,
     /// Kafka client properties in file order, for `strait_wire::ClientConfig::from_properties`.
+    /// `${provider:...}` references are resolved.
     pub properties: Vec<(String, String)>,
+    /// The properties whose values came from config provider references: (key, the value as
+    /// written). `strait check` prints these instead of the resolved values.
+    pub references: Vec<(String, String)>,
 }
 
 impl Cluster {
@@ -512,8 +517,8 @@ impl Config {
     /// Applies the environment to `raw` and validates everything.
     pub(crate) fn from_raw(mut raw: RawConfig, env: &Environment) -> Result<Config> {
         env::apply(&mut raw, env)?;
-        let source = cluster(&raw.source, "source", defaults::SOURCE_ALIAS)?;
-        let target = cluster(&raw.target, "target", defaults::TARGET_ALIAS)?;
+        let source = cluster(&raw.source, "source", defaults::SOURCE_ALIAS, env)?;
+        let target = cluster(&raw.target, "target", defaults::TARGET_ALIAS, env)?;
         let mirror = mirror(&raw, &source, &target)?;
         let metrics = MetricsConfig {
             listen: match raw.get(Section::Metrics, "listen") {
@@ -607,7 +612,10 @@ impl Config {
             let mut t = toml::Table::new();
             t.insert("alias".into(), c.alias.clone().into());
             for (k, v) in &c.properties {
-                let v = if redact && is_secret_property(k) {
+                let reference = c.references.iter().find(|(r, _)| r == k);
+                let v = if let (true, Some((_, written))) = (redact, reference) {
+                    written.clone()
+                } else if redact && is_secret_property(k) {
                     REDACTED.to_string()
                 } else {
                     v.clone()
@@ -827,7 +835,13 @@ fn get<T>(
         .transpose()
 }
 
-fn cluster(raw: &RawCluster, section: &str, default_alias: &str) -> Result<Cluster> {
+fn cluster(
+    raw: &RawCluster,
+    section: &str,
+    default_alias: &str,
+    env: &Environment,
+) -> Result<Cluster> {
+    let (raw, references) = &resolve_references(raw, section, env)?;
     let alias = match &raw.alias {
         None => default_alias.to_string(),
         Some(e) => {
@@ -862,7 +876,32 @@ fn cluster(raw: &RawCluster, section: &str, default_alias: &str) -> Result<Clust
             .iter()
             .map(|(k, v, _)| (k.clone(), v.clone()))
             .collect(),
+        references: references.clone(),
     })
+}
+
+/// The cluster with its `${provider:...}` references replaced ([`providers`]), and the keys that
+/// had them with their values as written.
+fn resolve_references(
+    raw: &RawCluster,
+    section: &str,
+    env: &Environment,
+) -> Result<(RawCluster, Vec<(String, String)>)> {
+    let mut resolved = raw.clone();
+    let mut references = Vec::new();
+    for (key, value, origin) in &mut resolved.properties {
+        if let Some(v) = raw
+            .providers
+            .resolve(value, env)
+            .map_err(|source| Error::Reference {
+                key: origin.describe(&format!("{section}.{key}")),
+                source: Box::new(source),
+            })?
+        {
+            references.push((key.clone(), std::mem::replace(value, v)));
+        }
+    }
+    Ok((resolved, references))
 }
 
 /// Runs the properties through `strait_wire::ClientConfig` (no I/O: files are read when the
@@ -1359,6 +1398,9 @@ fn raw_cluster(section: &str, body: toml::Table) -> Result<RawCluster> {
     Ok(out)
 }
 
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod documented;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;

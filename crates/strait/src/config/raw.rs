@@ -156,6 +156,8 @@ pub(crate) struct RawCluster {
     pub(crate) alias: Option<Entry>,
     /// Client properties in first-set order; setting a key again replaces its value in place.
     pub(crate) properties: Vec<(String, String, Origin)>,
+    /// The config providers the properties' `${provider:...}` references may use.
+    pub(crate) providers: super::providers::Providers,
 }
 
 impl RawCluster {

@@ -42,8 +42,9 @@ pub struct StrimziArgs {
     /// The `metadata.name` of the resource to convert when the file holds several.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// For a `KafkaMirrorMaker2` with several mirrors: the source cluster alias of the mirror to
-    /// convert (default: the first). Strait runs one flow per process.
+    /// For a `KafkaMirrorMaker2` with several mirrors: the source cluster alias of the one mirror
+    /// to convert (the single-flow form the Helm chart takes). Default: every mirror, as
+    /// `[clusters.*]` + `[[flows]]`.
     #[arg(long, value_name = "SOURCE_ALIAS")]
     pub mirror: Option<String>,
 }

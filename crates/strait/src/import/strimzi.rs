@@ -4,7 +4,9 @@
 //! and producer become the properties `strait mirror-maker` reads, and go through the same mapping
 //! ([`crate::mirrormaker::mm1`]). A `KafkaMirrorMaker2` (v1beta2 with `clusters`/`connectCluster`
 //! or with `target`/`mirrors[].source`, v1 with the latter) becomes the mm2.properties of its
-//! mirror (`A.bootstrap.servers`, `A->B.topics`, the connectors' `config`...) and goes through
+//! mirrors (`A.bootstrap.servers`, `A->B.topics`, the connectors' `config`...; several mirrors
+//! become `[[flows]]`, whose Secret values are `${env:STRAIT_CLUSTER_<ALIAS>_...}` references)
+//! and goes through
 //! `strait mm2`'s mapping ([`crate::mirrormaker::mm2`]). The keys of that mapping's warnings are
 //! therefore mm2.properties keys: `<alias>.<key>` is `config.<key>` of that cluster,
 //! `<source>-><target>.<key>` is `config.<key>` of one of the mirror's connectors.
@@ -14,7 +16,9 @@
 //! [`TLS_DIR`]`/<source|target>/user/<key>` for the client certificate and key, and a SASL
 //! password becomes the environment variable `STRAIT_SOURCE_SASL_PASSWORD` /
 //! `STRAIT_TARGET_SASL_PASSWORD`, which the chart fills from the Secret (`secrets.<side>` in its
-//! values). Every field is either converted or listed with the reason ([`Unmapped`]).
+//! values); an OAuth client secret likewise becomes
+//! `STRAIT_<SIDE>_SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_SECRET`. Every field is either
+//! converted or listed with the reason ([`Unmapped`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,7 +48,8 @@ const OTLP_HTTP_PORT: u16 = 4318;
 pub struct Options {
     /// `metadata.name` of the resource to convert when the file holds several.
     pub name: Option<String>,
-    /// Source alias of the `KafkaMirrorMaker2` mirror to convert (default: the first).
+    /// Source alias of the one `KafkaMirrorMaker2` mirror to convert (default: every mirror,
+    /// as `[[flows]]` when there are several).
     pub mirror: Option<String>,
 }
 
@@ -60,9 +65,10 @@ pub struct Unmapped {
 /// A Secret key read as a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretFile {
-    /// `source` or `target`.
-    pub side: &'static str,
-    /// `ca` (the cluster CA) or `user` (the client certificate and key).
+    /// `source` or `target`; with several mirrors ([[flows]]), the cluster's alias.
+    pub side: String,
+    /// `ca` (the cluster CA), `user` (the client certificate and key), `oauth` (an OAuth access
+    /// token) or `oauth-ca` (the CA of the OAuth token endpoint).
     pub role: &'static str,
     /// The Secret.
     pub secret: String,
@@ -98,8 +104,10 @@ pub struct Converted {
     /// Values for the Helm chart (YAML).
     pub helm_values: String,
     /// The configuration, as loaded back from [`Converted::toml`] (SASL passwords set to
-    /// placeholders).
+    /// placeholders); the first flow when there are several.
     pub config: Config,
+    /// Every flow when the `KafkaMirrorMaker2` has several mirrors (`[[flows]]`), else empty.
+    pub flows: Vec<Config>,
     /// `KafkaMirrorMaker` or `KafkaMirrorMaker2`.
     pub kind: String,
     /// `metadata.name`.
@@ -416,7 +424,7 @@ impl Ctx {
         });
     }
 
-    fn secret_file(&mut self, side: Side, role: &'static str, secret: &str, key: &str) -> String {
+    fn secret_file(&mut self, side: &Side, role: &'static str, secret: &str, key: &str) -> String {
         let f = SecretFile {
             side: side.name(),
             role,
@@ -429,27 +437,63 @@ impl Ctx {
         }
         path
     }
+
+    /// A client property whose value is the Secret key `secret`/`key`. One flow: the variable
+    /// `STRAIT_<SIDE>_<PROPERTY>`, which sets the property (the Helm chart fills it from the
+    /// Secret); several flows (where `STRAIT_SOURCE_*` cannot say which cluster): the property
+    /// is written as a `${env:STRAIT_CLUSTER_<ALIAS>_<PROPERTY>}` reference (config providers).
+    fn secret_property(
+        &mut self,
+        side: &Side,
+        property: &str,
+        (secret, key): (String, String),
+        field: Vec<Seg>,
+        props: &mut ClientProps,
+    ) {
+        let var = format!(
+            "{}_{}",
+            side.env_prefix(),
+            property.replace('.', "_").to_ascii_uppercase()
+        );
+        if let Side::Cluster(_) = side {
+            props.push((property.to_string(), format!("${{env:{var}}}"), field));
+        }
+        self.secret_env.push(SecretEnv { var, secret, key });
+    }
 }
 
-/// Which side of the mirror a cluster is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which side of the mirror a cluster is, or (several mirrors) which cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Side {
     Source,
     Target,
+    /// A cluster of a `[[flows]]` configuration, by alias.
+    Cluster(String),
 }
 
 impl Side {
-    fn name(self) -> &'static str {
+    fn name(&self) -> String {
         match self {
-            Side::Source => "source",
-            Side::Target => "target",
+            Side::Source => "source".into(),
+            Side::Target => "target".into(),
+            Side::Cluster(alias) => alias.clone(),
         }
     }
 
-    fn env_prefix(self) -> &'static str {
+    fn env_prefix(&self) -> String {
         match self {
-            Side::Source => "STRAIT_SOURCE",
-            Side::Target => "STRAIT_TARGET",
+            Side::Source => "STRAIT_SOURCE".into(),
+            Side::Target => "STRAIT_TARGET".into(),
+            Side::Cluster(alias) => format!(
+                "STRAIT_CLUSTER_{}",
+                alias
+                    .chars()
+                    .map(|c| match c.is_ascii_alphanumeric() {
+                        true => c.to_ascii_uppercase(),
+                        false => '_',
+                    })
+                    .collect::<String>()
+            ),
         }
     }
 }
@@ -594,15 +638,7 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
     };
     let mut loaded = loaded;
     ctx.notes.append(&mut loaded.warnings);
-    render(
-        loaded.config,
-        kind,
-        name,
-        api_version,
-        path,
-        ctx,
-        placeholder_env,
-    )
+    render(loaded, kind, name, api_version, path, ctx, placeholder_env)
 }
 
 /// `spec:` (or `metadata:`) followed by a line that is not indented.
@@ -719,7 +755,7 @@ fn convert_mm1(
             got: format!("{ms:?}"),
         })?);
     }
-    security(&mut consumer, Side::Source, &mut consumer_props, ctx)?;
+    security(&mut consumer, &Side::Source, &mut consumer_props, ctx)?;
     consumer_props.extend(consumer.config("config", ctx)?);
     consumer.rest(ctx, "no equivalent in Strait's source settings");
 
@@ -734,7 +770,7 @@ fn convert_mm1(
     if let Some(abort) = producer.text("abortOnSendFailure")? {
         opts.abort_on_send_failure = Some(abort.trim().eq_ignore_ascii_case("true"));
     }
-    security(&mut producer, Side::Target, &mut producer_props, ctx)?;
+    security(&mut producer, &Side::Target, &mut producer_props, ctx)?;
     producer_props.extend(producer.config("config", ctx)?);
     producer.rest(ctx, "no equivalent in Strait's target settings");
     spec.rest(ctx, "no equivalent in Strait");
@@ -921,6 +957,84 @@ fn convert_mm2(
     }
     spec.rest(ctx, "no equivalent in Strait");
 
+    let all = options.mirror.is_none() && flows.len() > 1;
+    let flows = match all {
+        true => flows,
+        false => vec![select_mirror(flows, options, ctx)?],
+    };
+    let mut entries: ClientProps = Vec::new();
+    let mut aliases: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for (source, target, mut mirror) in flows {
+        if source.alias == target.alias {
+            return Err(Error::Invalid {
+                field: display(&mirror.path),
+                expected: "different source and target clusters".into(),
+                got: format!("{} -> {}", source.alias, target.alias),
+            });
+        }
+        let flow = format!("{}->{}", source.alias, target.alias);
+        if names.contains(&flow) {
+            return Err(Error::Invalid {
+                field: display(&mirror.path),
+                expected: "each source -> target pair in one mirror".into(),
+                got: format!("a second mirror {flow}"),
+            });
+        }
+        entries.push((
+            format!("{flow}.enabled"),
+            "true".into(),
+            mirror.path.clone(),
+        ));
+        // One flow keeps the [source]/[target] form; several name each cluster once.
+        for (cluster, side) in [(source, Side::Source), (target, Side::Target)] {
+            if aliases.contains(&cluster.alias) {
+                continue;
+            }
+            let side = match all {
+                true => Side::Cluster(cluster.alias.clone()),
+                false => side,
+            };
+            aliases.push(cluster.alias.clone());
+            entries.extend(cluster_entries(cluster, &side, ctx)?);
+        }
+        entries.extend(mirror_entries(&flow, &mut mirror, ctx)?);
+        mirror.rest(ctx, "no equivalent in Strait");
+        names.push(flow);
+    }
+    entries.insert(0, ("clusters".into(), aliases.join(", "), Vec::new()));
+    if all {
+        // Several flows write their secrets as ${env:STRAIT_CLUSTER_...} references.
+        entries.push(("config.providers".into(), "env".into(), Vec::new()));
+        entries.push((
+            "config.providers.env.class".into(),
+            "org.apache.kafka.common.config.provider.EnvVarConfigProvider".into(),
+            Vec::new(),
+        ));
+    }
+
+    let props = Properties {
+        path: path.to_path_buf(),
+        entries: entries
+            .into_iter()
+            .map(|(key, value, field)| Property {
+                key,
+                value,
+                line: locator.line(&field),
+            })
+            .collect(),
+    };
+    let (env, placeholders) = validation_env(ctx);
+    let loaded = mm2::from_properties(&props, &[], &env).map_err(config_error)?;
+    Ok((loaded, placeholders))
+}
+
+/// `--mirror <alias>` (or the only mirror): the flow to convert; the others are listed.
+fn select_mirror(
+    mut flows: Vec<(ClusterSpec, ClusterSpec, Node)>,
+    options: &Options,
+    ctx: &mut Ctx,
+) -> Result<(ClusterSpec, ClusterSpec, Node), Error> {
     let index = match &options.mirror {
         Some(want) => flows
             .iter()
@@ -939,62 +1053,53 @@ fn convert_mm2(
             })?,
         None => 0,
     };
+    let chosen = flows[index].0.alias.clone();
     for (i, (s, t, m)) in flows.iter().enumerate() {
         if i != index {
             ctx.unmapped(
                 display(&m.path),
                 format!(
-                    "mirror {}->{}: Strait runs one flow per process; convert it with \
-                     `--mirror {}` and run a second strait",
+                    "mirror {}->{}: --mirror {chosen} converts one mirror; convert this one with \
+                     `--mirror {}`, or all of them into [[flows]] without --mirror",
                     s.alias, t.alias, s.alias
                 ),
             );
         }
     }
-    let (mut source, mut target, mut mirror) = flows.swap_remove(index);
-    if source.alias == target.alias {
-        return Err(Error::Invalid {
-            field: display(&mirror.path),
-            expected: "different source and target clusters".into(),
-            got: format!("{} -> {}", source.alias, target.alias),
-        });
-    }
+    Ok(flows.swap_remove(index))
+}
 
-    // The equivalent mm2.properties, one entry per converted field.
-    let (s, t) = (source.alias.clone(), target.alias.clone());
-    let flow = format!("{s}->{t}");
-    let mut entries: ClientProps = vec![
-        ("clusters".into(), format!("{s}, {t}"), mirror.path.clone()),
-        (
-            format!("{flow}.enabled"),
-            "true".into(),
-            mirror.path.clone(),
-        ),
-    ];
-    for (cluster, side) in [(&mut source, Side::Source), (&mut target, Side::Target)] {
-        let alias = cluster.alias.clone();
-        let node = &mut cluster.node;
-        let servers = node.required_text("bootstrapServers", "the cluster's host:port list")?;
-        let mut props: ClientProps = vec![(
-            "bootstrap.servers".into(),
-            servers,
-            node.field("bootstrapServers"),
-        )];
-        security(node, side, &mut props, ctx)?;
-        props.extend(node.config("config", ctx)?);
-        entries.extend(
-            props
-                .into_iter()
-                .map(|(k, v, f)| (format!("{alias}.{k}"), v, f)),
-        );
-    }
-    source
-        .node
-        .rest(ctx, "no equivalent in Strait's source settings");
-    target
-        .node
-        .rest(ctx, "no equivalent in Strait's target settings");
+/// A cluster's mm2.properties entries (`<alias>.bootstrap.servers`, security, `config`).
+fn cluster_entries(
+    mut cluster: ClusterSpec,
+    side: &Side,
+    ctx: &mut Ctx,
+) -> Result<ClientProps, Error> {
+    let node = &mut cluster.node;
+    let servers = node.required_text("bootstrapServers", "the cluster's host:port list")?;
+    let mut props: ClientProps = vec![(
+        "bootstrap.servers".into(),
+        servers,
+        node.field("bootstrapServers"),
+    )];
+    security(node, side, &mut props, ctx)?;
+    props.extend(node.config("config", ctx)?);
+    let why = match side {
+        Side::Source => "no equivalent in Strait's source settings",
+        Side::Target => "no equivalent in Strait's target settings",
+        Side::Cluster(_) => "no equivalent in Strait's cluster settings",
+    };
+    cluster.node.rest(ctx, why);
+    Ok(props
+        .into_iter()
+        .map(|(k, v, f)| (format!("{}.{k}", cluster.alias), v, f))
+        .collect())
+}
 
+/// A mirror's connector-level mm2.properties entries (`<flow>.topics`, groups, the connectors'
+/// `config`).
+fn mirror_entries(flow: &str, mirror: &mut Node, ctx: &mut Ctx) -> Result<ClientProps, Error> {
+    let mut entries: ClientProps = Vec::new();
     if let Some(p) = mirror.text("topicsPattern")? {
         entries.push((format!("{flow}.topics"), p, mirror.field("topicsPattern")));
     }
@@ -1076,22 +1181,7 @@ fn convert_mm2(
             "a Kafka Connect connector setting; Strait runs no connectors",
         );
     }
-    mirror.rest(ctx, "no equivalent in Strait");
-
-    let props = Properties {
-        path: path.to_path_buf(),
-        entries: entries
-            .into_iter()
-            .map(|(key, value, field)| Property {
-                key,
-                value,
-                line: locator.line(&field),
-            })
-            .collect(),
-    };
-    let (env, placeholders) = validation_env(ctx);
-    let loaded = mm2::from_properties(&props, &[], &env).map_err(config_error)?;
-    Ok((loaded, placeholders))
+    Ok(entries)
 }
 
 // --- shared pieces -----------------------------------------------------------------------------
@@ -1100,7 +1190,7 @@ fn convert_mm2(
 /// `target`, `mirrors[].source`) -> client properties, mounted Secret files and Secret variables.
 fn security(
     node: &mut Node,
-    side: Side,
+    side: &Side,
     props: &mut ClientProps,
     ctx: &mut Ctx,
 ) -> Result<(), Error> {
@@ -1213,25 +1303,24 @@ fn security(
                     "password",
                     "the Secret key holding the password, e.g. password",
                 )?;
+                let field = ps.field("password");
                 ps.rest(ctx, "no equivalent in Strait's SASL settings");
-                ctx.secret_env.push(SecretEnv {
-                    var: format!("{}_SASL_PASSWORD", side.env_prefix()),
-                    secret,
-                    key,
-                });
+                ctx.secret_property(side, "sasl.password", (secret, key), field, props);
+            }
+            "oauth" => {
+                sasl = true;
+                props.push((
+                    "sasl.mechanism".into(),
+                    "OAUTHBEARER".into(),
+                    auth.field("type"),
+                ));
+                oauth(&mut auth, side, props, ctx)?;
             }
             other => {
-                let why = match other {
-                    "oauth" => {
-                        "OAuth (SASL OAUTHBEARER) is not supported by Strait; give the mirror a \
-                                KafkaUser with tls or scram-sha-512 authentication"
-                            .to_string()
-                    }
-                    _ => format!(
-                        "authentication type {other:?} is not supported by Strait (it supports \
-                         tls, scram-sha-512, scram-sha-256 and plain)"
-                    ),
-                };
+                let why = format!(
+                    "authentication type {other:?} is not supported by Strait (it supports \
+                     tls, scram-sha-512, scram-sha-256, plain and oauth)"
+                );
                 ctx.unmapped(format!("{auth_path} (type {other})"), why);
                 // The rest of an unsupported authentication is covered by the line above.
                 auth.map.clear();
@@ -1253,6 +1342,138 @@ fn security(
         );
     }
     Ok(())
+}
+
+/// Strimzi's `authentication: type: oauth` (KafkaClientAuthenticationOAuth) -> Strait's
+/// OAUTHBEARER client properties (docs/security.md): the client credentials grant against
+/// `tokenEndpointUri`, or a static `accessToken` read from its mounted Secret at every refresh.
+fn oauth(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    if let Some((secret, key, _)) = secret_ref(auth, "accessToken", ctx)? {
+        // Java's `file:` token URL: the token is read again at every refresh, so a rotated
+        // Secret is picked up.
+        let path = ctx.secret_file(side, "oauth", &secret, &key);
+        props.push((
+            "sasl.oauthbearer.token.endpoint.url".into(),
+            format!("file:{path}"),
+            auth.field("accessToken"),
+        ));
+    } else {
+        let url = auth.required_text(
+            "tokenEndpointUri",
+            "the token endpoint of the authorization server (client credentials), or an \
+             accessToken Secret",
+        )?;
+        props.push((
+            "sasl.oauthbearer.token.endpoint.url".into(),
+            url,
+            auth.field("tokenEndpointUri"),
+        ));
+        let id = auth.required_text("clientId", "the OAuth client id")?;
+        props.push((
+            "sasl.oauthbearer.client.credentials.client.id".into(),
+            id,
+            auth.field("clientId"),
+        ));
+        match secret_ref(auth, "clientSecret", ctx)? {
+            Some((secret, key, field)) => ctx.secret_property(
+                side,
+                "sasl.oauthbearer.client.credentials.client.secret",
+                (secret, key),
+                field,
+                props,
+            ),
+            None => {
+                return Err(Error::Missing {
+                    field: auth.name("clientSecret"),
+                    hint: "Strait's OAuth client uses the client credentials grant: name the \
+                           Secret with the client secret (secretName, key)"
+                        .into(),
+                });
+            }
+        }
+    }
+    if let Some(scope) = auth.text("scope")? {
+        props.push(("sasl.oauthbearer.scope".into(), scope, auth.field("scope")));
+    }
+    for (key, property) in [
+        ("connectTimeoutSeconds", "sasl.login.connect.timeout.ms"),
+        ("readTimeoutSeconds", "sasl.login.read.timeout.ms"),
+    ] {
+        if let Some(secs) = auth.text(key)? {
+            let ms = secs.trim().parse::<u64>().map_err(|_| Error::Invalid {
+                field: auth.name(key),
+                expected: "whole seconds".into(),
+                got: format!("{secs:?}"),
+            })? * 1000;
+            props.push((property.into(), ms.to_string(), auth.field(key)));
+        }
+    }
+    // The token endpoint's CA: Strait's token requests trust the system CAs or SSL_CERT_FILE.
+    for (i, mut cert) in auth.list("tlsTrustedCertificates")?.into_iter().enumerate() {
+        let secret = cert.required_text("secretName", "name the Secret holding the CA")?;
+        let key = cert.required_text("certificate", "the Secret key of the CA certificate")?;
+        let (field, item) = (cert.name("secretName"), display(&cert.path));
+        cert.rest(ctx, "no equivalent in Strait's OAuth settings");
+        let path = ctx.secret_file(side, "oauth-ca", &secret, &key);
+        match i {
+            0 => ctx.notes.push(format!(
+                "{}: token requests trust the system CAs, or the PEM bundle SSL_CERT_FILE \
+                 names: set SSL_CERT_FILE={path} in the pod (Secret {secret}, key {key}); it \
+                 applies to every token endpoint of the process",
+                field.replace(".secretName", "")
+            )),
+            _ => ctx.unmapped(
+                item,
+                "SSL_CERT_FILE names one PEM bundle: put every CA of the token endpoints into it",
+            ),
+        }
+    }
+    for (key, why) in [
+        (
+            "audience",
+            "Strait's token request sends no audience parameter; configure the client's default audience at the authorization server",
+        ),
+        (
+            "refreshToken",
+            "Strait's OAuth client implements the client credentials grant and file tokens, not the refresh token grant; use clientId + clientSecret, or accessToken",
+        ),
+        (
+            "passwordSecret",
+            "Strait's OAuth client implements the client credentials grant, not the password grant; use clientId + clientSecret",
+        ),
+        ("username", "see passwordSecret"),
+        (
+            "disableTlsHostnameVerification",
+            "Strait always verifies the token endpoint's host name",
+        ),
+    ] {
+        if auth.map.get(key).is_some_and(|v| !v.is_null()) {
+            auth.take(key);
+            ctx.unmapped(auth.name(key), why);
+        }
+    }
+    Ok(())
+}
+
+/// A `{secretName, key}` field of an OAuth authentication: (Secret, key, the key's field).
+fn secret_ref(
+    n: &mut Node,
+    key: &str,
+    ctx: &mut Ctx,
+) -> Result<Option<(String, String, Vec<Seg>)>, Error> {
+    let Some(mut s) = n.node(key)? else {
+        return Ok(None);
+    };
+    let name = s.required_text("secretName", "name the Secret")?;
+    let k = s.required_text("key", "the key in the Secret")?;
+    let field = s.field("key");
+    s.rest(ctx, "no equivalent in Strait's OAuth settings");
+    Ok(Some((name, k, field)))
 }
 
 /// `*` and `?` globs (Strimzi's trustedCertificates pattern).
@@ -1590,7 +1811,7 @@ fn with_port(url: &str, from: u16, to: u16) -> (String, bool) {
 // --- output -------------------------------------------------------------------------------------
 
 fn render(
-    mut config: Config,
+    loaded: crate::Loaded,
     kind: String,
     name: String,
     api_version: String,
@@ -1598,14 +1819,12 @@ fn render(
     ctx: Ctx,
     placeholders: Vec<(String, String)>,
 ) -> Result<Converted, Error> {
-    // Passwords are placeholders that stand for the Secret: never written to the file.
-    for (var, _) in &placeholders {
-        let cluster = if var.starts_with("STRAIT_SOURCE_") {
-            &mut config.source
-        } else {
-            &mut config.target
-        };
-        cluster.properties.retain(|(k, _)| k != "sasl.password");
+    let mut flows = match loaded.flows.is_empty() {
+        true => vec![loaded.config],
+        false => loaded.flows,
+    };
+    for config in &mut flows {
+        hide_secrets(config, &placeholders);
     }
     let mut head = String::new();
     let _ = writeln!(
@@ -1626,8 +1845,9 @@ fn render(
             head,
             "#\n# Certificates are read from Secrets mounted where the Helm chart mounts them \
              (secrets.<side> in its values):\n\
-             # {TLS_DIR}/<source|target>/ca/<key> (cluster CA), {TLS_DIR}/<source|target>/user/<key> \
-             (client certificate):"
+             # {TLS_DIR}/<source|target or cluster>/ca/<key> (cluster CA), .../user/<key> (client \
+             certificate), .../oauth/<key> (OAuth access token), .../oauth-ca/<key> (token \
+             endpoint CA):"
         );
         for f in &ctx.secret_files {
             let _ = writeln!(
@@ -1665,16 +1885,24 @@ fn render(
         }
     }
     head.push('\n');
-    let toml = format!("{head}{}", config.to_toml(false));
+    let body = match flows.as_slice() {
+        [one] => one.to_toml(false),
+        several => crate::config::flows::to_toml(several, false),
+    };
+    let toml = format!("{head}{body}");
 
     // The file must load as it is written (with the passwords the chart provides).
     let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
     let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
-    let helm_values = helm_values(&kind, &name, &config, &ctx);
+    let helm_values = match flows.as_slice() {
+        [one] => helm_values(&kind, &name, one, &ctx),
+        several => flows_helm_values(&kind, &name, several.len()),
+    };
     Ok(Converted {
         toml,
         helm_values,
         config: reloaded.config,
+        flows: reloaded.flows,
         kind,
         name,
         replicas: ctx.replicas,
@@ -1683,6 +1911,46 @@ fn render(
         secret_files: ctx.secret_files,
         secret_env: ctx.secret_env,
     })
+}
+
+/// Secrets stand for themselves in the file: a property resolved from a `${env:...}` reference
+/// is written as the reference, and one a `STRAIT_SOURCE_*`/`STRAIT_TARGET_*` variable sets
+/// (its value a placeholder here) is left out.
+fn hide_secrets(config: &mut Config, placeholders: &[(String, String)]) {
+    for cluster in [&mut config.source, &mut config.target] {
+        for (key, written) in &cluster.references {
+            if let Some(slot) = cluster.properties.iter_mut().find(|(k, _)| k == key) {
+                slot.1 = written.clone();
+            }
+        }
+    }
+    for (var, _) in placeholders {
+        let (cluster, rest) = match (
+            var.strip_prefix("STRAIT_SOURCE_"),
+            var.strip_prefix("STRAIT_TARGET_"),
+        ) {
+            (Some(rest), _) => (&mut config.source, rest),
+            (_, Some(rest)) => (&mut config.target, rest),
+            _ => continue,
+        };
+        let property = rest.to_ascii_lowercase().replace('_', ".");
+        cluster.properties.retain(|(k, _)| *k != property);
+    }
+}
+
+/// The chart renders one flow ([source]/[target]); for several it says what to do instead.
+fn flows_helm_values(kind: &str, name: &str, flows: usize) -> String {
+    format!(
+        "# Values for the Strait Helm chart (deploy/helm/strait), converted by `strait import \
+         strimzi` from {kind} {name}.\n\
+         # The resource has {flows} mirrors, converted into one strait.toml with [clusters.*] and \
+         [[flows]]; the chart\n\
+         # renders the single-flow form ([source]/[target]) only. Run the strait.toml as it is \
+         (its secrets come from\n\
+         # the STRAIT_CLUSTER_* variables and Secret mounts its comment block lists), or \
+         convert each mirror for the chart\n\
+         # with `--mirror <source alias>` and install one release per mirror.\n"
+    )
 }
 
 /// Values for the Helm chart in deploy/helm/strait: `replicas`, `config` (the configuration as
@@ -1727,7 +1995,7 @@ fn helm_values(kind: &str, name: &str, config: &Config, ctx: &Ctx) -> String {
         if let Some(e) = ctx
             .secret_env
             .iter()
-            .find(|e| e.var.contains(&side.to_ascii_uppercase()))
+            .find(|e| e.var == format!("STRAIT_{}_SASL_PASSWORD", side.to_ascii_uppercase()))
         {
             let mut m = Mapping::new();
             m.insert(s("name"), s(&e.secret));
@@ -1748,6 +2016,26 @@ fn helm_values(kind: &str, name: &str, config: &Config, ctx: &Ctx) -> String {
         yaml_serde::to_value(&table).unwrap_or(Value::Null),
     );
     values.insert(s("secrets"), Value::Mapping(secrets));
+    // Other Secret values (an OAuth client secret): container variables from the Secret.
+    let extra: Vec<Value> = ctx
+        .secret_env
+        .iter()
+        .filter(|e| !e.var.ends_with("_SASL_PASSWORD"))
+        .map(|e| {
+            let mut key_ref = Mapping::new();
+            key_ref.insert(s("name"), s(&e.secret));
+            key_ref.insert(s("key"), s(&e.key));
+            let mut from = Mapping::new();
+            from.insert(s("secretKeyRef"), Value::Mapping(key_ref));
+            let mut var = Mapping::new();
+            var.insert(s("name"), s(&e.var));
+            var.insert(s("valueFrom"), Value::Mapping(from));
+            Value::Mapping(var)
+        })
+        .collect();
+    if !extra.is_empty() {
+        values.insert(s("extraEnv"), Value::Sequence(extra));
+    }
     if let Some(r) = &ctx.resources {
         values.insert(s("resources"), r.clone());
     }

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 use super::properties::Properties;
 use super::{Report, Role, ignored_warning, map_client_setting};
+use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};
 use crate::error::{Error, Result};
@@ -205,7 +206,17 @@ pub(crate) fn from_properties(
     ] {
         let path = &props.path;
         let mut report = Report::default();
-        for p in &props.entries {
+        // Each file declares the config providers its own client properties use, as a Java
+        // client's config does.
+        let providers = Providers::declared_in(props).map_err(|source| Error::Providers {
+            path: path.clone(),
+            source,
+        })?;
+        match role {
+            Role::Source => raw.source.providers = providers,
+            Role::Target => raw.target.providers = providers,
+        }
+        for p in props.entries.iter().filter(|p| !is_declaration_key(&p.key)) {
             let origin = Origin::Compat(format!("{what} {}", props.describe(p)));
             map_client_setting(
                 &mut raw,
@@ -413,6 +424,43 @@ batch.size=1048576
         assert!(
             err.starts_with("mirror.topics (from --include): invalid regular expression"),
             "{err}"
+        );
+    }
+
+    /// Each file declares the config providers its own properties use (issue 32 item 2).
+    #[test]
+    fn config_providers_are_declared_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let env_provider = "config.providers=env\n\
+            config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n";
+        let consumer = format!(
+            "bootstrap.servers=a:9092\ngroup.id=g\nauto.offset.reset=earliest\n{env_provider}\
+             security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=u\n\
+             sasl.password=${{env:MM1_PW}}\n"
+        );
+        let producer = "bootstrap.servers=b:9092\nclient.id=${env:MM1_PW}\n";
+        let o = opts(dir.path(), &consumer, producer);
+        let env = Environment::from_pairs([("MM1_PW", "mm1-secret")]);
+        // The producer file declares no provider, so its reference is an error.
+        let e = load(&o, &env).unwrap_err().to_string();
+        assert!(
+            e.starts_with("target.client.id (from producer.config")
+                && e.contains("${env:MM1_PW}: config provider \"env\" is not declared"),
+            "{e}"
+        );
+        let o = opts(dir.path(), &consumer, "bootstrap.servers=b:9092\n");
+        let loaded = load(&o, &env).unwrap();
+        assert_eq!(
+            loaded.config.source.property("sasl.password"),
+            Some("mm1-secret")
+        );
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .all(|w| !w.contains("config.providers")),
+            "{:?}",
+            loaded.warnings
         );
     }
 

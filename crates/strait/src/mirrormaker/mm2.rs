@@ -28,7 +28,8 @@
 //! | `exactly.once.source.support = enabled`, `exactly.once.support = required` | `mirror.exactly_once = true` (see docs/exactly-once.md) |
 //! | no consumer `group.id` | `mirror.group_id = "strait-A-B"` (one group per flow) |
 //! | other checkpoint/heartbeat/offset-sync settings, `tasks.max`, internal-topic replication factors, Connect worker settings... | listed in one warning |
-//! | `config.providers`, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
+//! | `config.providers` with Kafka's `FileConfigProvider`, `DirectoryConfigProvider`, `EnvVarConfigProvider` | `${file:/path:key}`, `${directory:/dir:file}`, `${env:VAR}` in client properties are resolved at load and on reload ([`crate::config::providers`]) |
+//! | other config provider classes, custom `topic.filter.class` / `replication.policy.class` | error: not supported |
 //!
 //! Connector-level keys may be given globally or per flow (`A->B.topics`); the flow's value wins,
 //! as in MM2. Keys of clusters and flows this process does not run are skipped.
@@ -37,6 +38,7 @@ use std::path::PathBuf;
 
 use super::properties::{Properties, Property};
 use super::{Report, Role, ignored_warning, is_client_key, map_client_setting};
+use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};
 use crate::error::{Error, Result};
@@ -94,14 +96,12 @@ pub(crate) fn from_properties(
     drive: &[String],
     env: &Environment,
 ) -> Result<Loaded> {
-    if let Some(p) = props.get("config.providers") {
-        return Err(Error::Unsupported {
-            what: format!("{} = {}", props.describe(p), p.value),
-            hint: "Strait cannot load Java config providers; put the values in the file, or set \
-                   secrets through the environment (STRAIT_SOURCE_SASL_PASSWORD, ...)"
-                .into(),
-        });
-    }
+    // Kafka's config providers: `${file:...}` references in client properties resolve with
+    // the providers the file declares (see crate::config::providers).
+    let providers = Providers::declared_in(props).map_err(|source| Error::Providers {
+        path: props.path.clone(),
+        source,
+    })?;
     let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
         key: format!("clusters ({})", props.path.display()),
         hint: "list the cluster aliases, e.g. clusters = A, B".into(),
@@ -179,7 +179,8 @@ pub(crate) fn from_properties(
     // 2 runs them: each with its own consumer group, metrics labels and checkpoints.
     let mut configs = Vec::new();
     for (source, target) in candidates {
-        let (config, flow_warnings) = flow_config(props, &aliases, source, target, env)?;
+        let (config, flow_warnings) =
+            flow_config(props, &aliases, (source, target), &providers, env)?;
         for w in flow_warnings {
             if !warnings.contains(&w) {
                 warnings.push(w);
@@ -203,8 +204,8 @@ pub(crate) fn from_properties(
 fn flow_config(
     props: &Properties,
     aliases: &[String],
-    source: &str,
-    target: &str,
+    (source, target): (&str, &str),
+    providers: &Providers,
     env: &Environment,
 ) -> Result<(Config, Vec<String>)> {
     let origin = |p: &Property| Origin::Compat(props.describe(p));
@@ -267,6 +268,8 @@ fn flow_config(
     }
 
     let mut raw = RawConfig::default();
+    raw.source.providers = providers.clone();
+    raw.target.providers = providers.clone();
     raw.source.alias = Some(Entry::text(source, origin(clusters_prop)));
     raw.target.alias = Some(Entry::text(target, origin(clusters_prop)));
     raw.set(
@@ -326,6 +329,7 @@ fn flow_config(
         let p = s.prop;
         match key.as_str() {
             k if is_client_key(k) && k != "bootstrap.servers" => {} // cluster defaults, below
+            k if is_declaration_key(k) => {} // read by Providers::declared_in
             "topics" => mirror(&mut raw, "topics", p),
             "topics.exclude" => mirror(&mut raw, "topics_exclude", p),
             "topics.blacklist" if connector.get("topics.exclude").is_none() => {
@@ -525,6 +529,69 @@ emit.heartbeats.enabled = true
             &drive,
             &Environment::from_pairs(env.iter().copied()),
         )
+    }
+
+    /// Issue 32 item 2: secrets by reference, as MirrorMaker 2 users have them.
+    #[test]
+    fn config_provider_references_resolve_and_are_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("b.properties");
+        std::fs::write(&secrets, "password = file-secret-1\n").unwrap();
+        let text = format!(
+            "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n\
+             A->B.enabled = true\n\
+             config.providers = file,env\n\
+             config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n\
+             A.security.protocol = SASL_PLAINTEXT\nA.sasl.mechanism = SCRAM-SHA-512\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"a\" password=\"${{env:A_PASSWORD}}\";\n\
+             B.security.protocol = SASL_PLAINTEXT\nB.sasl.mechanism = PLAIN\n\
+             B.sasl.username = b\nB.sasl.password = ${{file:{}:password}}\n",
+            secrets.display()
+        );
+        let loaded = load_env(&text, &[], &[("A_PASSWORD", "env-secret-2")]).unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .all(|w| !w.contains("config.providers")),
+            "{:?}",
+            loaded.warnings
+        );
+        let c = &loaded.config;
+        assert!(
+            c.source
+                .property("sasl.jaas.config")
+                .unwrap()
+                .contains("password=\"env-secret-2\"")
+        );
+        assert_eq!(c.target.property("sasl.password"), Some("file-secret-1"));
+        // `strait check` prints the references, not the values.
+        let shown = c.to_toml(true);
+        assert!(shown.contains("${env:A_PASSWORD}"), "{shown}");
+        assert!(shown.contains(":password}"), "{shown}");
+        for secret in ["file-secret-1", "env-secret-2"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        // A provider the file does not declare is an error naming the reference.
+        let err = load_env(
+            &text.replace("config.providers = file,env", "config.providers = file"),
+            &[],
+            &[("A_PASSWORD", "env-secret-2")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("source.sasl.jaas.config (from mm2.properties:")
+                && err.contains("${env:A_PASSWORD}: config provider \"env\" is not declared"),
+            "{err}"
+        );
+        let err = load_text(&text, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("environment variable A_PASSWORD is not set"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -818,7 +885,7 @@ A->B.topics.exclude = payments
             .unwrap_err()
             .to_string();
         assert!(
-            err.starts_with("not supported: mm2.properties:5 config.providers = file"),
+            err.starts_with("mm2.properties: config.providers.file.class: missing"),
             "{err}"
         );
         let err = load_text(

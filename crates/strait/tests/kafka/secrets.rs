@@ -95,6 +95,145 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Issue 32 item 2: an mm2.properties that keeps its passwords out of the file with Kafka's
+/// config providers (`${file:...}` for the source, `${env:...}` inside the target's JAAS config)
+/// runs unchanged: `--check` prints the references, an undeclared provider is an error naming
+/// the reference, and `strait mm2` mirrors the topic. No output holds a secret.
+fn mm2_with_config_provider_references(
+    cluster: &Cluster,
+    secrets: &Secrets,
+    sasl_pw: &str,
+    jaas_pw: &str,
+    d: &Path,
+    rt: &tokio::runtime::Runtime,
+) {
+    let path = |p: &Path| p.display().to_string();
+    let secret_file = d.join("mm2-secrets.properties");
+    std::fs::write(
+        &secret_file,
+        format!("# the mirror's password\npassword = {sasl_pw}\n"),
+    )
+    .unwrap();
+    let sasl = cluster.listener(Listener::SaslPlaintext);
+    let mm2 = d.join("mm2-references.properties");
+    let properties = format!(
+        "clusters = psrc, pdst\npsrc.bootstrap.servers = {sasl}\npdst.bootstrap.servers = {sasl}\n\
+         config.providers = file,env\n\
+         config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+         config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n\
+         psrc.security.protocol = SASL_PLAINTEXT\npsrc.sasl.mechanism = SCRAM-SHA-512\n\
+         psrc.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+         username=\"mirror\" password=\"${{file:{}:password}}\";\n\
+         pdst.security.protocol = SASL_PLAINTEXT\npdst.sasl.mechanism = SCRAM-SHA-512\n\
+         pdst.sasl.username = jaasuser\npdst.sasl.password = ${{env:MM2_TARGET_PASSWORD}}\n\
+         psrc->pdst.enabled = true\npsrc->pdst.topics = {TOPIC}\n\
+         refresh.topics.interval.seconds = 1\n",
+        secret_file.display()
+    );
+    std::fs::write(&mm2, &properties).unwrap();
+    let env = [("MM2_TARGET_PASSWORD", jaas_pw)];
+
+    let o = strait(&["mm2", &path(&mm2), "--check"], &env);
+    secrets.assert_absent("strait mm2 --check (config providers)", &text(&o));
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("${env:MM2_TARGET_PASSWORD}"), "{out}");
+    assert!(out.contains(":password}"), "{out}");
+
+    // An undeclared provider, a missing variable: errors that name the reference.
+    let undeclared = d.join("mm2-undeclared.properties");
+    std::fs::write(
+        &undeclared,
+        properties.replace("config.providers = file,env", "config.providers = file"),
+    )
+    .unwrap();
+    let o = strait(&["mm2", &path(&undeclared), "--check"], &env);
+    secrets.assert_absent("strait mm2 --check (undeclared provider)", &text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("${env:MM2_TARGET_PASSWORD}: config provider \"env\" is not declared"),
+        "{}",
+        text(&o)
+    );
+    let o = strait(&["mm2", &path(&mm2), "--check"], &[]);
+    secrets.assert_absent("strait mm2 --check (variable not set)", &text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("environment variable MM2_TARGET_PASSWORD is not set"),
+        "{}",
+        text(&o)
+    );
+
+    // The file runs unchanged: the topic is mirrored (prefix naming: psrc.<topic>).
+    let log = d.join("mm2-references.log");
+    let metrics_port = free_port();
+    let mut cmd = StraitCommand::new(["mm2"]).arg(&mm2);
+    cmd.command()
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("RUST_LOG", "trace")
+        .env("STRAIT_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}"))
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut run = cmd.spawn();
+    let target_topic = format!("psrc.{TOPIC}");
+    let client = rt.block_on(async {
+        let props = cluster.client_properties(Listener::SaslPlaintext, None);
+        Client::connect(ClientConfig::from_properties(props).unwrap())
+            .await
+            .unwrap()
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let copied = rt.block_on(async {
+            let wanted = [target_topic.clone()];
+            let exists = client.metadata(Some(&wanted)).await.is_ok_and(|m| {
+                m.topics
+                    .get(target_topic.as_str())
+                    .is_some_and(|t| t.error.is_none() && !t.partitions.is_empty())
+            });
+            match exists {
+                true => common::end_offsets(&client, &target_topic, 1).await[0],
+                false => 0,
+            }
+        });
+        if copied >= 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{target_topic} has {copied} of 200 records after 120 s; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "strait mm2 exited; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let metrics = http_get(
+        format!("127.0.0.1:{metrics_port}").parse().unwrap(),
+        "/metrics",
+    )
+    .map(|(_, body)| body)
+    .unwrap_or_default();
+    terminate(&mut run);
+    let (source, target) = rt.block_on(async {
+        (
+            common::read_all(&client, TOPIC, 1).await,
+            common::read_all(&client, &target_topic, 1).await,
+        )
+    });
+    common::assert_complete_in_order(&source[&0], &target[&0], "psrc->pdst");
+    secrets.assert_absent("/metrics (strait mm2, config providers)", &metrics);
+    secrets.assert_absent(
+        "strait mm2 (config providers, RUST_LOG=trace)",
+        &std::fs::read_to_string(&log).unwrap(),
+    );
+}
+
 #[test]
 fn secrets_never_leak_and_stores_work() {
     let r: u32 = rand::random();
@@ -481,6 +620,7 @@ fn secrets_never_leak_and_stores_work() {
         &[],
     );
     secrets.assert_absent("strait mirror-maker --check", &text(&o));
+    mm2_with_config_provider_references(&cluster, &secrets, &sasl_pw, &jaas_pw, d, &rt);
 
     // 4. strait run with trace logs, /metrics and OTLP spans; then failover and offsets translate.
     let log = d.join("run.log");

@@ -290,8 +290,8 @@ fn kafka_mirror_maker_v1beta1_whitelist_and_inline_metrics() {
 }
 
 #[test]
-fn kafka_mirror_maker_2_v1beta2_first_mirror_and_the_rest_listed() {
-    let (c, toml, err) = import("mm2-v1beta2.yaml", &[], &[]);
+fn kafka_mirror_maker_2_v1beta2_one_mirror_on_request_and_the_rest_listed() {
+    let (c, toml, err) = import("mm2-v1beta2.yaml", &["--mirror", "east"], &[]);
     assert_eq!(c.source.alias, "east");
     assert_eq!(c.target.alias, "central");
     assert_eq!(c.target_topic("orders"), "east.orders");
@@ -317,8 +317,8 @@ fn kafka_mirror_maker_2_v1beta2_first_mirror_and_the_rest_listed() {
     );
     assert_eq!(c.log.level, "info");
     for listed in [
-        "not converted: spec.mirrors[1]: mirror west->central",
-        "--mirror west",
+        "not converted: spec.mirrors[1]: mirror west->central: --mirror east converts one mirror",
+        "`--mirror west`",
         "not converted: spec.mirrors[0].sourceConnector.tasksMax",
         "not converted: spec.mirrors[0].heartbeatConnector",
         "not converted: spec.logging.loggers.log4j.logger.org.apache.kafka.connect.mirror",
@@ -415,21 +415,152 @@ fn kafka_mirror_maker_2_v1_target_and_mirror_sources() {
     assert!(err.contains("sasl.password"), "{err}");
 }
 
+/// Imports `file` and loads the printed strait.toml with every flow (`[[flows]]`).
+fn import_flows(file: &str, env: &[(&str, &str)]) -> (Vec<Config>, String, String) {
+    let path = data(file);
+    let o = strait(&["import", "strimzi", path.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let toml = stdout(&o);
+    let loaded = Config::from_toml_str(
+        &toml,
+        Path::new("imported.toml"),
+        &Environment::from_pairs(env.iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("the imported file does not load: {e}\n{toml}"));
+    (
+        loaded.all_flows().into_iter().cloned().collect(),
+        toml,
+        stderr(&o),
+    )
+}
+
+/// Issue 32 item 3: Strimzi's `oauth` authentication becomes Strait's OAUTHBEARER client
+/// credentials (the client secret from its Secret, through the environment).
 #[test]
-fn oauth_is_listed_as_unsupported() {
-    let (c, toml, err) = import("mm2-oauth.yaml", &[], &[]);
+fn oauth_client_credentials_are_converted() {
+    let var = "STRAIT_SOURCE_SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_SECRET";
+    let (c, toml, err) = import("mm2-oauth.yaml", &[], &[(var, "s")]);
     assert_eq!(c.source.alias, "cloud");
-    assert_eq!(c.source.property("sasl.mechanism"), None);
-    assert!(
-        err.contains(
-            "not converted: spec.clusters[0].authentication (type oauth): OAuth (SASL OAUTHBEARER) is not supported"
-        ),
-        "{err}"
+    let s = &c.source;
+    assert_eq!(s.property("security.protocol"), Some("SASL_SSL"));
+    assert_eq!(s.property("sasl.mechanism"), Some("OAUTHBEARER"));
+    assert_eq!(
+        s.property("sasl.oauthbearer.token.endpoint.url"),
+        Some("https://sso.example.com/token")
     );
+    assert_eq!(
+        s.property("sasl.oauthbearer.client.credentials.client.id"),
+        Some("mirror")
+    );
+    assert_eq!(
+        s.property("sasl.oauthbearer.client.credentials.client.secret"),
+        Some("s")
+    );
+    assert!(!err.contains("authentication"), "{err}");
     assert!(
-        toml.contains("#   spec.clusters[0].authentication (type oauth): "),
+        toml.contains(&format!("#   {var} = key secret of Secret cloud-oauth")),
         "{toml}"
     );
+    assert!(!toml.contains("client.secret\" ="), "{toml}");
+    // Helm: the chart sets the variable from the Secret (extraEnv), not as a SASL password.
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("values.yaml");
+    let path = data("mm2-oauth.yaml");
+    let o = strait(
+        &[
+            "import",
+            "strimzi",
+            path.to_str().unwrap(),
+            "--helm-values",
+            values.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let values = std::fs::read_to_string(&values).unwrap();
+    assert!(!values.contains("saslPassword"), "{values}");
+    assert!(values.contains(&format!("name: {var}")), "{values}");
+    assert!(values.contains("secretKeyRef"), "{values}");
+}
+
+/// The v1 shape with OAuth on both sides: client credentials with the token endpoint's own CA,
+/// scope and timeouts (target), a static access token Secret (source); what Strait's client
+/// cannot do is listed.
+#[test]
+fn oauth_access_tokens_scopes_and_endpoint_trust_are_converted() {
+    let var = "STRAIT_TARGET_SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_SECRET";
+    let (c, toml, err) = import("mm2-v1-oauth.yaml", &[], &[(var, "s")]);
+    let t = &c.target;
+    assert_eq!(t.property("sasl.mechanism"), Some("OAUTHBEARER"));
+    assert_eq!(t.property("sasl.oauthbearer.scope"), Some("kafka"));
+    assert_eq!(t.property("sasl.login.connect.timeout.ms"), Some("20000"));
+    assert_eq!(t.property("sasl.login.read.timeout.ms"), Some("30000"));
+    assert_eq!(
+        t.property("sasl.oauthbearer.client.credentials.client.id"),
+        Some("cloud-sync")
+    );
+    // The access token is read from its mounted Secret at every refresh (Java's file: URL).
+    assert_eq!(
+        c.source.property("sasl.oauthbearer.token.endpoint.url"),
+        Some("file:/etc/strait/tls/source/oauth/token")
+    );
+    assert_eq!(c.source.property("security.protocol"), Some("SASL_SSL"));
+    for listed in [
+        "SSL_CERT_FILE=/etc/strait/tls/target/oauth-ca/ca.crt",
+        "not converted: spec.target.authentication.audience",
+        "not converted: spec.target.authentication.disableTlsHostnameVerification",
+    ] {
+        assert!(err.contains(listed), "{listed} missing from:\n{err}");
+    }
+    assert!(
+        toml.contains("/etc/strait/tls/source/oauth/token  (Secret onprem-token, key token)"),
+        "{toml}"
+    );
+}
+
+/// Issue 32 item 3: every mirror of a KafkaMirrorMaker2 becomes a [[flows]] entry, each cluster
+/// a [clusters.<alias>] table whose secrets are `${env:...}` references.
+#[test]
+fn every_mirror_becomes_a_flow() {
+    let env = [
+        ("STRAIT_CLUSTER_CENTRAL_SASL_PASSWORD", "p1"),
+        ("STRAIT_CLUSTER_EU_WEST_SASL_PASSWORD", "p2"),
+    ];
+    let (flows, toml, err) = import_flows("mm2-v1-fan-in.yaml", &env);
+    let names: Vec<String> = flows.iter().map(strait::config::flows::flow_name).collect();
+    assert_eq!(names, ["eu-west->central", "us-east->central"]);
+    let (eu, us) = (&flows[0], &flows[1]);
+    assert_eq!(eu.mirror.topics.include(), ["orders.*"]);
+    assert_eq!(us.mirror.topics.include(), ["payments.*"]);
+    assert_eq!(eu.mirror.groups.as_ref().unwrap().include(), ["billing.*"]);
+    assert!(us.mirror.groups.is_none());
+    assert_eq!(eu.mirror.group_id, "strait-eu-west-central");
+    assert_eq!(eu.target_topic("orders"), "eu-west.orders");
+    assert_eq!(eu.source.property("sasl.password"), Some("p2"));
+    assert_eq!(eu.target.property("sasl.password"), Some("p1"));
+    assert_eq!(
+        us.source.property("ssl.certificate.location"),
+        Some("/etc/strait/tls/us-east/user/user.crt")
+    );
+    assert!(toml.contains("[clusters.central]"), "{toml}");
+    assert!(toml.contains("[[flows]]"), "{toml}");
+    assert!(
+        toml.contains("\"sasl.password\" = \"${env:STRAIT_CLUSTER_EU_WEST_SASL_PASSWORD}\""),
+        "{toml}"
+    );
+    assert!(
+        !toml.contains("p1") && !toml.contains("<from Secret"),
+        "{toml}"
+    );
+    assert!(!err.contains("spec.mirrors[1]"), "{err}");
+
+    // The v1beta2 shape (clusters + connectCluster): both mirrors, each with its settings.
+    let (flows, _, err) = import_flows("mm2-v1beta2.yaml", &[]);
+    let names: Vec<String> = flows.iter().map(strait::config::flows::flow_name).collect();
+    assert_eq!(names, ["east->central", "west->central"]);
+    assert_eq!(flows[0].mirror.replication_factor, 3);
+    assert_eq!(flows[1].mirror.topics.include(), [".*"]);
+    assert!(!err.contains("not converted: spec.mirrors[1]"), "{err}");
 }
 
 #[test]
