@@ -209,7 +209,12 @@ pub fn oauth_token(data: &[u8]) {
         let jwt = format!("e30.{}.", B64URL.encode(data));
         let _ = crate::oauth::jwt_lifetime(&jwt, now);
         let body = format!(r#"{{"access_token":"{jwt}","expires_in":{text}}}"#);
-        check(crate::oauth::token_response("fuzz", 200, body.as_bytes(), now));
+        check(crate::oauth::token_response(
+            "fuzz",
+            200,
+            body.as_bytes(),
+            now,
+        ));
     }
 }
 

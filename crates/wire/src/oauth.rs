@@ -299,7 +299,9 @@ pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// [`MAX_TOKEN_LIFETIME`] is clamped to it.
 pub(crate) fn token_lifetime(secs: f64) -> std::result::Result<Duration, String> {
     if !secs.is_finite() {
-        return Err(format!("a lifetime of {secs} seconds is not a finite number"));
+        return Err(format!(
+            "a lifetime of {secs} seconds is not a finite number"
+        ));
     }
     if secs < MIN_TOKEN_LIFETIME.as_secs_f64() {
         return Err(format!(
@@ -309,8 +311,10 @@ pub(crate) fn token_lifetime(secs: f64) -> std::result::Result<Duration, String>
         ));
     }
     // Finite and within 1..=MAX here, so the conversion cannot fail.
-    Ok(Duration::try_from_secs_f64(secs.min(MAX_TOKEN_LIFETIME.as_secs_f64()))
-        .unwrap_or(MAX_TOKEN_LIFETIME))
+    Ok(
+        Duration::try_from_secs_f64(secs.min(MAX_TOKEN_LIFETIME.as_secs_f64()))
+            .unwrap_or(MAX_TOKEN_LIFETIME),
+    )
 }
 
 /// The time a JWT has left (`exp` minus now), checked by [`token_lifetime`]: `Ok(None)` if the
@@ -797,7 +801,15 @@ mod tests {
         assert_eq!(token_lifetime(1e19), Ok(MAX_TOKEN_LIFETIME));
         assert_eq!(token_lifetime(1e300), Ok(MAX_TOKEN_LIFETIME));
         assert_eq!(token_lifetime(f64::MAX), Ok(MAX_TOKEN_LIFETIME));
-        for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -1.0, 0.0, 0.5, -1e300] {
+        for bad in [
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -1.0,
+            0.0,
+            0.5,
+            -1e300,
+        ] {
             let e = token_lifetime(bad).unwrap_err();
             assert!(e.contains("lifetime of"), "{bad}: {e}");
         }
@@ -884,10 +896,15 @@ mod tests {
     #[tokio::test]
     async fn hostile_token_endpoint_lifetimes_do_not_crash() {
         let opaque = |expires_in: &str| {
-            format!(r#"{{"access_token":"opaque","token_type":"Bearer","expires_in":{expires_in}}}"#)
+            format!(
+                r#"{{"access_token":"opaque","token_type":"Bearer","expires_in":{expires_in}}}"#
+            )
         };
         let jwt = |exp: &str| {
-            format!(r#"{{"access_token":"{}","token_type":"Bearer"}}"#, jwt_with_exp(exp))
+            format!(
+                r#"{{"access_token":"{}","token_type":"Bearer"}}"#,
+                jwt_with_exp(exp)
+            )
         };
         // Clamped to MAX_TOKEN_LIFETIME.
         for body in [

@@ -205,10 +205,7 @@ impl ScramClient {
         let client_key = h.hmac(salted, b"Client Key");
         let stored_key = h.hash(&client_key);
         let without_proof = format!("c=biws,r={}", first.nonce);
-        let auth_message = format!(
-            "{},{},{without_proof}",
-            self.client_first_bare, first.text
-        );
+        let auth_message = format!("{},{},{without_proof}", self.client_first_bare, first.text);
         let client_signature = h.hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
             .iter()
@@ -388,10 +385,7 @@ mod tests {
     #[tokio::test]
     async fn sha512_produces_64_byte_proof() {
         let c = ScramClient::with_nonce(ScramHash::Sha512, "alice", "secret", "abc".into());
-        let (msg, _) = c
-            .client_final(b"r=abcdef,s=c2FsdA==,i=4096")
-            .await
-            .unwrap();
+        let (msg, _) = c.client_final(b"r=abcdef,s=c2FsdA==,i=4096").await.unwrap();
         let msg = String::from_utf8(msg).unwrap();
         let proof = msg.rsplit_once(",p=").unwrap().1;
         assert_eq!(B64.decode(proof).unwrap().len(), 64);
@@ -446,20 +440,46 @@ mod tests {
             }
         };
         let key = |salt: &[u8]| SaltedPasswords::key(ScramHash::Sha256, "pencil", salt, 4096);
-        let a = cache.get_or_compute(key(b"salt"), compute(b"salt")).await.unwrap();
-        let b = cache.get_or_compute(key(b"salt"), compute(b"salt")).await.unwrap();
+        let a = cache
+            .get_or_compute(key(b"salt"), compute(b"salt"))
+            .await
+            .unwrap();
+        let b = cache
+            .get_or_compute(key(b"salt"), compute(b"salt"))
+            .await
+            .unwrap();
         assert_eq!(a, b);
-        assert_eq!(computed.load(Ordering::SeqCst), 1, "the second exchange hit the cache");
-        cache.get_or_compute(key(b"other"), compute(b"other")).await.unwrap();
-        assert_eq!(computed.load(Ordering::SeqCst), 2, "another salt is another entry");
+        assert_eq!(
+            computed.load(Ordering::SeqCst),
+            1,
+            "the second exchange hit the cache"
+        );
+        cache
+            .get_or_compute(key(b"other"), compute(b"other"))
+            .await
+            .unwrap();
+        assert_eq!(
+            computed.load(Ordering::SeqCst),
+            2,
+            "another salt is another entry"
+        );
         let worker = std::thread::current().id();
         assert!(threads.lock().unwrap().iter().all(|t| *t != worker));
 
         // Keys separate every input; the same password with another mechanism or count misses.
         let k = SaltedPasswords::key;
-        assert_ne!(k(ScramHash::Sha256, "p", b"s", 4096), k(ScramHash::Sha512, "p", b"s", 4096));
-        assert_ne!(k(ScramHash::Sha256, "p", b"s", 4096), k(ScramHash::Sha256, "p", b"s", 4097));
-        assert_ne!(k(ScramHash::Sha256, "ps", b"", 4096), k(ScramHash::Sha256, "p", b"s", 4096));
+        assert_ne!(
+            k(ScramHash::Sha256, "p", b"s", 4096),
+            k(ScramHash::Sha512, "p", b"s", 4096)
+        );
+        assert_ne!(
+            k(ScramHash::Sha256, "p", b"s", 4096),
+            k(ScramHash::Sha256, "p", b"s", 4097)
+        );
+        assert_ne!(
+            k(ScramHash::Sha256, "ps", b"", 4096),
+            k(ScramHash::Sha256, "p", b"s", 4096)
+        );
 
         // Bounded: the oldest entry goes first.
         for i in 0..SALTED_PASSWORDS_KEPT {
