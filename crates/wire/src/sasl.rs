@@ -243,8 +243,11 @@ pub(crate) static SALTED_PASSWORDS: SaltedPasswords = SaltedPasswords::new();
 /// (mechanism, password, salt, iterations) so the password itself is not kept here; the
 /// values are password-equivalent for this salt and are never logged (no `Debug`).
 pub(crate) struct SaltedPasswords {
-    entries: Mutex<VecDeque<([u8; 32], Arc<[u8]>)>>,
+    entries: Mutex<VecDeque<SaltedEntry>>,
 }
+
+/// A cache key (SHA-256 of the inputs) and the salted password.
+type SaltedEntry = ([u8; 32], Arc<[u8]>);
 
 impl SaltedPasswords {
     pub(crate) const fn new() -> SaltedPasswords {
