@@ -104,6 +104,7 @@ impl Client {
     /// Bootstrap servers are tried in order; if none works the most telling error is returned
     /// (a TLS, SASL or configuration error rather than "connection refused").
     pub async fn connect(cfg: ClientConfig) -> Result<Client> {
+        crate::cleartext::warn_once(&cfg);
         let tls = if cfg.security_protocol().uses_tls() {
             Some(TlsContext::new(cfg.tls())?)
         } else {

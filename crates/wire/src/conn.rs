@@ -941,6 +941,7 @@ impl Handshake<'_> {
                 }
                 let (client_final, fin) = scram
                     .client_final(&first.auth_bytes)
+                    .await
                     .map_err(|m| auth_err(format!("invalid SCRAM server-first message: {m}")))?;
                 let last = self.sasl_round(client_final, auth_version).await?;
                 if last.error_code != 0 {

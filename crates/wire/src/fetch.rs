@@ -406,6 +406,17 @@ fn build_fetch(request: &SessionFetch, version: i16) -> Result<(FetchRequest, Kn
     Ok((req, known))
 }
 
+/// The longest a broker's `throttle_time_ms` is honoured. Kafka's quota windows are seconds
+/// (`quota.window.size.seconds` = 1, 11 windows), so a real quota never asks for more; a broker
+/// asking `i32::MAX` (24 days) would otherwise stall every partition it leads for that long.
+pub const MAX_THROTTLE: Duration = Duration::from_secs(30);
+
+/// A response's `throttle_time_ms` as the wait honoured: negative is none, more than
+/// [`MAX_THROTTLE`] is [`MAX_THROTTLE`].
+pub fn throttle(throttle_time_ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(throttle_time_ms).unwrap_or(0)).min(MAX_THROTTLE)
+}
+
 /// Reads a Fetch response; `Err` names what is malformed.
 fn read_fetch(
     resp: FetchResponse,
@@ -413,7 +424,7 @@ fn read_fetch(
     known: &KnownTopics,
     with_ids: bool,
 ) -> std::result::Result<SessionFetchResponse, String> {
-    let throttle = Duration::from_millis(u64::try_from(resp.throttle_time_ms).unwrap_or(0));
+    let throttle = throttle(resp.throttle_time_ms);
     let error = ResponseError::try_from_code(resp.error_code);
     let mut out = Vec::new();
     if error.is_none() {
@@ -748,6 +759,18 @@ mod tests {
         assert_eq!(got.session_id, 9);
         assert_eq!(got.throttle, Duration::from_millis(5));
         assert!(got.topic_ids);
+        // Issue 28 item 8: a hostile throttle is capped (i32::MAX ms would be 24 days).
+        for (ms, honoured) in [
+            (i32::MAX, MAX_THROTTLE),
+            (30_001, MAX_THROTTLE),
+            (30_000, Duration::from_secs(30)),
+            (-1, Duration::ZERO),
+            (i32::MIN, Duration::ZERO),
+        ] {
+            let resp = FetchResponse::default().with_throttle_time_ms(ms);
+            let got = read_fetch(resp, &request, &known, true).unwrap();
+            assert_eq!(got.throttle, honoured, "{ms}");
+        }
         let answered: Vec<(String, i64, i64)> = got
             .partitions
             .iter()

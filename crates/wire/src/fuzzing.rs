@@ -175,6 +175,49 @@ fn stream(data: &[u8], mut each: impl FnMut(Bytes)) {
     }
 }
 
+/// The OAuth token parsing a hostile token endpoint (or `file:` token) reaches: `data` is read
+/// as a token endpoint's response body (with the HTTP status taken from its first byte), as a
+/// token, and as the JSON claims of a JWT, both in the endpoint's answer and as a `file:`
+/// token's lifetime. Nothing may panic; the lifetime returned is always within
+/// `MIN_TOKEN_LIFETIME..=MAX_TOKEN_LIFETIME`.
+pub fn oauth_token(data: &[u8]) {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use crate::oauth::{MAX_TOKEN_LIFETIME, MIN_TOKEN_LIFETIME};
+
+    let check = |r: crate::Result<(String, Duration)>| {
+        if let Ok((_, lifetime)) = r {
+            assert!(
+                (MIN_TOKEN_LIFETIME..=MAX_TOKEN_LIFETIME).contains(&lifetime),
+                "{lifetime:?}"
+            );
+        }
+    };
+    // Now, and a clock at the epoch (where an `exp` claim of 1e19 is 1e19 s away).
+    for now in [SystemTime::now(), UNIX_EPOCH] {
+        let status = match data.first() {
+            Some(0) | None => 200,
+            Some(b) => 100 + u16::from(*b) * 2,
+        };
+        check(crate::oauth::token_response("fuzz", status, data, now));
+        check(crate::oauth::token_response("fuzz", 200, data, now));
+        let text = String::from_utf8_lossy(data);
+        let _ = crate::oauth::jwt_lifetime(&text, now);
+        // `data` as a JWT's claims, in an endpoint's answer and as a file's token.
+        let jwt = format!("e30.{}.", B64URL.encode(data));
+        let _ = crate::oauth::jwt_lifetime(&jwt, now);
+        let body = format!(r#"{{"access_token":"{jwt}","expires_in":{text}}}"#);
+        check(crate::oauth::token_response(
+            "fuzz",
+            200,
+            body.as_bytes(),
+            now,
+        ));
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -212,6 +255,24 @@ mod tests {
                 framed.extend_from_slice(&hostile);
                 frames(&framed);
             }
+        }
+    }
+
+    /// The OAuth entry point survives what issue 28 item 3 found, and plain garbage.
+    #[test]
+    fn oauth_token_survives_hostile_lifetimes() {
+        for data in [
+            &br#"{"access_token":"t","expires_in":"inf"}"#[..],
+            br#"{"access_token":"t","expires_in":1e300}"#,
+            br#"{"access_token":"t","expires_in":1e19}"#,
+            br#"{"sub":"x","exp":1e300}"#,
+            br#"{"sub":"x","exp":1e19}"#,
+            br#"{"sub":"x","exp":-1e300}"#,
+            b"1e300",
+            b"\xff\x00",
+            b"",
+        ] {
+            oauth_token(data);
         }
     }
 }

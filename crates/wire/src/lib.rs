@@ -69,6 +69,7 @@
 
 pub(crate) mod aws;
 pub mod backoff;
+pub(crate) mod cleartext;
 pub mod client;
 mod coalesce;
 pub mod config;

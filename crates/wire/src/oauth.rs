@@ -170,15 +170,19 @@ impl OAuthBearer {
             Ok((token, lifetime)) => {
                 let share = self.refresh.factor + rand::random_range(0.0..=self.refresh.jitter);
                 let now = Instant::now();
+                // Every source is already within the range; this keeps `Instant` arithmetic
+                // safe whatever a future source returns.
+                let lifetime = lifetime.min(MAX_TOKEN_LIFETIME);
                 tracing::debug!(
                     source = ?self.source_name(),
                     lifetime_ms = lifetime.as_millis() as u64,
                     "OAUTHBEARER token obtained"
                 );
+                let at = |d: Duration| now.checked_add(d).unwrap_or(now);
                 *cache = Some(Cached {
                     token: token.clone(),
-                    refresh_at: now + lifetime.mul_f64(share.min(1.0)),
-                    expires: now + lifetime,
+                    refresh_at: at(lifetime.mul_f64(share.clamp(0.0, 1.0))),
+                    expires: at(lifetime),
                 });
                 Ok(token)
             }
@@ -222,14 +226,18 @@ impl OAuthBearer {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| credentials_error(&what, format!("cannot read it: {e}"), true))?;
                 let token = text.trim().to_owned();
-                let lifetime = jwt_lifetime(&token, SystemTime::now()).ok_or_else(|| {
-                    credentials_error(
+                match jwt_lifetime(&token, SystemTime::now()) {
+                    Ok(Some(lifetime)) => Ok((token, lifetime)),
+                    Ok(None) => Err(credentials_error(
                         &what,
-                        "the file does not hold a JWT with an `exp` claim in the future".into(),
+                        "the file does not hold a JWT with a numeric `exp` claim; write the \
+                         access token (a JWT) to it"
+                            .into(),
                         false,
-                    )
-                })?;
-                Ok((token, lifetime))
+                    )),
+                    // Retriable: whoever writes the file may replace the token in time.
+                    Err(e) => Err(credentials_error(&what, e, true)),
+                }
             }
             TokenSource::Msk(m) => m.oauth_token().await,
         }
@@ -277,14 +285,59 @@ pub(crate) fn unsecured_token(u: &Unsecured, now: SystemTime) -> String {
     format!("{header}.{payload}.")
 }
 
-/// The time a JWT has left (`exp` minus now), if it is a JWT with a future `exp`.
-pub(crate) fn jwt_lifetime(token: &str, now: SystemTime) -> Option<Duration> {
+/// The shortest token lifetime accepted: a token living less cannot be used for a connection
+/// (it would expire during the handshake), so a source answering less is reported as broken.
+pub const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(1);
+
+/// The longest token lifetime believed: a token (or endpoint) claiming more is refreshed as if
+/// it lived 24 hours. This bounds the cache's clock arithmetic (`exp` = 1e300 must not
+/// overflow an `Instant`) and costs at most one extra token request a day.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// A lifetime in seconds as a token source states it, checked: not a number, infinite, or less
+/// than [`MIN_TOKEN_LIFETIME`] is an error (the message says which); more than
+/// [`MAX_TOKEN_LIFETIME`] is clamped to it.
+pub(crate) fn token_lifetime(secs: f64) -> std::result::Result<Duration, String> {
+    if !secs.is_finite() {
+        return Err(format!(
+            "a lifetime of {secs} seconds is not a finite number"
+        ));
+    }
+    if secs < MIN_TOKEN_LIFETIME.as_secs_f64() {
+        return Err(format!(
+            "a lifetime of {secs} seconds is less than the {} s a token needs to be used \
+             (expired, or the client's clock is wrong)",
+            MIN_TOKEN_LIFETIME.as_secs()
+        ));
+    }
+    // Finite and within 1..=MAX here, so the conversion cannot fail.
+    Ok(
+        Duration::try_from_secs_f64(secs.min(MAX_TOKEN_LIFETIME.as_secs_f64()))
+            .unwrap_or(MAX_TOKEN_LIFETIME),
+    )
+}
+
+/// The time a JWT has left (`exp` minus now), checked by [`token_lifetime`]: `Ok(None)` if the
+/// token is not a JWT with a numeric `exp` claim (an opaque token), `Err` if `exp` is in the
+/// past, too close, or not a finite number.
+pub(crate) fn jwt_lifetime(
+    token: &str,
+    now: SystemTime,
+) -> std::result::Result<Option<Duration>, String> {
+    let Some(exp) = jwt_exp(token) else {
+        return Ok(None);
+    };
+    token_lifetime(exp - unix_seconds(now))
+        .map(Some)
+        .map_err(|e| format!("the token's `exp` claim ({exp}) gives {e}"))
+}
+
+/// The `exp` claim of a JWT, if `token` is one and has a numeric `exp`.
+fn jwt_exp(token: &str) -> Option<f64> {
     let payload = token.split('.').nth(1)?;
     let bytes = B64URL.decode(payload.trim_end_matches('=')).ok()?;
     let claims: Value = serde_json::from_slice(&bytes).ok()?;
-    let exp = claims.get("exp")?.as_f64()?;
-    let left = exp - unix_seconds(now);
-    (left > 0.0).then(|| Duration::from_secs_f64(left))
+    claims.get("exp")?.as_f64()
 }
 
 /// RFC 6749 section 4.4: POST `grant_type=client_credentials[&scope=...]` with HTTP Basic
@@ -313,28 +366,40 @@ async fn client_credentials(c: &ClientCredentials) -> Result<(String, Duration)>
     )
     .await
     .map_err(|f| credentials_error(&what, f.message, true))?;
-    let json: Option<Value> = serde_json::from_slice(&resp.body).ok();
+    token_response(&what, resp.status, &resp.body, SystemTime::now())
+}
+
+/// Reads a token endpoint's answer (RFC 6749 sections 5.1 and 5.2): the access token and its
+/// lifetime (the JWT's `exp`, else `expires_in`, checked by [`token_lifetime`]), or an error
+/// naming what is wrong and what to fix. Pure (no I/O), so whatever an endpoint sends can be
+/// tested and fuzzed; `what` names the endpoint in errors.
+pub(crate) fn token_response(
+    what: &str,
+    status: u16,
+    body: &[u8],
+    now: SystemTime,
+) -> Result<(String, Duration)> {
+    let json: Option<Value> = serde_json::from_slice(body).ok();
     let field = |name: &str| {
         json.as_ref()
             .and_then(|j| j.get(name))
             .and_then(Value::as_str)
             .map(|s| s.chars().take(200).collect::<String>())
     };
-    if resp.status != 200 {
+    if status != 200 {
         let detail = match (field("error"), field("error_description")) {
             (Some(e), Some(d)) => format!(", error `{e}`: {d}"),
             (Some(e), None) => format!(", error `{e}`"),
             _ => String::new(),
         };
-        let (message, retriable) = match resp.status {
+        let (message, retriable) = match status {
             400 | 401 | 403 => (
                 format!(
-                    "the token endpoint refused the client (HTTP {}{detail}); check the client id \
-                     and secret (sasl.oauthbearer.client.credentials.client.id / \
+                    "the token endpoint refused the client (HTTP {status}{detail}); check the \
+                     client id and secret (sasl.oauthbearer.client.credentials.client.id / \
                      sasl.oauthbearer.client.credentials.client.secret, or clientId / clientSecret \
                      in sasl.jaas.config), the scope (sasl.oauthbearer.scope), and that the \
-                     identity provider allows this client the client_credentials grant",
-                    resp.status
+                     identity provider allows this client the client_credentials grant"
                 ),
                 false,
             ),
@@ -343,7 +408,7 @@ async fn client_credentials(c: &ClientCredentials) -> Result<(String, Duration)>
                 s >= 500 || s == 429,
             ),
         };
-        return Err(credentials_error(&what, message, retriable));
+        return Err(credentials_error(what, message, retriable));
     }
     let token = json
         .as_ref()
@@ -353,29 +418,45 @@ async fn client_credentials(c: &ClientCredentials) -> Result<(String, Duration)>
         .map(str::to_owned);
     let Some(token) = token else {
         return Err(credentials_error(
-            &what,
+            what,
             "the response has no `access_token`; check that sasl.oauthbearer.token.endpoint.url \
              is the token endpoint (not the issuer or JWKS URL)"
                 .into(),
             false,
         ));
     };
-    let lifetime = jwt_lifetime(&token, SystemTime::now()).or_else(|| {
-        json.as_ref()
-            .and_then(|j| j.get("expires_in"))
-            .and_then(|v| v.as_f64().or_else(|| v.as_str()?.parse().ok()))
-            .filter(|s| *s > 0.0)
-            .map(Duration::from_secs_f64)
-    });
-    let Some(lifetime) = lifetime else {
+    // A nonsensical lifetime is the identity provider's fault, not the client's: retriable, so
+    // a cached token keeps working meanwhile, and the message says what the endpoint sent.
+    let broken = |e: String| {
+        credentials_error(
+            what,
+            format!("{e}; check the identity provider's token lifetime settings"),
+            true,
+        )
+    };
+    if let Some(lifetime) = jwt_lifetime(&token, now).map_err(&broken)? {
+        return Ok((token, lifetime));
+    }
+    let expires_in = json.as_ref().and_then(|j| j.get("expires_in"));
+    let Some(expires_in) = expires_in else {
         return Err(credentials_error(
-            &what,
+            what,
             "the access token has no `exp` claim and the response no `expires_in`, so it cannot \
              be refreshed in time; configure the identity provider to issue JWT access tokens"
                 .into(),
             false,
         ));
     };
+    // A number, or a string holding one (some providers quote it).
+    let secs = expires_in
+        .as_f64()
+        .or_else(|| expires_in.as_str()?.trim().parse().ok())
+        .ok_or_else(|| {
+            let shown: String = expires_in.to_string().chars().take(40).collect();
+            broken(format!("`expires_in` ({shown}) is not a number of seconds"))
+        })?;
+    let lifetime =
+        token_lifetime(secs).map_err(|e| broken(format!("`expires_in` ({secs}) gives {e}")))?;
     Ok((token, lifetime))
 }
 
@@ -708,9 +789,211 @@ mod tests {
         assert_eq!(claims["iat"].as_f64().unwrap(), 1_700_000_000.0);
         assert_eq!(claims["exp"].as_f64().unwrap(), 1_700_000_030.0);
         let left = jwt_lifetime(&t, now + Duration::from_secs(10)).unwrap();
-        assert_eq!(left, Duration::from_secs(20));
-        assert!(jwt_lifetime(&t, now + Duration::from_secs(31)).is_none());
-        assert!(jwt_lifetime("opaque-token", now).is_none());
+        assert_eq!(left, Some(Duration::from_secs(20)));
+        let e = jwt_lifetime(&t, now + Duration::from_secs(31)).unwrap_err();
+        assert!(e.contains("less than the 1 s"), "{e}");
+        assert_eq!(jwt_lifetime("opaque-token", now), Ok(None));
+    }
+
+    #[test]
+    fn lifetimes_are_checked_and_clamped() {
+        assert_eq!(token_lifetime(60.0), Ok(Duration::from_secs(60)));
+        assert_eq!(token_lifetime(1e19), Ok(MAX_TOKEN_LIFETIME));
+        assert_eq!(token_lifetime(1e300), Ok(MAX_TOKEN_LIFETIME));
+        assert_eq!(token_lifetime(f64::MAX), Ok(MAX_TOKEN_LIFETIME));
+        for bad in [
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -1.0,
+            0.0,
+            0.5,
+            -1e300,
+        ] {
+            let e = token_lifetime(bad).unwrap_err();
+            assert!(e.contains("lifetime of"), "{bad}: {e}");
+        }
+    }
+
+    /// An unsigned JWT whose `exp` claim is the JSON text `exp`.
+    fn jwt_with_exp(exp: &str) -> String {
+        let payload = B64URL.encode(format!(r#"{{"sub":"mirror","exp":{exp}}}"#));
+        format!("{}.{payload}.", B64URL.encode(br#"{"alg":"none"}"#))
+    }
+
+    /// A token endpoint answering every request with HTTP 200 and `body`; aborted on drop.
+    struct Endpoint {
+        url: String,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Drop for Endpoint {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    impl Endpoint {
+        async fn serving(body: String) -> Endpoint {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/token", listener.local_addr().unwrap());
+            let task = tokio::spawn(async move {
+                while let Ok((mut s, _)) = listener.accept().await {
+                    let body = body.clone();
+                    tokio::spawn(async move {
+                        // Read the request head and its form body.
+                        let mut req = Vec::new();
+                        let mut chunk = [0u8; 4096];
+                        loop {
+                            let n = s.read(&mut chunk).await.unwrap_or(0);
+                            if n == 0 {
+                                break;
+                            }
+                            req.extend_from_slice(&chunk[..n]);
+                            let text = String::from_utf8_lossy(&req);
+                            if text.contains("\r\n\r\n") && text.ends_with("client_credentials") {
+                                break;
+                            }
+                        }
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = s.write_all(resp.as_bytes()).await;
+                        let _ = s.shutdown().await;
+                    });
+                }
+            });
+            Endpoint { url, task }
+        }
+
+        fn oauth(&self) -> OAuthBearer {
+            OAuthBearer::new(
+                TokenSource::ClientCredentials(ClientCredentials {
+                    url: self.url.clone(),
+                    client_id: "mirror".into(),
+                    client_secret: Password::new("s3cr3t"),
+                    scope: None,
+                    urlencode: false,
+                    timeout: Duration::from_secs(30),
+                }),
+                Refresh::default(),
+            )
+        }
+    }
+
+    /// How long the cached token is believed to live.
+    async fn cached_lifetime(o: &OAuthBearer) -> Duration {
+        let c = o.cache.lock().await;
+        c.as_ref().unwrap().expires.duration_since(Instant::now())
+    }
+
+    /// Issue 28 item 3: whatever lifetime an endpoint states (`expires_in`, or the JWT's
+    /// `exp`), the process does not panic: huge values are clamped to a day, nonsense is an
+    /// error naming the endpoint and the value.
+    #[tokio::test]
+    async fn hostile_token_endpoint_lifetimes_do_not_crash() {
+        let opaque = |expires_in: &str| {
+            format!(
+                r#"{{"access_token":"opaque","token_type":"Bearer","expires_in":{expires_in}}}"#
+            )
+        };
+        let jwt = |exp: &str| {
+            format!(
+                r#"{{"access_token":"{}","token_type":"Bearer"}}"#,
+                jwt_with_exp(exp)
+            )
+        };
+        // Clamped to MAX_TOKEN_LIFETIME.
+        for body in [
+            opaque("1e300"),
+            opaque("1e19"),
+            opaque(r#""1e19""#),
+            opaque("1.7976931348623157e308"),
+            jwt("1e300"),
+            jwt("1e19"),
+            jwt("18446744073709551615"),
+        ] {
+            let endpoint = Endpoint::serving(body.clone()).await;
+            let o = endpoint.oauth();
+            o.token().await.unwrap_or_else(|e| panic!("{body}: {e}"));
+            let left = cached_lifetime(&o).await;
+            assert!(
+                left <= MAX_TOKEN_LIFETIME && left > MAX_TOKEN_LIFETIME - Duration::from_secs(60),
+                "{body}: {left:?}"
+            );
+        }
+        // Errors that say what the endpoint sent.
+        for (body, says) in [
+            (opaque(r#""inf""#), "not a finite number"),
+            (opaque(r#""-inf""#), "not a finite number"),
+            (opaque(r#""NaN""#), "not a finite number"),
+            (opaque("-5"), "less than the 1 s"),
+            (opaque("0"), "less than the 1 s"),
+            (opaque("-1e300"), "less than the 1 s"),
+            (opaque(r#""soon""#), "is not a number of seconds"),
+            (opaque("null"), "is not a number of seconds"),
+            (opaque("[1]"), "is not a number of seconds"),
+            (jwt("-1e300"), "`exp` claim"),
+            (jwt("1"), "`exp` claim"),
+        ] {
+            let endpoint = Endpoint::serving(body.clone()).await;
+            let e = match endpoint.oauth().token().await {
+                Ok(t) => panic!("{body}: accepted token {t}"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(says), "{body}: {e}");
+            assert!(e.contains(&endpoint.url), "names the endpoint: {e}");
+            assert!(!e.contains("s3cr3t"), "{e}");
+        }
+    }
+
+    /// The same lifetimes from a `file:` token.
+    #[tokio::test]
+    async fn hostile_file_token_lifetimes_do_not_crash() {
+        let dir = std::env::temp_dir().join(format!(
+            "strait-oauth-file-{}-{}",
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        struct Remove(PathBuf);
+        impl Drop for Remove {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _guard = Remove(dir.clone());
+        let source = |exp: &str| {
+            let path = dir.join("token");
+            std::fs::write(&path, jwt_with_exp(exp)).unwrap();
+            OAuthBearer::new(TokenSource::File(path), Refresh::default())
+        };
+        for exp in ["1e300", "1e19", "1.7976931348623157e308"] {
+            let o = source(exp);
+            o.token().await.unwrap_or_else(|e| panic!("{exp}: {e}"));
+            let left = cached_lifetime(&o).await;
+            assert!(left <= MAX_TOKEN_LIFETIME, "{exp}: {left:?}");
+        }
+        for (exp, says) in [
+            ("-1e300", "less than the 1 s"),
+            ("0", "less than the 1 s"),
+            (r#""inf""#, "numeric `exp` claim"),
+            (r#""NaN""#, "numeric `exp` claim"),
+            ("null", "numeric `exp` claim"),
+        ] {
+            let e = match source(exp).token().await {
+                Ok(t) => panic!("{exp}: accepted token {t}"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(says), "{exp}: {e}");
+            assert!(e.contains("token file"), "{exp}: {e}");
+        }
     }
 
     #[tokio::test]

@@ -4,6 +4,15 @@
 //! SaslHandshake v1 + SaslAuthenticate requests. SCRAM is implemented here on the `sha2`, `hmac`
 //! and `pbkdf2` crates (no channel binding, as Kafka: `c=biws`). Like Kafka's Java client, the
 //! password is used as UTF-8 without SASLprep.
+//!
+//! The salted password (PBKDF2, up to [`MAX_ITERATIONS`] rounds: about a second of CPU) is
+//! computed on tokio's blocking pool, never on an async worker, and cached per (mechanism,
+//! password, salt, iterations) in [`SaltedPasswords`], so reconnecting to brokers that share the
+//! user's credentials (they all do: SCRAM credentials live in the cluster metadata) costs it
+//! once per process.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -134,11 +143,21 @@ impl ScramClient {
         format!("n,,{}", self.client_first_bare).into_bytes()
     }
 
-    /// Checks the server-first message and returns the client-final message.
-    pub(crate) fn client_final(
+    /// Checks the server-first message and returns the client-final message. The salted
+    /// password comes from [`SALTED_PASSWORDS`] (computed off the async workers on a miss).
+    pub(crate) async fn client_final(
         &self,
         server_first: &[u8],
     ) -> Result<(Vec<u8>, ScramFinal), String> {
+        let first = self.server_first(server_first)?;
+        let salted = SALTED_PASSWORDS
+            .get(self.hash, &self.password, &first.salt, first.iterations)
+            .await?;
+        Ok(self.finish(&first, &salted))
+    }
+
+    /// Parses and checks the server-first message.
+    fn server_first(&self, server_first: &[u8]) -> Result<ServerFirst, String> {
         let server_first = std::str::from_utf8(server_first)
             .map_err(|_| "the server-first message is not UTF-8".to_owned())?;
         let mut nonce = None;
@@ -172,28 +191,130 @@ impl ScramClient {
                 "iteration count {iterations} is outside {MIN_ITERATIONS}..={MAX_ITERATIONS}"
             ));
         }
+        Ok(ServerFirst {
+            text: server_first.to_owned(),
+            nonce: nonce.to_owned(),
+            salt,
+            iterations,
+        })
+    }
 
+    /// The client-final message and the expected server signature, from the salted password.
+    fn finish(&self, first: &ServerFirst, salted: &[u8]) -> (Vec<u8>, ScramFinal) {
         let h = self.hash;
-        let salted = h.salted_password(self.password.as_bytes(), &salt, iterations);
-        let client_key = h.hmac(&salted, b"Client Key");
+        let client_key = h.hmac(salted, b"Client Key");
         let stored_key = h.hash(&client_key);
-        let without_proof = format!("c=biws,r={nonce}");
-        let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
+        let without_proof = format!("c=biws,r={}", first.nonce);
+        let auth_message = format!("{},{},{without_proof}", self.client_first_bare, first.text);
         let client_signature = h.hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key
             .iter()
             .zip(&client_signature)
             .map(|(a, b)| a ^ b)
             .collect();
-        let server_key = h.hmac(&salted, b"Server Key");
+        let server_key = h.hmac(salted, b"Server Key");
         let expected_server_signature = h.hmac(&server_key, auth_message.as_bytes());
         let msg = format!("{without_proof},p={}", B64.encode(proof));
-        Ok((
+        (
             msg.into_bytes(),
             ScramFinal {
                 expected_server_signature,
             },
-        ))
+        )
+    }
+}
+
+/// A checked server-first message.
+struct ServerFirst {
+    text: String,
+    nonce: String,
+    salt: Vec<u8>,
+    iterations: u32,
+}
+
+/// How many salted passwords are kept: one per (user, cluster) a process talks to is what is
+/// needed (a mirror has two clusters); a few spare for credential rotation.
+const SALTED_PASSWORDS_KEPT: usize = 16;
+
+/// The process's salted-password cache.
+pub(crate) static SALTED_PASSWORDS: SaltedPasswords = SaltedPasswords::new();
+
+/// A small cache of SCRAM salted passwords, oldest evicted first. Keyed by a SHA-256 over
+/// (mechanism, password, salt, iterations) so the password itself is not kept here; the
+/// values are password-equivalent for this salt and are never logged (no `Debug`).
+pub(crate) struct SaltedPasswords {
+    entries: Mutex<VecDeque<SaltedEntry>>,
+}
+
+/// A cache key (SHA-256 of the inputs) and the salted password.
+type SaltedEntry = ([u8; 32], Arc<[u8]>);
+
+impl SaltedPasswords {
+    pub(crate) const fn new() -> SaltedPasswords {
+        SaltedPasswords {
+            entries: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The salted password, from the cache or computed on the blocking pool.
+    pub(crate) async fn get(
+        &self,
+        hash: ScramHash,
+        password: &str,
+        salt: &[u8],
+        iterations: u32,
+    ) -> Result<Arc<[u8]>, String> {
+        let key = Self::key(hash, password, salt, iterations);
+        let (password, salt) = (password.as_bytes().to_vec(), salt.to_vec());
+        self.get_or_compute(key, move || {
+            hash.salted_password(&password, &salt, iterations)
+        })
+        .await
+    }
+
+    fn key(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> [u8; 32] {
+        let mut d = Sha256::new();
+        d.update([hash as u8]);
+        // Length-prefixed, so (password, salt) pairs cannot collide by shifting bytes.
+        for part in [password.as_bytes(), salt] {
+            d.update((part.len() as u64).to_be_bytes());
+            d.update(part);
+        }
+        d.update(iterations.to_be_bytes());
+        d.finalize().into()
+    }
+
+    /// The cached value for `key`, else `compute` on tokio's blocking pool (it may take a
+    /// second of CPU, which would stall every task on an async worker). Two connections missing
+    /// at once both compute; the result is the same.
+    async fn get_or_compute(
+        &self,
+        key: [u8; 32],
+        compute: impl FnOnce() -> Vec<u8> + Send + 'static,
+    ) -> Result<Arc<[u8]>, String> {
+        if let Some(v) = self.lookup(&key) {
+            return Ok(v);
+        }
+        let value: Arc<[u8]> = tokio::task::spawn_blocking(compute)
+            .await
+            .map_err(|e| format!("computing the SCRAM salted password failed: {e}"))?
+            .into();
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if !entries.iter().any(|(k, _)| *k == key) {
+            if entries.len() >= SALTED_PASSWORDS_KEPT {
+                entries.pop_front();
+            }
+            entries.push_back((key, value.clone()));
+        }
+        Ok(value)
+    }
+
+    fn lookup(&self, key: &[u8; 32]) -> Option<Arc<[u8]>> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
     }
 }
 
@@ -236,8 +357,8 @@ mod tests {
     use super::*;
 
     /// RFC 7677 section 3 test vector (SCRAM-SHA-256, user "user", password "pencil").
-    #[test]
-    fn rfc7677_sha256_vector() {
+    #[tokio::test]
+    async fn rfc7677_sha256_vector() {
         let c = ScramClient::with_nonce(
             ScramHash::Sha256,
             "user",
@@ -247,7 +368,7 @@ mod tests {
         assert_eq!(c.client_first(), b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
         let server_first =
             b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
-        let (client_final, fin) = c.client_final(server_first).unwrap();
+        let (client_final, fin) = c.client_final(server_first).await.unwrap();
         assert_eq!(
             String::from_utf8(client_final).unwrap(),
             "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
@@ -264,17 +385,17 @@ mod tests {
 
     /// SCRAM-SHA-512 has no RFC vector; check the structure and that a server computing the same
     /// math (here: the client's own derivation with a fixed nonce) verifies.
-    #[test]
-    fn sha512_produces_64_byte_proof() {
+    #[tokio::test]
+    async fn sha512_produces_64_byte_proof() {
         let c = ScramClient::with_nonce(ScramHash::Sha512, "alice", "secret", "abc".into());
-        let (msg, _) = c.client_final(b"r=abcdef,s=c2FsdA==,i=4096").unwrap();
+        let (msg, _) = c.client_final(b"r=abcdef,s=c2FsdA==,i=4096").await.unwrap();
         let msg = String::from_utf8(msg).unwrap();
         let proof = msg.rsplit_once(",p=").unwrap().1;
         assert_eq!(B64.decode(proof).unwrap().len(), 64);
     }
 
-    #[test]
-    fn rejects_bad_server_first() {
+    #[tokio::test]
+    async fn rejects_bad_server_first() {
         let c = ScramClient::with_nonce(ScramHash::Sha256, "u", "p", "abc".into());
         for bad in [
             &b"r=xyz,s=c2FsdA==,i=4096"[..], // nonce not extended from ours
@@ -287,7 +408,7 @@ mod tests {
             b"\xff",
         ] {
             assert!(
-                c.client_final(bad).is_err(),
+                c.client_final(bad).await.is_err(),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -302,5 +423,94 @@ mod tests {
         let random = ScramClient::new(ScramHash::Sha256, "u", "p");
         assert_eq!(random.client_nonce.len(), 32);
         assert!(!random.client_nonce.contains(','));
+    }
+
+    /// Issue 28 item 8: PBKDF2 runs on the blocking pool (here: not on the current-thread
+    /// runtime's only worker, the test's thread), once per (mechanism, password, salt,
+    /// iterations).
+    #[tokio::test]
+    async fn salted_passwords_are_cached_and_computed_off_the_worker() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let cache = SaltedPasswords::new();
+        let computed = Arc::new(AtomicUsize::new(0));
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let compute = |salt: &'static [u8]| {
+            let (computed, threads) = (computed.clone(), threads.clone());
+            move || {
+                computed.fetch_add(1, Ordering::SeqCst);
+                threads.lock().unwrap().push(std::thread::current().id());
+                ScramHash::Sha256.salted_password(b"pencil", salt, 4096)
+            }
+        };
+        let key = |salt: &[u8]| SaltedPasswords::key(ScramHash::Sha256, "pencil", salt, 4096);
+        let a = cache
+            .get_or_compute(key(b"salt"), compute(b"salt"))
+            .await
+            .unwrap();
+        let b = cache
+            .get_or_compute(key(b"salt"), compute(b"salt"))
+            .await
+            .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            computed.load(Ordering::SeqCst),
+            1,
+            "the second exchange hit the cache"
+        );
+        cache
+            .get_or_compute(key(b"other"), compute(b"other"))
+            .await
+            .unwrap();
+        assert_eq!(
+            computed.load(Ordering::SeqCst),
+            2,
+            "another salt is another entry"
+        );
+        let worker = std::thread::current().id();
+        assert!(threads.lock().unwrap().iter().all(|t| *t != worker));
+
+        // Keys separate every input; the same password with another mechanism or count misses.
+        let k = SaltedPasswords::key;
+        assert_ne!(
+            k(ScramHash::Sha256, "p", b"s", 4096),
+            k(ScramHash::Sha512, "p", b"s", 4096)
+        );
+        assert_ne!(
+            k(ScramHash::Sha256, "p", b"s", 4096),
+            k(ScramHash::Sha256, "p", b"s", 4097)
+        );
+        assert_ne!(
+            k(ScramHash::Sha256, "ps", b"", 4096),
+            k(ScramHash::Sha256, "p", b"s", 4096)
+        );
+
+        // Bounded: the oldest entry goes first.
+        for i in 0..SALTED_PASSWORDS_KEPT {
+            let salt = format!("s{i}").into_bytes();
+            cache
+                .get_or_compute(k(ScramHash::Sha256, "p", &salt, 4096), Vec::new)
+                .await
+                .unwrap();
+        }
+        assert_eq!(cache.entries.lock().unwrap().len(), SALTED_PASSWORDS_KEPT);
+        assert!(cache.lookup(&key(b"salt")).is_none());
+    }
+
+    /// Through the exchange itself: the same server-first twice gives the same proof, and the
+    /// global cache holds the salted password the RFC vector implies.
+    #[tokio::test]
+    async fn client_final_uses_the_cache() {
+        let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
+        let c = ScramClient::with_nonce(ScramHash::Sha256, "user", "pencil", "rOpr".into());
+        let first = b"r=rOprNGfw,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+        let (one, _) = c.client_final(first).await.unwrap();
+        let key = SaltedPasswords::key(ScramHash::Sha256, "pencil", &salt, 4096);
+        let cached = SALTED_PASSWORDS.lookup(&key).unwrap();
+        assert_eq!(
+            &cached[..],
+            &ScramHash::Sha256.salted_password(b"pencil", &salt, 4096)[..]
+        );
+        let (two, _) = c.client_final(first).await.unwrap();
+        assert_eq!(one, two);
     }
 }

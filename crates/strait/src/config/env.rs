@@ -23,10 +23,19 @@ use std::collections::BTreeMap;
 use super::raw::{Entry, Origin, RawCluster, RawConfig, Section, suggestion};
 use crate::error::{Error, Result};
 
-/// The environment as a map, so tests can inject one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The environment as a map, so tests can inject one. `Debug` shows the names only: the
+/// environment holds secrets (`STRAIT_TARGET_SASL_PASSWORD`, `AWS_SECRET_ACCESS_KEY`, ...).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Environment {
     vars: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment")
+            .field("names", &self.vars.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl Environment {

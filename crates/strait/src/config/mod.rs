@@ -30,6 +30,7 @@ pub(crate) mod raw;
 pub mod topics;
 pub mod value;
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -178,8 +179,9 @@ pub fn assignor_named(name: &str) -> Option<Assignor> {
 }
 as_str_impl!(TracingMode, TRACING_MODE);
 
-/// One cluster: its alias and its Kafka client properties.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One cluster: its alias and its Kafka client properties. `Debug` redacts secret property
+/// values ([`is_secret_property`]), so logging a `Cluster` or a [`Config`] cannot leak them.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Cluster {
     /// Short name (`europe`): the topic prefix with `rename = "prefix"`, and a metrics label.
     pub alias: String,
@@ -209,6 +211,37 @@ impl Cluster {
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("alias", &self.alias)
+            .field(
+                "properties",
+                &RedactedProperties(
+                    self.properties
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect(),
+                ),
+            )
+            .finish()
+    }
+}
+
+/// Client properties for `Debug`: secret values replaced by [`REDACTED`].
+pub(crate) struct RedactedProperties<'a>(pub(crate) Vec<(&'a str, &'a str)>);
+
+impl fmt::Debug for RedactedProperties<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|&(k, v)| {
+                let v = if is_secret_property(k) { REDACTED } else { v };
+                (k, v)
+            }))
+            .finish()
     }
 }
 

@@ -150,14 +150,28 @@ impl Section {
     }
 }
 
-/// A cluster section (`[source]` or `[target]`) before validation.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A cluster section (`[source]` or `[target]`) before validation. `Debug` redacts secrets.
+#[derive(Clone, Default, PartialEq)]
 pub(crate) struct RawCluster {
     pub(crate) alias: Option<Entry>,
     /// Client properties in first-set order; setting a key again replaces its value in place.
     pub(crate) properties: Vec<(String, String, Origin)>,
     /// The config providers the properties' `${provider:...}` references may use.
     pub(crate) providers: super::providers::Providers,
+}
+
+impl fmt::Debug for RawCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let properties = self
+            .properties
+            .iter()
+            .map(|(k, v, _)| (k.as_str(), v.as_str()))
+            .collect();
+        f.debug_struct("RawCluster")
+            .field("alias", &self.alias)
+            .field("properties", &super::RedactedProperties(properties))
+            .finish()
+    }
 }
 
 impl RawCluster {

@@ -683,3 +683,49 @@ fn exactly_once_settings_are_read_and_checked() {
         "{e}"
     );
 }
+
+/// Issue 28 item 8: `Debug` of a configuration (and of what it is built from) shows no secret
+/// value, whatever a future log line prints.
+#[test]
+fn debug_output_holds_no_secret() {
+    const SECRETS: [&str; 4] = ["hunter2", "jaas-secret-1", "oauth-secret-2", "env-secret-4"];
+    // The source's key password from the environment, the target's SASL password from the file.
+    let env = [("STRAIT_SOURCE_SSL_KEY_PASSWORD", "env-secret-4")];
+    let loaded = Config::from_toml_str(
+        FULL,
+        Path::new("strait.toml"),
+        &Environment::from_pairs(env.iter().copied()),
+    )
+    .unwrap();
+    let mut oauth = loaded.config.target.clone();
+    oauth.properties.push((
+        "sasl.jaas.config".into(),
+        "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" \
+         password=\"jaas-secret-1\";"
+            .into(),
+    ));
+    oauth.properties.push((
+        "sasl.oauthbearer.client.credentials.client.secret".into(),
+        "oauth-secret-2".into(),
+    ));
+    let mut raw = RawCluster::default();
+    for (k, v) in &oauth.properties {
+        raw.set_property(k, v.clone(), Origin::File);
+    }
+    let printed = [
+        format!("{:?}", loaded),
+        format!("{:#?}", loaded.config),
+        format!("{oauth:?}"),
+        format!("{raw:?}"),
+        format!("{:?}", Environment::from_pairs(env.iter().copied())),
+    ];
+    for p in &printed {
+        for s in SECRETS {
+            assert!(!p.contains(s), "{s} in {p}");
+        }
+    }
+    // Still useful: the keys, and the values that are not secret.
+    assert!(printed[1].contains("sasl.password") && printed[1].contains(REDACTED));
+    assert!(printed[1].contains("my-us-user") && printed[1].contains("europe-kafka:9093"));
+    assert!(printed[4].contains("STRAIT_SOURCE_SSL_KEY_PASSWORD"));
+}
