@@ -317,9 +317,12 @@ async fn gated_read(
         };
         let mut open = g.wait_for(|stopped| !stopped).await.is_ok();
         if open {
+            // Biased, the stop first: when the stop and new bytes are both there by the time this
+            // task runs (a loaded machine), the stop wins, so no byte sent after it goes through.
             tokio::select! {
-                r = from.read(buf) => return r,
+                biased;
                 stopped = g.wait_for(|stopped| *stopped) => open = stopped.is_ok(),
+                r = from.read(buf) => return r,
             }
         }
         if !open {
