@@ -3,6 +3,5 @@
 //!
 //! `cargo test -p strait-testkit --test kafka -- <module>::` runs one scenario.
 
-
 mod harness;
 mod wan_listener;
