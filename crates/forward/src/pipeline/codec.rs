@@ -7,15 +7,15 @@
 //! with `CodecError::OverAllowance` before anything large is allocated, saying how much working
 //! memory the batch needs. The partition then
 //!
-//! 1. stops the partition with [`Error::CodecMemory`] if the fetched bytes plus that need are
-//!    more than the whole budget (it could never run);
-//! 2. otherwise gives its fetch reservation back and reserves fetched bytes + need as one
-//!    amount, holding nothing while it waits (two partitions each holding part of the budget and
-//!    waiting for more would deadlock);
-//! 3. plans again on a blocking thread (`spawn_blocking`) within that allowance, so a large
-//!    batch stalls neither the worker thread nor the partitions that share it. If the need was
-//!    a lower bound (the decompressed size was not known yet) and the work needs more, it asks
-//!    again for at least twice as much.
+//! 1. gives its fetch reservation back and reserves fetched bytes + need (at most the whole
+//!    budget) as one amount, holding nothing while it waits (two partitions each holding part of
+//!    the budget and waiting for more would deadlock);
+//! 2. plans again on a blocking thread (`spawn_blocking`) within that allowance, so a large
+//!    batch stalls neither the worker thread nor the partitions that share it;
+//! 3. if the work needs more (the need was a guess: the decompressed size is not known before
+//!    decompressing), asks again for at least twice as much; when a run with the whole budget
+//!    still does not fit, stops the partition with [`Error::CodecMemory`] (nothing beyond the
+//!    budget was allocated).
 //!
 //! When the plan is made, the reservation is trimmed to what its batches weigh: the working
 //! memory was freed with the plan.
@@ -53,23 +53,23 @@ pub(crate) async fn plan_within_budget(
         },
     };
     let input = fetched.records.len();
+    let too_much = |needed: usize| Error::CodecMemory {
+        offset: position,
+        needed: input.saturating_add(needed),
+        budget: budget.total(),
+    };
+    // The need is often a guess (the decompressed size is not known before decompressing): the
+    // whole budget is tried before the partition is stopped.
+    let most = budget.total().checked_sub(input).ok_or(too_much(needed))?;
     loop {
-        let total = input.saturating_add(needed);
-        if total > budget.total() {
-            return Err(Error::CodecMemory {
-                offset: position,
-                needed: total,
-                budget: budget.total(),
-            });
-        }
+        let allowed = needed.min(most);
         // Hold nothing while waiting (see the module docs).
         drop(std::mem::replace(reservation, Reservation::empty()));
         *reservation = tokio::select! {
-            r = budget.reserve(account, total) => r,
+            r = budget.reserve(account, input + allowed) => r,
             _ = stop.cancelled() => return Ok(None),
         };
         let (job, rules_job) = (fetched.clone(), rules.clone());
-        let allowed = needed;
         let planned = tokio::task::spawn_blocking(move || {
             plan::plan(&job, position, &rules_job, &mut Allowance::new(allowed))
         })
@@ -96,7 +96,8 @@ pub(crate) async fn plan_within_budget(
                 return Ok(Some(plan));
             }
             Err(e) => match over_allowance(&e) {
-                Some(more) => needed = more.max(needed.saturating_mul(2)),
+                Some(more) if allowed < most => needed = more.max(allowed.saturating_mul(2)),
+                Some(more) => return Err(too_much(more)),
                 None => return Err(e),
             },
         }
