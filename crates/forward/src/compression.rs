@@ -102,14 +102,12 @@ impl Compression {
             Compression::Gzip => read_capped(
                 self,
                 flate2::read::MultiGzDecoder::new(&input[..]),
-                input.len(),
                 max_output,
             )?,
             Compression::Snappy => xerial::decompress(&input, max_output)?,
             Compression::Lz4 => read_capped(
                 self,
                 lz4_flex::frame::FrameDecoder::new(&input[..]),
-                input.len(),
                 max_output,
             )?,
             Compression::Zstd => {
@@ -120,7 +118,7 @@ impl Compression {
                             source,
                         }
                     })?;
-                read_capped(self, decoder, input.len(), max_output)?
+                read_capped(self, decoder, max_output)?
             }
         };
         Ok(Bytes::from(out))
@@ -173,29 +171,75 @@ impl fmt::Display for Compression {
     }
 }
 
+/// Growth step of a decompression buffer (see [`read_capped`]).
+pub(crate) const DECOMPRESS_STEP: usize = 64 << 10;
+
+/// Heap a decompression producing `output` bytes may hold at its peak: the buffer grows by a
+/// quarter at a time (never doubling), so while it moves it holds the old buffer and one a quarter
+/// larger plus a step. Re-encoding reserves this from its allowance before decompressing.
+pub(crate) fn decompress_peak(output: usize) -> usize {
+    output
+        .saturating_mul(9)
+        .div_ceil(4)
+        .saturating_add(2 * DECOMPRESS_STEP)
+}
+
+/// Heap a finished decompression producing `output` bytes holds (its buffer's capacity).
+pub(crate) fn decompress_held(output: usize) -> usize {
+    output
+        .saturating_add(output / 4)
+        .saturating_add(DECOMPRESS_STEP)
+}
+
+/// The largest output whose [`decompress_peak`] fits in `room` bytes.
+pub(crate) fn decompress_room(room: usize) -> usize {
+    room.saturating_sub(2 * DECOMPRESS_STEP) / 9 * 4
+}
+
+impl Compression {
+    /// An upper bound of the compressed size of `n` bytes with any codec, framing included
+    /// (snappy's worst case is `32 + n + n/6` per 32 KiB block; the others stay under it).
+    pub fn compress_bound(self, n: usize) -> usize {
+        match self {
+            Compression::None => n,
+            _ => n.saturating_add(n / 4).saturating_add(1024),
+        }
+    }
+}
+
 /// Reads a decoder to the end, failing once more than `max_output` bytes come out.
-fn read_capped(
-    codec: Compression,
-    reader: impl Read,
-    input_len: usize,
-    max_output: usize,
-) -> Result<Vec<u8>> {
-    // Start near a typical ratio so small batches do not reallocate many times, but never reserve
-    // more than the cap on the strength of the input alone.
-    let mut out = Vec::with_capacity(input_len.saturating_mul(4).clamp(64, max_output.max(64)));
-    let limit = u64::try_from(max_output)
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
-    reader
-        .take(limit)
-        .read_to_end(&mut out)
-        .map_err(|source| CodecError::Decompress { codec, source })?;
-    if out.len() > max_output {
+///
+/// The buffer grows by a quarter (at least [`DECOMPRESS_STEP`]) at a time rather than doubling,
+/// so its capacity stays within [`decompress_held`] and a move within [`decompress_peak`] of the
+/// output: what the re-encode path accounts before decompressing.
+fn read_capped(codec: Compression, mut reader: impl Read, max_output: usize) -> Result<Vec<u8>> {
+    let limit = max_output.saturating_add(1);
+    let mut out: Vec<u8> = Vec::new();
+    let mut filled = 0usize;
+    loop {
+        if filled == out.len() {
+            if filled >= limit {
+                break;
+            }
+            let grow = (filled / 4).max(DECOMPRESS_STEP);
+            let len = filled.saturating_add(grow).min(limit);
+            out.reserve_exact(len - out.len());
+            out.resize(len, 0);
+        }
+        match reader.read(&mut out[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(source) => return Err(CodecError::Decompress { codec, source }),
+        }
+    }
+    if filled > max_output {
         return Err(CodecError::DecompressedTooLarge {
             codec,
             limit: max_output,
         });
     }
+    out.truncate(filled);
     Ok(out)
 }
 
@@ -274,6 +318,13 @@ mod xerial {
             let start = out.len();
             if n > max_output - start {
                 return Err(too_large());
+            }
+            if out.capacity() < start + n {
+                // Grown by a quarter at a time, as `read_capped` does (never doubling).
+                let want = (start + n)
+                    .max(start.saturating_add((start / 4).max(DECOMPRESS_STEP)))
+                    .min(max_output);
+                out.reserve_exact(want - start);
             }
             out.resize(start + n, 0);
             dec.decompress(block, &mut out[start..])

@@ -165,6 +165,22 @@ pub enum CodecError {
         limit: usize,
     },
 
+    /// Re-encoding a batch needs more working memory than the caller allowed. The pipeline
+    /// reserves `needed` bytes of its memory budget and tries again, or stops the partition with
+    /// [`Error::CodecMemory`] when even the whole budget is too small.
+    #[error(
+        "re-encoding the batch needs at least {needed} bytes of working memory (decompressed \
+         records, per-record bookkeeping and the new batches) but only {allowance} were allowed; \
+         allow more, or forward the batch unchanged"
+    )]
+    OverAllowance {
+        /// Bytes that would let the work go on (a lower bound when the decompressed size is
+        /// not known yet).
+        needed: usize,
+        /// Bytes that were allowed.
+        allowance: usize,
+    },
+
     /// The compressed payload could not be decompressed.
     #[error("{codec} decompression failed ({source}); the batch payload is corrupt, refetch it")]
     Decompress {
@@ -332,6 +348,23 @@ pub enum Error {
         /// The underlying error.
         #[source]
         source: Box<Error>,
+    },
+
+    /// Re-encoding a source batch needs more memory than the whole memory budget.
+    #[error(
+        "re-encoding the batch at or after offset {offset} needs {needed} \
+         bytes of working memory, more than the whole memory budget of {budget} bytes (a batch \
+         holding very many small records, or decompressing to much more than it weighs). Raise \
+         the memory budget (Settings::memory_budget) above {needed} bytes, or lower the \
+         decompression limit (Settings::max_decompressed_bytes) to refuse such batches sooner"
+    )]
+    CodecMemory {
+        /// The position the partition was fetching from.
+        offset: i64,
+        /// Working memory the batch needs (a lower bound).
+        needed: usize,
+        /// The whole memory budget.
+        budget: usize,
     },
 
     /// A pipeline setting is out of range.

@@ -19,10 +19,10 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use crate::batch::{LOG_OVERHEAD, TimestampType};
-use crate::compression::Compression;
+use crate::compression::{self, Compression};
 use crate::error::{CodecError, Result};
 use crate::records::{NO_HEADERS, RecordParts};
-use crate::reencode::{PendingRecord, ReencodedBatch, build_batches};
+use crate::reencode::{Allowance, PendingRecord, ReencodedBatch, build_batches_within};
 use crate::rewrite::{LogAppendTimePolicy, ProducerStamp, TargetPolicy};
 
 /// Legacy codec bits (zstd, id 4, never existed before magic 2).
@@ -233,8 +233,20 @@ impl LegacyBatch {
         stamp: ProducerStamp,
         policy: &TargetPolicy,
     ) -> Result<Vec<ReencodedBatch>> {
-        let keep_append_time = policy.log_append_time == LogAppendTimePolicy::KeepAppendTime;
-        let wrapper_lat = self.timestamp_type() == Some(TimestampType::LogAppendTime);
+        self.reencode_within(from_offset, stamp, policy, &mut Allowance::unlimited())
+    }
+
+    /// [`reencode`](Self::reencode) within `allowance`, as
+    /// [`reencode_within`](crate::reencode::reencode_within) does for v2 batches: the
+    /// decompressed wrapper, one entry per inner message (at most one per 26 bytes of it) and
+    /// the outputs are accounted before they are allocated.
+    pub fn reencode_within(
+        &self,
+        from_offset: i64,
+        stamp: ProducerStamp,
+        policy: &TargetPolicy,
+        allowance: &mut Allowance,
+    ) -> Result<Vec<ReencodedBatch>> {
         let codec = policy.compression.unwrap_or(self.compression);
         let offset = self.last_offset();
         if self.compression == Compression::None {
@@ -249,21 +261,86 @@ impl LegacyBatch {
             } else {
                 &[]
             };
-            return build_batches(keep, codec, stamp, policy).map_err(|e| e.in_batch(offset));
+            return build_batches_within(keep, codec, stamp, policy, allowance)
+                .map_err(|e| e.in_batch(offset));
         }
 
-        let inner_set = self
-            .compression
-            .decompress(
-                self.value
-                    .clone()
-                    .map(|r| self.bytes.slice(r))
-                    .unwrap_or_default(),
-                policy.max_decompressed_bytes,
-            )
-            .map_err(|e| e.in_batch(offset))?;
-        let mut inner = Vec::new();
-        let mut rest = &inner_set[..];
+        let payload = self
+            .value
+            .clone()
+            .map(|r| self.bytes.slice(r))
+            .unwrap_or_default();
+        let payload_len = payload.len();
+        let cap = policy
+            .max_decompressed_bytes
+            .min(compression::decompress_room(allowance.room()));
+        let inner_set = match self.compression.decompress(payload, cap) {
+            Err(CodecError::DecompressedTooLarge { .. }) if cap < policy.max_decompressed_bytes => {
+                let guess = cap
+                    .saturating_mul(2)
+                    .max(payload_len.saturating_mul(4))
+                    .min(policy.max_decompressed_bytes);
+                return Err(CodecError::OverAllowance {
+                    needed: allowance
+                        .used()
+                        .saturating_add(compression::decompress_peak(guess))
+                        .saturating_add(guess.saturating_mul(6)),
+                    allowance: allowance.limit(),
+                });
+            }
+            r => r.map_err(|e| e.in_batch(offset))?,
+        };
+        let held = compression::decompress_held(inner_set.len());
+        allowance.take(held, 0)?;
+        let result = self.reencode_inner(&inner_set, from_offset, stamp, policy, allowance);
+        allowance.give(held);
+        result
+    }
+
+    fn reencode_inner(
+        &self,
+        inner_set: &[u8],
+        from_offset: i64,
+        stamp: ProducerStamp,
+        policy: &TargetPolicy,
+        allowance: &mut Allowance,
+    ) -> Result<Vec<ReencodedBatch>> {
+        let keep_append_time = policy.log_append_time == LogAppendTimePolicy::KeepAppendTime;
+        let wrapper_lat = self.timestamp_type() == Some(TimestampType::LogAppendTime);
+        let codec = policy.compression.unwrap_or(self.compression);
+        let offset = self.last_offset();
+        // An inner message takes at least 26 bytes (12 of log overhead, 14 of a v0 message).
+        let most = inner_set.len() / 26;
+        let entries = most.saturating_mul(
+            std::mem::size_of::<(i64, Message<'_>)>() + std::mem::size_of::<PendingRecord<'_>>(),
+        );
+        allowance.take(entries, 0)?;
+        let built = self.reencode_messages(
+            inner_set,
+            most,
+            from_offset,
+            stamp,
+            policy,
+            allowance,
+            (keep_append_time, wrapper_lat, codec, offset),
+        );
+        allowance.give(entries);
+        built
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reencode_messages(
+        &self,
+        inner_set: &[u8],
+        most: usize,
+        from_offset: i64,
+        stamp: ProducerStamp,
+        policy: &TargetPolicy,
+        allowance: &mut Allowance,
+        (keep_append_time, wrapper_lat, codec, offset): (bool, bool, Compression, i64),
+    ) -> Result<Vec<ReencodedBatch>> {
+        let mut inner = Vec::with_capacity(most);
+        let mut rest = inner_set;
         while !rest.is_empty() {
             let malformed = |reason| CodecError::MalformedLegacy { offset, reason };
             let inner_offset =
@@ -296,20 +373,23 @@ impl LegacyBatch {
             (1, Some((last, _))) => Some(offset.wrapping_sub(*last)).filter(|b| *b >= 0),
             _ => None,
         };
-        let records: Vec<PendingRecord<'_>> = inner
-            .iter()
-            .map(|(inner_offset, m)| PendingRecord {
-                source_offset: absolute_base
-                    .map_or(*inner_offset, |b| b.wrapping_add(*inner_offset)),
-                timestamp: match (wrapper_lat, keep_append_time) {
-                    (true, true) => self.timestamp.unwrap_or(-1),
-                    _ => m.timestamp.unwrap_or(-1),
-                },
-                parts: parts(m.key(), m.value()),
-            })
-            .filter(|r| r.source_offset >= from_offset)
-            .collect();
-        build_batches(&records, codec, stamp, policy).map_err(|e| e.in_batch(offset))
+        let mut records: Vec<PendingRecord<'_>> = Vec::with_capacity(inner.len());
+        records.extend(
+            inner
+                .iter()
+                .map(|(inner_offset, m)| PendingRecord {
+                    source_offset: absolute_base
+                        .map_or(*inner_offset, |b| b.wrapping_add(*inner_offset)),
+                    timestamp: match (wrapper_lat, keep_append_time) {
+                        (true, true) => self.timestamp.unwrap_or(-1),
+                        _ => m.timestamp.unwrap_or(-1),
+                    },
+                    parts: parts(m.key(), m.value()),
+                })
+                .filter(|r| r.source_offset >= from_offset),
+        );
+        build_batches_within(&records, codec, stamp, policy, allowance)
+            .map_err(|e| e.in_batch(offset))
     }
 }
 

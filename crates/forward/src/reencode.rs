@@ -18,6 +18,17 @@
 //!
 //! Each output comes with the source offsets of its records, so the pipeline can map source
 //! offsets to target offsets once the ProduceResponse gives the batch's base offset.
+//!
+//! ## Working memory
+//!
+//! Re-encoding is the one place where a small fetched batch turns into much more heap: a 100 KB
+//! zstd batch can hold 9.5 million empty records (66 MB decompressed, and a bookkeeping entry
+//! per record). [`reencode_within`] takes an [`Allowance`] and accounts, before allocating, the
+//! decompressed section (capped by the allowance as well as by
+//! `TargetPolicy::max_decompressed_bytes`), the per-record entries (their number proven by
+//! walking the section, never taken from the header), the uncompressed scratch section and every
+//! output batch. When the next allocation would not fit it fails with
+//! [`CodecError::OverAllowance`], saying how much would; nothing large was allocated by then.
 
 use crate::batch::{
     ATTRIBUTES, Attributes, BASE_OFFSET, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, CRC,
@@ -25,7 +36,7 @@ use crate::batch::{
     PRODUCER_EPOCH, PRODUCER_ID, RECORD_BATCH_OVERHEAD, RECORDS_COUNT, RecordBatch, TimestampType,
 };
 use crate::checksum::batch_crc;
-use crate::compression::Compression;
+use crate::compression::{self, Compression};
 use crate::error::{CodecError, Result};
 use crate::records::RecordParts;
 use crate::rewrite::{LogAppendTimePolicy, ProducerStamp, TargetPolicy};
@@ -65,6 +76,86 @@ impl ReencodedBatch {
     }
 }
 
+/// The smallest encoded v2 record: length, attributes, timestampDelta, offsetDelta, key length,
+/// value length and header count, one byte each. A section of `n` bytes holds at most `n / 7`
+/// records, whatever its header claims.
+pub const MIN_RECORD_BYTES: usize = 7;
+
+/// How many bytes longer a re-encoded record can be than its source: a new timestampDelta (up to
+/// 10 bytes, at least 1 before), offsetDelta (5, at least 1) and length prefix (5, at least 1).
+const MAX_RECORD_GROWTH: usize = 17;
+
+/// Heap held per output batch besides its bytes: its source offsets are counted apart, this is
+/// the batch and vector headers.
+const PER_OUTPUT: usize = 128;
+
+/// Working memory a re-encode may use, and what it accounts as used now.
+///
+/// The codec takes from it before each allocation that grows with the batch and gives back
+/// what it frees; the output batches stay taken. [`Allowance::peak`] is the most it ever held.
+#[derive(Debug, Clone)]
+pub struct Allowance {
+    limit: usize,
+    used: usize,
+    peak: usize,
+}
+
+impl Allowance {
+    /// An allowance of `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Allowance {
+            limit,
+            used: 0,
+            peak: 0,
+        }
+    }
+
+    /// No limit (what [`reencode`] uses).
+    pub fn unlimited() -> Self {
+        Allowance::new(usize::MAX)
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes accounted as used now (the output batches after a successful re-encode).
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The most bytes ever accounted at once.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// Bytes still free.
+    pub fn room(&self) -> usize {
+        self.limit.saturating_sub(self.used)
+    }
+
+    /// Accounts `bytes` more, or fails saying that `used + bytes + then` would let the work go
+    /// on (`then`: what the caller knows it will need next).
+    pub(crate) fn take(&mut self, bytes: usize, then: usize) -> Result<()> {
+        let want = self.used.saturating_add(bytes);
+        if want > self.limit {
+            return Err(CodecError::OverAllowance {
+                needed: want.saturating_add(then),
+                allowance: self.limit,
+            });
+        }
+        self.used = want;
+        self.peak = self.peak.max(want);
+        Ok(())
+    }
+
+    /// Returns `bytes` (freed).
+    pub(crate) fn give(&mut self, bytes: usize) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+}
+
 /// Re-encodes `batch` (see the module docs), keeping only records with offset `>= from_offset`.
 ///
 /// Returns no batches when no record survives; the caller still advances the fetch offset to
@@ -75,18 +166,121 @@ pub fn reencode(
     stamp: ProducerStamp,
     policy: &TargetPolicy,
 ) -> Result<Vec<ReencodedBatch>> {
+    reencode_within(
+        batch,
+        from_offset,
+        stamp,
+        policy,
+        &mut Allowance::unlimited(),
+    )
+}
+
+/// [`reencode`] within `allowance` (see "Working memory" in the module docs). On success the
+/// output batches stay accounted in it; on [`CodecError::OverAllowance`] nothing the batch
+/// needed was allocated beyond the allowance, and `needed` says how much to allow next time.
+pub fn reencode_within(
+    batch: &RecordBatch,
+    from_offset: i64,
+    stamp: ProducerStamp,
+    policy: &TargetPolicy,
+    allowance: &mut Allowance,
+) -> Result<Vec<ReencodedBatch>> {
     if batch.is_control() {
         return Err(CodecError::ControlBatch {
             base_offset: batch.base_offset(),
         });
     }
-    let decoded = batch.decode_records(policy.max_decompressed_bytes)?;
+    let compressed = batch.compression() != Compression::None;
+    let payload = batch.as_bytes().len().saturating_sub(RECORD_BATCH_OVERHEAD);
+    let decoded = if compressed {
+        // Cap the output by what the allowance can hold at the decompressor's peak, too.
+        let room = compression::decompress_room(allowance.room());
+        let cap = policy.max_decompressed_bytes.min(room);
+        let decoded = match batch.decode_records(cap) {
+            Err(e) if cap < policy.max_decompressed_bytes && is_too_large(&e) => {
+                // Larger than we may hold, but maybe within the configured cap: ask for room for
+                // twice as much (at least 4x the payload) and the work after it.
+                let guess = cap
+                    .saturating_mul(2)
+                    .max(payload.saturating_mul(4))
+                    .min(policy.max_decompressed_bytes);
+                return Err(CodecError::OverAllowance {
+                    needed: allowance
+                        .used()
+                        .saturating_add(compression::decompress_peak(guess))
+                        .saturating_add(work_after_decompression(
+                            guess,
+                            batch.record_count(),
+                            policy,
+                        )),
+                    allowance: allowance.limit(),
+                });
+            }
+            r => r?,
+        };
+        allowance.take(compression::decompress_held(decoded.as_bytes().len()), 0)?;
+        decoded
+    } else {
+        // The section is a slice of the fetched batch: nothing is allocated.
+        batch.decode_records(policy.max_decompressed_bytes)?
+    };
+    let held = if compressed {
+        compression::decompress_held(decoded.as_bytes().len())
+    } else {
+        0
+    };
+    let result = reencode_decoded(batch, &decoded, from_offset, stamp, policy, allowance);
+    allowance.give(held);
+    result
+}
+
+/// What re-encoding a section of `section` bytes and `declared` records needs after the
+/// decompression: the record entries, the scratch section and the output batches.
+fn work_after_decompression(section: usize, declared: i32, policy: &TargetPolicy) -> usize {
+    let records = usize::try_from(declared)
+        .unwrap_or(0)
+        .min(section / MIN_RECORD_BYTES);
+    let scratch = section.saturating_add(records.saturating_mul(MAX_RECORD_GROWTH));
+    let codec = policy.compression.unwrap_or(Compression::Zstd);
+    records
+        .saturating_mul(std::mem::size_of::<PendingRecord<'_>>() + 8)
+        .saturating_add(scratch)
+        .saturating_add(2 * (RECORD_BATCH_OVERHEAD + codec.compress_bound(scratch)))
+}
+
+fn is_too_large(e: &CodecError) -> bool {
+    match e {
+        CodecError::DecompressedTooLarge { .. } => true,
+        CodecError::InBatch { source, .. } => is_too_large(source),
+        _ => false,
+    }
+}
+
+fn reencode_decoded(
+    batch: &RecordBatch,
+    decoded: &crate::batch::DecodedRecords,
+    from_offset: i64,
+    stamp: ProducerStamp,
+    policy: &TargetPolicy,
+    allowance: &mut Allowance,
+) -> Result<Vec<ReencodedBatch>> {
     let keep_append_time = policy.log_append_time == LogAppendTimePolicy::KeepAppendTime
         && batch.attributes().timestamp_type() == TimestampType::LogAppendTime;
-    // Validate the whole section first: a batch with a bad record is not forwarded in part. This
-    // also proves recordsCount matches the (capped) data before it sizes an allocation.
-    decoded.validate()?;
-    let mut records = Vec::with_capacity(usize::try_from(batch.record_count()).unwrap_or(0));
+    // Validate the whole section first: a batch with a bad record is not forwarded in part. The
+    // walk also counts the records, so the header's recordsCount (which a hostile broker sets at
+    // will) never sizes an allocation; a section holds at most len / 7 of them anyway.
+    let count = decoded
+        .validate()?
+        .min(decoded.as_bytes().len() / MIN_RECORD_BYTES);
+    let entries = count.saturating_mul(std::mem::size_of::<PendingRecord<'_>>());
+    let codec = policy.compression.unwrap_or(batch.compression());
+    let section = decoded.as_bytes().len();
+    let scratch = section.saturating_add(count.saturating_mul(MAX_RECORD_GROWTH));
+    allowance.take(
+        entries,
+        scratch.saturating_add(2 * (RECORD_BATCH_OVERHEAD + codec.compress_bound(scratch))),
+    )?;
+    let mut records = Vec::with_capacity(count);
     for record in decoded.iter() {
         let record = record.map_err(|e| e.in_batch(batch.base_offset()))?;
         let offset = batch.record_offset(&record);
@@ -110,8 +304,10 @@ pub fn reencode(
             },
         });
     }
-    let codec = policy.compression.unwrap_or(batch.compression());
-    build_batches(&records, codec, stamp, policy).map_err(|e| e.in_batch(batch.base_offset()))
+    let built = build_batches_within(&records, codec, stamp, policy, allowance)
+        .map_err(|e| e.in_batch(batch.base_offset()));
+    allowance.give(entries);
+    built
 }
 
 /// A record waiting to be written into a new batch; deltas are filled in per batch.
@@ -123,11 +319,24 @@ pub(crate) struct PendingRecord<'a> {
 }
 
 /// Builds batches of at most `policy.max_message_bytes` from `records`.
+#[cfg(test)]
 pub(crate) fn build_batches(
     records: &[PendingRecord<'_>],
     codec: Compression,
     stamp: ProducerStamp,
     policy: &TargetPolicy,
+) -> Result<Vec<ReencodedBatch>> {
+    build_batches_within(records, codec, stamp, policy, &mut Allowance::unlimited())
+}
+
+/// [`build_batches`] accounting the scratch section and the outputs in `allowance` (the outputs
+/// stay accounted).
+pub(crate) fn build_batches_within(
+    records: &[PendingRecord<'_>],
+    codec: Compression,
+    stamp: ProducerStamp,
+    policy: &TargetPolicy,
+    allowance: &mut Allowance,
 ) -> Result<Vec<ReencodedBatch>> {
     let mut builder = Builder {
         codec,
@@ -136,55 +345,78 @@ pub(crate) fn build_batches(
         stamp,
         scratch: Vec::new(),
         out: Vec::new(),
+        allowance,
     };
     if records.is_empty() {
         return Ok(builder.out);
     }
-    let whole = builder.encode(records)?;
-    if whole.bytes.len() <= builder.max {
-        builder.push(records, whole.bytes)?;
-        return Ok(builder.out);
-    }
-    if records.len() == 1 {
-        return Err(builder.too_large(&records[0], whole.bytes.len()));
-    }
-    // Too large: cut into chunks sized by the compression ratio just observed (with a margin),
-    // then halve any chunk that still does not fit.
-    let payload_room = builder.max.saturating_sub(RECORD_BATCH_OVERHEAD);
-    let budget = if codec == Compression::None {
-        payload_room
-    } else {
-        let compressed = whole
-            .bytes
-            .len()
-            .saturating_sub(RECORD_BATCH_OVERHEAD)
-            .max(1);
-        let ratio = whole.uncompressed as f64 / compressed as f64;
-        (payload_room as f64 * ratio * 0.9) as usize
-    };
-    let mut start = 0;
-    while start < records.len() {
-        let mut end = start;
-        let mut size = 0usize;
-        let base_ts = records[start].timestamp;
-        while end < records.len() {
-            let r = &records[end];
-            let parts = RecordParts {
-                timestamp_delta: r.timestamp.wrapping_sub(base_ts),
-                offset_delta: (end - start) as i32,
-                ..r.parts
-            };
-            let len = parts.encoded_len();
-            if end > start && size + len > budget {
-                break;
-            }
-            size += len;
-            end += 1;
+    let built = builder.build(records);
+    // The scratch section is freed with the builder.
+    let scratch = builder.scratch.capacity();
+    let out = std::mem::take(&mut builder.out);
+    builder.allowance.give(scratch);
+    built.map(|()| out)
+}
+
+impl Builder<'_> {
+    fn build(&mut self, records: &[PendingRecord<'_>]) -> Result<()> {
+        let codec = self.codec;
+        let whole = self.encode(records)?;
+        if whole.bytes.len() <= self.max {
+            return self.push(records, whole.bytes);
         }
-        builder.split(&records[start..end])?;
-        start = end;
+        if records.len() == 1 {
+            return Err(self.too_large(&records[0], whole.bytes.len()));
+        }
+        let whole_len = whole.bytes.len();
+        let whole_uncompressed = whole.uncompressed;
+        // Freed before the pieces are built: only its size is needed.
+        self.allowance.give(whole.bytes.capacity());
+        drop(whole);
+        self.split_all(records, codec, whole_len, whole_uncompressed)
     }
-    Ok(builder.out)
+
+    fn split_all(
+        &mut self,
+        records: &[PendingRecord<'_>],
+        codec: Compression,
+        whole_len: usize,
+        whole_uncompressed: usize,
+    ) -> Result<()> {
+        // Too large: cut into chunks sized by the compression ratio just observed (with a
+        // margin), then halve any chunk that still does not fit.
+        let payload_room = self.max.saturating_sub(RECORD_BATCH_OVERHEAD);
+        let budget = if codec == Compression::None {
+            payload_room
+        } else {
+            let compressed = whole_len.saturating_sub(RECORD_BATCH_OVERHEAD).max(1);
+            let ratio = whole_uncompressed as f64 / compressed as f64;
+            (payload_room as f64 * ratio * 0.9) as usize
+        };
+        let mut start = 0;
+        while start < records.len() {
+            let mut end = start;
+            let mut size = 0usize;
+            let base_ts = records[start].timestamp;
+            while end < records.len() {
+                let r = &records[end];
+                let parts = RecordParts {
+                    timestamp_delta: r.timestamp.wrapping_sub(base_ts),
+                    offset_delta: (end - start) as i32,
+                    ..r.parts
+                };
+                let len = parts.encoded_len();
+                if end > start && size + len > budget {
+                    break;
+                }
+                size += len;
+                end += 1;
+            }
+            self.split(&records[start..end])?;
+            start = end;
+        }
+        Ok(())
+    }
 }
 
 struct Encoded {
@@ -192,7 +424,7 @@ struct Encoded {
     uncompressed: usize,
 }
 
-struct Builder {
+struct Builder<'a> {
     codec: Compression,
     level: Option<i32>,
     max: usize,
@@ -200,9 +432,11 @@ struct Builder {
     /// Uncompressed records section, reused between batches.
     scratch: Vec<u8>,
     out: Vec<ReencodedBatch>,
+    /// Accounts the scratch section and every output before it is allocated.
+    allowance: &'a mut Allowance,
 }
 
-impl Builder {
+impl Builder<'_> {
     /// Encodes `records` as one batch (header stamped with the current producer stamp).
     fn encode(&mut self, records: &[PendingRecord<'_>]) -> Result<Encoded> {
         let count = i32::try_from(records.len()).map_err(|_| CodecError::MalformedBatch {
@@ -210,21 +444,44 @@ impl Builder {
             reason: "more than 2^31 records in one batch",
         })?;
         let base_ts = records[0].timestamp;
-        // Java's builder starts maxTimestamp at NO_TIMESTAMP (-1).
-        let mut max_ts = -1i64;
-        self.scratch.clear();
-        for (i, r) in records.iter().enumerate() {
-            max_ts = max_ts.max(r.timestamp);
+        fn parts<'r>(base_ts: i64, i: usize, r: &PendingRecord<'r>) -> RecordParts<'r> {
             RecordParts {
                 timestamp_delta: r.timestamp.wrapping_sub(base_ts),
                 offset_delta: i as i32,
                 ..r.parts
             }
-            .encode(&mut self.scratch);
         }
-        let mut b = Vec::with_capacity(RECORD_BATCH_OVERHEAD + self.scratch.len() / 2 + 64);
+        // Sized exactly before it is filled (no doubling); later, smaller pieces reuse it.
+        let section: usize = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| parts(base_ts, i, r).encoded_len())
+            .sum();
+        // The output's worst case, taken before it is allocated; what compression saved is given
+        // back once the buffer is trimmed.
+        let out_bound = RECORD_BATCH_OVERHEAD + self.codec.compress_bound(section);
+        if section > self.scratch.capacity() {
+            let old = self.scratch.capacity();
+            self.scratch = Vec::new();
+            self.allowance.give(old);
+            self.allowance.take(section, out_bound)?;
+            self.scratch.reserve_exact(section);
+        }
+        self.allowance.take(out_bound, 0)?;
+        // Java's builder starts maxTimestamp at NO_TIMESTAMP (-1).
+        let mut max_ts = -1i64;
+        self.scratch.clear();
+        for (i, r) in records.iter().enumerate() {
+            max_ts = max_ts.max(r.timestamp);
+            parts(base_ts, i, r).encode(&mut self.scratch);
+        }
+        let mut b = Vec::with_capacity(out_bound);
         b.resize(RECORD_BATCH_OVERHEAD, 0);
         self.codec.compress(&self.scratch, self.level, &mut b)?;
+        if b.capacity() > b.len() + b.len() / 8 + 4096 {
+            b.shrink_to_fit();
+        }
+        self.allowance.give(out_bound.saturating_sub(b.capacity()));
         let batch_length =
             i32::try_from(b.len() - LOG_OVERHEAD).map_err(|_| CodecError::RecordTooLarge {
                 offset: records[0].source_offset,
@@ -266,6 +523,8 @@ impl Builder {
         if records.len() == 1 {
             return Err(self.too_large(&records[0], encoded.bytes.len()));
         }
+        self.allowance.give(encoded.bytes.capacity());
+        drop(encoded);
         let (a, b) = records.split_at(records.len() / 2);
         self.split(a)?;
         self.split(b)
@@ -274,6 +533,14 @@ impl Builder {
     fn push(&mut self, records: &[PendingRecord<'_>], bytes: Vec<u8>) -> Result<()> {
         // Built by `encode` just above, so the CRC is right by construction; the header checks
         // still run (and cannot fail).
+        // The batch's bytes are accounted already (by `encode`); its source offsets are not.
+        self.allowance.take(
+            records
+                .len()
+                .saturating_mul(std::mem::size_of::<i64>())
+                .saturating_add(PER_OUTPUT),
+            0,
+        )?;
         let batch = RecordBatch::parse_unverified(bytes.into())?;
         self.stamp = self.stamp.advanced(batch.record_count());
         self.out.push(ReencodedBatch {

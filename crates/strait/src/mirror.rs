@@ -37,6 +37,8 @@ pub fn settings(config: &Config) -> Settings {
     s.max_in_flight = usize::from(m.max_in_flight).clamp(1, 5);
     s.produce_connections = usize::from(m.produce_connections).clamp(1, 8);
     s.memory_budget = usize::try_from(m.memory_budget.bytes()).unwrap_or(usize::MAX);
+    s.max_decompressed_bytes =
+        usize::try_from(m.max_decompressed_batch_bytes.bytes()).unwrap_or(usize::MAX);
     s.commit_interval = m.commit_interval;
     s.drain_timeout = m.drain_timeout;
     s.batch_size = usize::try_from(m.batch_size.bytes()).unwrap_or(usize::MAX);

@@ -16,6 +16,35 @@ pub struct Counting;
 
 static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
 static LIVE_BLOCKS: AtomicIsize = AtomicIsize::new(0);
+static PEAK_BYTES: AtomicIsize = AtomicIsize::new(0);
+static LIMIT_BYTES: AtomicIsize = AtomicIsize::new(isize::MAX);
+
+/// The most bytes held at once since the last [`reset_peak`].
+pub fn peak_bytes() -> isize {
+    PEAK_BYTES.load(Ordering::Relaxed)
+}
+
+/// Starts a new peak at what is held now.
+pub fn reset_peak() {
+    PEAK_BYTES.store(live_bytes(), Ordering::Relaxed);
+}
+
+/// Refuses allocations that would make the live heap exceed `bytes` (the process then aborts
+/// with "memory allocation of N bytes failed"): a memory test that fails this way cannot take
+/// the machine down with it. `isize::MAX` lifts the limit.
+pub fn set_limit(bytes: isize) {
+    LIMIT_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// Whether `more` bytes fit under the limit.
+fn fits(more: isize) -> bool {
+    more <= 0 || live_bytes().saturating_add(more) <= LIMIT_BYTES.load(Ordering::Relaxed)
+}
+
+fn grew(by: isize) {
+    let now = LIVE_BYTES.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK_BYTES.fetch_max(now, Ordering::Relaxed);
+}
 
 /// Bytes allocated and not yet freed (0 unless [`Counting`] is the global allocator).
 pub fn live_bytes() -> isize {
@@ -34,20 +63,26 @@ fn signed(n: usize) -> isize {
 // SAFETY: every call is passed on to `System` unchanged; only counters are added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if !fits(signed(layout.size())) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(signed(layout.size()), Ordering::Relaxed);
+            grew(signed(layout.size()));
             LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
         }
         p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if !fits(signed(layout.size())) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(signed(layout.size()), Ordering::Relaxed);
+            grew(signed(layout.size()));
             LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
         }
         p
@@ -61,10 +96,13 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !fits(signed(new_size) - signed(layout.size())) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(signed(new_size) - signed(layout.size()), Ordering::Relaxed);
+            grew(signed(new_size) - signed(layout.size()));
         }
         p
     }

@@ -78,6 +78,11 @@ impl Budget {
         }
     }
 
+    /// The whole budget, bytes.
+    pub(crate) fn total(&self) -> usize {
+        self.total
+    }
+
     /// A new partition's account; the fair share of every partition shrinks accordingly.
     pub(crate) fn open_account(&self) -> Arc<Account> {
         self.accounts.fetch_add(1, Ordering::AcqRel);
@@ -139,6 +144,14 @@ impl Budget {
 }
 
 impl Reservation {
+    /// A reservation holding nothing.
+    pub(crate) fn empty() -> Reservation {
+        Reservation {
+            permit: None,
+            account: None,
+        }
+    }
+
     /// Moves `bytes` of this reservation into a new one (less if this one holds fewer), on the
     /// same account.
     pub(crate) fn split(&mut self, bytes: usize) -> Reservation {

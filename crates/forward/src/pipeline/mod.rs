@@ -10,6 +10,7 @@
 
 mod backoff;
 mod budget;
+mod codec;
 mod cycle;
 pub mod io;
 pub mod kafka;

@@ -30,12 +30,13 @@ use crate::rewrite::TargetPolicy;
 
 use super::backoff::Backoff;
 use super::budget::{Account, Budget, Reservation};
+use super::codec;
 use super::cycle::{Cycle, CycleAction};
 use super::io::{
     ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
     TopicLimits, Transactions,
 };
-use super::plan::{self, Part, Rules, Step};
+use super::plan::{Part, Rules, Step};
 use super::producer::{ProducerSeq, Producers};
 use super::retry_log::RetryLog;
 use super::sender::{ProduceItem, Senders, SlotResult};
@@ -705,10 +706,23 @@ async fn fetch_loop<S: Source, T: Target>(
         };
         let fetched_at = SystemTime::now();
         rules.policy.max_message_bytes = max_message_bytes.load(Ordering::Acquire);
-        let mut planned = plan::plan(&fetched, offset, &rules).map_err(|e| Error::Partition {
+        let planned = codec::plan_within_budget(
+            &shared.budget,
+            account,
+            &fetched,
+            offset,
+            &rules,
+            &mut reservation,
+            stop,
+        )
+        .await
+        .map_err(|e| Error::Partition {
             partition: route.source.to_string(),
             source: Box::new(e),
         })?;
+        let Some(mut planned) = planned else {
+            return Ok(());
+        };
         shared
             .observer
             .lag(&route.source, fetched.high_watermark, planned.next);

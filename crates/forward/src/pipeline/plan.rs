@@ -11,7 +11,7 @@ use crate::Error;
 use crate::batch::{FetchedBatch, FetchedRecords, RecordBatch};
 use crate::compression::Compression;
 use crate::observe::{OffsetPoint, Path, SkipReason};
-use crate::reencode::{ReencodedBatch, reencode};
+use crate::reencode::{Allowance, ReencodedBatch, reencode_within};
 use crate::rewrite::{ProducerStamp, ReencodeReason, TargetPolicy, needs_reencode};
 use crate::txn::{AbortedTransactionFilter, TxnDecision};
 
@@ -72,7 +72,17 @@ pub(crate) struct Rules {
 }
 
 /// Plans the forwarding of `fetched`, for a partition whose next wanted offset is `position`.
-pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Plan, Error> {
+///
+/// Re-encoding works within `allowance` (the batches it made stay accounted in it): with
+/// `Allowance::new(0)` any batch that needs codec work fails the plan with
+/// `CodecError::OverAllowance`, so a plan of pass-through batches and skips alone succeeds
+/// without touching a codec (see `codec.rs`).
+pub(crate) fn plan(
+    fetched: &Fetched,
+    position: i64,
+    rules: &Rules,
+    allowance: &mut Allowance,
+) -> Result<Plan, Error> {
     let mut out = Plan {
         next: position,
         ..Plan::default()
@@ -103,9 +113,14 @@ pub(crate) fn plan(fetched: &Fetched, position: i64, rules: &Rules) -> Result<Pl
             (TxnDecision::DropControl, FetchedBatch::V2(b)) => skip(SkipReason::Control, &b, next),
             (_, FetchedBatch::V2(b)) if b.is_control() => skip(SkipReason::Control, &b, next),
             (_, FetchedBatch::V2(b)) if b.has_no_records() => skip(SkipReason::Empty, &b, next),
-            (_, FetchedBatch::V2(b)) => forward(&b, out.next, &rules.policy)?,
+            (_, FetchedBatch::V2(b)) => forward(&b, out.next, &rules.policy, allowance)?,
             (_, FetchedBatch::Legacy(legacy)) => {
-                let batches = legacy.reencode(out.next, ProducerStamp::NONE, &rules.policy)?;
+                let batches = legacy.reencode_within(
+                    out.next,
+                    ProducerStamp::NONE,
+                    &rules.policy,
+                    allowance,
+                )?;
                 with_parts(
                     parts_from(batches, Path::Reencoded(ReencodeReason::LegacyMagic)),
                     next,
@@ -140,7 +155,12 @@ fn with_parts(parts: Vec<Part>, next: i64) -> Step {
     }
 }
 
-fn forward(batch: &RecordBatch, position: i64, policy: &TargetPolicy) -> Result<Step, Error> {
+fn forward(
+    batch: &RecordBatch,
+    position: i64,
+    policy: &TargetPolicy,
+    allowance: &mut Allowance,
+) -> Result<Step, Error> {
     let next = batch.next_offset();
     match needs_reencode(batch, position, policy) {
         None => {
@@ -165,7 +185,7 @@ fn forward(batch: &RecordBatch, position: i64, policy: &TargetPolicy) -> Result<
             })
         }
         Some(reason) => {
-            let batches = reencode(batch, position, ProducerStamp::NONE, policy)?;
+            let batches = reencode_within(batch, position, ProducerStamp::NONE, policy, allowance)?;
             Ok(with_parts(
                 parts_from(batches, Path::Reencoded(reason)),
                 next,

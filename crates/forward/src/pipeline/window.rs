@@ -41,6 +41,9 @@ use super::io::{ErrorClass, IoError, ProduceAck, ProducerIdentity};
 use super::plan::Part;
 use super::producer::ProducerSeq;
 
+/// Merged batches decompress to at most this many times the merge size (`batch_size`).
+const MERGE_DECOMPRESS_FACTOR: usize = 16;
+
 /// When waiting batches are merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MergePolicy {
@@ -387,7 +390,16 @@ impl<H> Window<H> {
             .range(index..end)
             .map(|s| s.part.batch.clone())
             .collect();
-        let merged = match merge::merge(&batches, self.config.max_decompressed_bytes) {
+        // Merging runs on the runtime's worker: its decompression is capped near the merge
+        // size (batches that decompress to more are sent one by one), so a merge stays short
+        // whatever the source's compression ratio.
+        let merge_cap = self.config.max_decompressed_bytes.min(
+            self.config
+                .merge
+                .batch_size
+                .saturating_mul(MERGE_DECOMPRESS_FACTOR),
+        );
+        let merged = match merge::merge(&batches, merge_cap) {
             Ok(m) => m,
             Err(e) => {
                 // Each batch is still valid on its own: send them one by one.

@@ -263,6 +263,9 @@ pub struct Mirror {
     pub group_id: String,
     /// Upper bound on fetched-but-not-yet-acknowledged bytes.
     pub memory_budget: ByteSize,
+    /// Largest decompressed batch the re-encode path accepts (decompression-bomb guard); a
+    /// larger batch stops its partition.
+    pub max_decompressed_batch_bytes: ByteSize,
     /// How often topics and partitions are rediscovered.
     pub refresh_interval: Duration,
     /// How often acknowledged source positions are committed (bounds re-sent duplicates after a
@@ -467,6 +470,8 @@ pub mod defaults {
     pub const GROUP_ID: &str = "strait";
     /// `mirror.memory_budget`: 256 MiB.
     pub const MEMORY_BUDGET: ByteSize = ByteSize(256 << 20);
+    /// `mirror.max_decompressed_batch_bytes`: 64 MiB.
+    pub const MAX_DECOMPRESSED_BATCH_BYTES: ByteSize = ByteSize(64 << 20);
     /// `mirror.refresh_interval`.
     pub const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
     /// `mirror.commit_interval`.
@@ -677,6 +682,10 @@ impl Config {
             mirror.insert("instance_id".into(), id.clone().into());
         }
         mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
+        mirror.insert(
+            "max_decompressed_batch_bytes".into(),
+            m.max_decompressed_batch_bytes.to_string().into(),
+        );
         mirror.insert(
             "refresh_interval".into(),
             format_duration(m.refresh_interval).into(),
@@ -1198,6 +1207,14 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             Ok(b)
         })?
         .unwrap_or(defaults::MEMORY_BUDGET),
+        max_decompressed_batch_bytes: get(raw, s, "max_decompressed_batch_bytes", |f| {
+            let b = f.byte_size()?;
+            if b.0 < (1 << 20) {
+                return Err(f.invalid("a size of at least 1MiB"));
+            }
+            Ok(b)
+        })?
+        .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
         refresh_interval: get(raw, s, "refresh_interval", |f| {
             let d = f.duration()?;
             if d < Duration::from_millis(100) {

@@ -101,6 +101,7 @@ impl Section {
                 "start",
                 "group_id",
                 "memory_budget",
+                "max_decompressed_batch_bytes",
                 "refresh_interval",
                 "commit_interval",
                 "session_timeout",

@@ -29,6 +29,7 @@ separator = "_"
 start = "latest"
 group_id = "my-group"
 memory_budget = "1GiB"
+max_decompressed_batch_bytes = "128MiB"
 refresh_interval = "500ms"
 replication_factor = 3
 create_topics = false
@@ -113,6 +114,7 @@ fn every_key_is_read() {
     assert_eq!(m.start, StartPosition::Latest);
     assert_eq!(m.group_id, "my-group");
     assert_eq!(m.memory_budget, ByteSize(1 << 30));
+    assert_eq!(m.max_decompressed_batch_bytes, ByteSize(128 << 20));
     assert_eq!(m.refresh_interval, Duration::from_millis(500));
     assert_eq!(m.replication_factor, 3);
     assert!(!m.replication_factor_from_source);
@@ -159,6 +161,7 @@ fn defaults() {
     assert_eq!(m.start, StartPosition::Earliest);
     assert_eq!(m.group_id, "strait");
     assert_eq!(m.memory_budget, ByteSize(256 << 20));
+    assert_eq!(m.max_decompressed_batch_bytes, ByteSize(64 << 20));
     assert_eq!(m.refresh_interval, Duration::from_secs(10));
     assert_eq!(m.replication_factor, -1);
     assert!(m.replication_factor_from_source);
