@@ -26,6 +26,7 @@ esac
 brokerless_tests=(
   offline        # strait-forward and strait: tests/offline/main.rs
   idle_memory    # strait-forward (counting global allocator)
+  codec_memory   # strait-forward (counting global allocator with a limit)
   metrics_memory # strait (counting global allocator)
   memory_trim    # strait (reads its own resident set)
   receive        # strait-otlp-sink
