@@ -730,3 +730,25 @@ pub fn walkthrough_cluster(name: &str, user: &str) -> Cluster {
     cluster.admin(&ops).unwrap();
     cluster
 }
+
+/// What Kafka's console consumer reads from `topic` on `target` at `isolation` (at most
+/// `records` records, 10 s without a new one ends it), per partition, as the numbers
+/// produce_numbered wrote ("<partition>-<n>").
+pub fn consume_numbered(
+    target: &Cluster,
+    topic: &str,
+    records: usize,
+    isolation: &str,
+) -> BTreeMap<i32, Vec<usize>> {
+    let mut props = target.client_properties(target.default_listener(), None);
+    props.push(("isolation.level".into(), isolation.into()));
+    let lines = target
+        .console_consume_with(
+            topic,
+            records,
+            &props,
+            &strait_testkit::ConsumeOptions::default().timeout(Duration::from_secs(10)),
+        )
+        .unwrap();
+    numbers_by_partition(lines)
+}

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
+use strait_testkit::{AdminOp, Cluster};
 use strait_wire::TopicPartition;
 
 const TOPIC: &str = "payments";
@@ -261,15 +261,5 @@ fn wait_for_positions(
 /// What Kafka's console consumer reads from the target at `isolation`, per partition, as the
 /// numbers produce_numbered wrote ("<partition>-<n>").
 fn consume(target: &Cluster, max: usize, isolation: &str) -> BTreeMap<i32, Vec<usize>> {
-    let mut props = target.client_properties(target.default_listener(), None);
-    props.push(("isolation.level".into(), isolation.into()));
-    let lines = target
-        .console_consume_with(
-            TOPIC,
-            max * PARTITIONS as usize,
-            &props,
-            &ConsumeOptions::default().timeout(Duration::from_secs(10)),
-        )
-        .unwrap();
-    common::numbers_by_partition(lines)
+    common::consume_numbered(target, TOPIC, max * PARTITIONS as usize, isolation)
 }

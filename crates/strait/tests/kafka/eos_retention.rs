@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
-use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
+use strait_testkit::{AdminOp, Cluster};
 use strait_wire::TopicPartition;
 
 const TOPIC: &str = "ledger";
@@ -51,17 +51,7 @@ fn stored_positions(rt: &tokio::runtime::Runtime, dst: &strait_wire::Client) -> 
 }
 
 fn consume(target: &Cluster, max: usize) -> BTreeMap<i32, Vec<usize>> {
-    let mut props = target.client_properties(target.default_listener(), None);
-    props.push(("isolation.level".into(), "read_committed".into()));
-    let lines = target
-        .console_consume_with(
-            TOPIC,
-            max * PARTITIONS as usize,
-            &props,
-            &ConsumeOptions::default().timeout(Duration::from_secs(10)),
-        )
-        .unwrap();
-    common::numbers_by_partition(lines)
+    common::consume_numbered(target, TOPIC, max * PARTITIONS as usize, "read_committed")
 }
 
 #[test]
