@@ -143,6 +143,10 @@ impl Target for CountingTarget {
         Ok(1)
     }
 
+    async fn end_offset(&self, _: &TopicPartition) -> Result<i64, IoError> {
+        Ok(0)
+    }
+
     async fn produce(
         &self,
         _: i32,
