@@ -119,12 +119,14 @@ for set in "${sets[@]}"; do
   has "$rendered" '^ +publishNotReadyAddresses: true$' "$name: metrics Service keeps not-ready pods"
 
   # The rendered configuration, as the pod strait-0 would load it: with its instance id and,
-  # where the chart passes a SASL password from a Secret, a password under that variable name.
+  # for every STRAIT_* variable the chart sets from a Secret (a SASL password, an OAuth client
+  # secret), a value under that variable name.
   toml_of "$rendered" >"$out/$name.toml"
   pod_env=(STRAIT_MIRROR_INSTANCE_ID=strait-0)
   while read -r var; do
     pod_env+=("$var=from-the-secret")
-  done < <(sed -n 's/^ *- name: \(STRAIT_[A-Z]*_SASL_PASSWORD\)$/\1/p' "$rendered")
+  done < <(awk '/^ *- name: STRAIT_[A-Z_]*$/ { var = $3; seen = NR; next }
+                seen && NR <= seen + 2 && /secretKeyRef:/ { print var; seen = 0 }' "$rendered")
   if env "${pod_env[@]}" "$STRAIT_BIN" check --offline --config "$out/$name.toml" \
       >"$out/$name.effective.toml" 2>"$out/err.txt"; then
     pass "strait check --offline accepts the rendered strait.toml ($name)"

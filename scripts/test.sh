@@ -152,6 +152,6 @@ step "Helm chart (helm lint/template, kubeconform, strait check --offline; tools
 STRAIT_BIN=${STRAIT_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/strait} scripts/helm-check.sh
 
 step "fuzz (short run)"
-scripts/fuzz.sh "${STRAIT_FUZZ_SECONDS:-30}"
+scripts/fuzz.sh "${STRAIT_FUZZ_SECONDS:-15}"
 
 step "done in $(( $(date +%s) - start ))s"
