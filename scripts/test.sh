@@ -7,7 +7,7 @@
 # kubeconform) and the nightly fuzz build start in the background at the beginning (niced; cached
 # in ~/.cache/strait, so later runs skip them), clippy runs beside the tests, and
 # scripts/test-runner.py runs the test binaries concurrently, one real-broker scenario per process,
-# within a load budget (STRAIT_TEST_JOBS, default 4; 3-broker scenarios count double).
+# within a load budget (STRAIT_TEST_JOBS, default 3; 3-broker scenarios count double).
 # Logs: target/test-logs/.
 #
 # `scripts/test.sh --fast`: only the tests that need no Kafka broker (every crate's unit tests and
