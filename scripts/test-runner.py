@@ -150,6 +150,16 @@ def kill_group(proc, grace=10.0):
     proc.wait()
 
 
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -254,7 +264,12 @@ def main():
                 rc = "timeout"
             if rc is None:
                 continue
-            # Whatever the test left in its group (a child it did not reap) goes with it.
+            # The test kit's cluster watchdogs (in the test's process group) stop the brokers and
+            # remove the cluster dirs once the test process is gone: give them a moment, then
+            # whatever the test left in its group (a child it did not reap) goes with it.
+            settle = time.monotonic() + 15
+            while time.monotonic() < settle and group_alive(u.proc.pid):
+                time.sleep(0.2)
             try:
                 os.killpg(u.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
