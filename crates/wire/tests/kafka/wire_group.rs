@@ -49,6 +49,25 @@ async fn create_topic(client: &Client, name: &str, partitions: i32) {
         matches!(outcome, CreateTopicOutcome::Created { .. }),
         "{outcome:?}"
     );
+    // CreateTopics answers once the controller committed the topic; the broker's metadata cache
+    // follows (seconds later on a loaded machine), and a member that joins before it sees the
+    // topic is assigned nothing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let md = client.metadata(Some(&[name.to_owned()])).await.unwrap();
+        let seen = md
+            .topic(name)
+            .filter(|t| t.error.is_none())
+            .map_or(0, |t| t.partitions.len());
+        if seen == partitions as usize || std::time::Instant::now() > deadline {
+            assert_eq!(
+                seen, partitions as usize,
+                "{name}: metadata never showed it"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The latest known assignment of one member (None while revoked).
