@@ -12,6 +12,7 @@
 
 mod common;
 
+use common::NoPositions;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_forward::observe::Observer;
 use strait_forward::pipeline::io::{
-    FetchSpec, Fetched, IoError, NoTransactions, Positions, ProduceAck, ProducerIdentity, Source,
+    FetchSpec, Fetched, IoError, NoTransactions, ProduceAck, ProducerIdentity, Source,
     StartPosition, Target, TopicLimits,
 };
 use strait_forward::reencode::{Allowance, reencode_within};
@@ -190,18 +191,6 @@ impl Target for CountingTarget {
         partitions: &[TopicPartition],
     ) -> Result<Vec<Option<i64>>, IoError> {
         Ok(vec![None; partitions.len()])
-    }
-}
-
-struct NoPositions;
-
-impl Positions for NoPositions {
-    async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
-        Ok(vec![None; partitions.len()])
-    }
-
-    async fn commit(&self, _: &[(TopicPartition, i64)]) -> Result<(), IoError> {
-        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::NoPositions;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_forward::observe::Observer;
 use strait_forward::pipeline::io::{
-    FetchSpec, Fetched, IoError, NoTransactions, Positions, ProduceAck, ProducerIdentity, Source,
+    FetchSpec, Fetched, IoError, NoTransactions, ProduceAck, ProducerIdentity, Source,
     StartPosition, Target, TopicLimits,
 };
 use strait_forward::{Compression, Forwarder, Route, Settings};
@@ -128,19 +129,6 @@ impl Target for IdleTarget {
         partitions: &[TopicPartition],
     ) -> Result<Vec<Option<i64>>, IoError> {
         Ok(vec![None; partitions.len()])
-    }
-}
-
-/// No committed positions; commits (there are none: nothing moves) succeed.
-struct NoPositions;
-
-impl Positions for NoPositions {
-    async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
-        Ok(vec![None; partitions.len()])
-    }
-
-    async fn commit(&self, _: &[(TopicPartition, i64)]) -> Result<(), IoError> {
-        Ok(())
     }
 }
 

@@ -266,3 +266,24 @@ pub fn simple_batch(base_offset: i64, n: i32, codec: Compression) -> Vec<u8> {
         ..BatchSpec::default()
     })
 }
+
+/// Source-group positions for tests that start every partition from `start`: nothing stored,
+/// every commit accepted.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPositions;
+
+impl strait_forward::pipeline::io::Positions for NoPositions {
+    async fn load(
+        &self,
+        partitions: &[strait_wire::TopicPartition],
+    ) -> Result<Vec<Option<i64>>, strait_forward::pipeline::io::IoError> {
+        Ok(vec![None; partitions.len()])
+    }
+
+    async fn commit(
+        &self,
+        _: &[(strait_wire::TopicPartition, i64)],
+    ) -> Result<(), strait_forward::pipeline::io::IoError> {
+        Ok(())
+    }
+}

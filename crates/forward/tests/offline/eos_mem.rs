@@ -5,6 +5,7 @@
 //! [`pipeline_mem`](crate::pipeline_mem). Paused time, as there.
 #![allow(clippy::unwrap_used)]
 
+use crate::common::NoPositions;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_forward::observe::NoopObserver;
 use strait_forward::pipeline::io::{
-    ErrorClass, IoError, Positions, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
+    ErrorClass, IoError, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
 };
 use strait_forward::{Compression, ExactlyOnce, Forwarder, RecordBatch, Route, Settings};
 use strait_wire::TopicPartition;
@@ -331,20 +332,6 @@ impl Transactions for EosTxn {
 
     async fn abort(&mut self) -> Result<(), IoError> {
         self.end_now(Mark::Aborted, &[], "")
-    }
-}
-
-/// The source-group copy of the positions: not used by exactly-once routes to start.
-#[derive(Clone, Default)]
-struct NoPositions;
-
-impl Positions for NoPositions {
-    async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
-        Ok(vec![None; partitions.len()])
-    }
-
-    async fn commit(&self, _: &[(TopicPartition, i64)]) -> Result<(), IoError> {
-        Ok(())
     }
 }
 
