@@ -3,7 +3,17 @@
 
 `cargo test` runs one test binary after another and holds the build directory's lock while it
 does, so a 2-core machine sits half idle while brokers start and mirrors wait. This runner takes
-the binaries `cargo test --no-run --message-format=json` built and runs them itself:
+the binaries `cargo test --no-run --message-format=json` builds and runs them itself:
+
+* With `--build -- cargo test --no-run --message-format=json-render-diagnostics ...` it runs the
+  build itself and starts each test binary as soon as cargo reports it linked (a
+  `compiler-artifact` message of a test profile with an `executable`), so the wire, testkit and
+  forward scenarios run while the strait binaries still compile. Cargo builds a package's
+  binaries before its integration tests (they find them through `CARGO_BIN_EXE_<name>`), so a
+  reported test binary can run at once. While the build runs it counts as `--build-weight` of the
+  budget. `--after-build NAME=COMMAND` runs COMMAND (clippy) as one more process once the build
+  has ended, so it does not compete with the build for the CPU. Without `--build`, the runner
+  reads the messages of an earlier build from `--cargo-messages`.
 
 * A real-broker tier (`tests/kafka/main.rs`: one module per scenario) is split into one process
   per module (the tests of a module share what the module shares, e.g. a fixture cluster, as they
@@ -24,10 +34,13 @@ failure, and a summary (counts, the slowest scenarios). Exit status 1 if anythin
 import argparse
 import json
 import os
+import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 # Weight of a scenario: how much of the machine it takes while it runs. 3-broker clusters (and
@@ -57,14 +70,15 @@ DEFAULT_SECONDS = {"kafka": 120.0}  # unknown scenarios, before any run has time
 
 
 class Unit:
-    def __init__(self, package, binary, exe, cwd, tests, module=None):
+    def __init__(self, package, binary, exe, cwd, tests, module=None, argv=None):
         self.package = package
         self.binary = binary
         self.exe = exe
         self.cwd = cwd
         self.tests = tests
         self.module = module
-        self.id = f"{package}/{binary}" + (f"::{module}" if module else "")
+        self.argv = argv  # a command of its own (--after-build) instead of a test binary
+        self.id = f"{package}/{binary}" + (f"::{module}" if module else "") if package else binary
         key = f"{binary}::{module}" if module else f"{package}/{binary}"
         self.weight = WEIGHTS.get(key, 1)
         self.needs = NEEDS.get(self.id)
@@ -73,6 +87,8 @@ class Unit:
         self.started = 0.0
 
     def command(self):
+        if self.argv:
+            return self.argv
         cmd = [self.exe]
         if self.module:
             # Exact names: a module's name can be a substring of another's (failover, eos_failover).
@@ -95,36 +111,80 @@ def package_name(package_id):
     return frag.split("@")[0] if "@" in frag else path.rstrip("/").split("/")[-1]
 
 
+def units_from_message(line):
+    """The units of one line of cargo's JSON output: none unless it reports a linked test binary."""
+    try:
+        msg = json.loads(line)
+    except json.JSONDecodeError:
+        return []
+    if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+        return []
+    if not msg.get("profile", {}).get("test"):
+        return []
+    target = msg["target"]
+    package = package_name(msg["package_id"])
+    cwd = os.path.dirname(msg["manifest_path"])
+    exe = msg["executable"]
+    kind = target["kind"][0]
+    binary = target["name"] if kind == "test" else f"{kind}:{target['name']}"
+    tests = list_tests(exe, cwd)
+    if not tests:
+        return []
+    if kind == "test" and target["name"] == "kafka":
+        modules = {}
+        for t in tests:
+            modules.setdefault(t.split("::")[0], []).append(t)
+        return [Unit(package, binary, exe, cwd, names, module) for module, names in modules.items()]
+    return [Unit(package, binary, exe, cwd, tests)]
+
+
 def units_from_cargo(messages_path):
     units = []
     with open(messages_path) as f:
         for line in f:
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
-                continue
-            if not msg.get("profile", {}).get("test"):
-                continue
-            target = msg["target"]
-            package = package_name(msg["package_id"])
-            cwd = os.path.dirname(msg["manifest_path"])
-            exe = msg["executable"]
-            kind = target["kind"][0]
-            binary = target["name"] if kind == "test" else f"{kind}:{target['name']}"
-            tests = list_tests(exe, cwd)
-            if not tests:
-                continue
-            if kind == "test" and target["name"] == "kafka":
-                modules = {}
-                for t in tests:
-                    modules.setdefault(t.split("::")[0], []).append(t)
-                for module, names in modules.items():
-                    units.append(Unit(package, binary, exe, cwd, names, module))
-            else:
-                units.append(Unit(package, binary, exe, cwd, tests))
+            units += units_from_message(line)
     return units
+
+
+class Build:
+    """The cargo build, run in its own process group; a thread turns its messages into units."""
+
+    def __init__(self, argv, messages_path, log_path):
+        self.units = queue.Queue()
+        self.rc = None
+        self.started = time.monotonic()
+        self.elapsed = 0.0
+        self.binaries = 0
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL,
+            text=True, start_new_session=True,
+        )
+        self.thread = threading.Thread(target=self._read, args=(messages_path,), daemon=True)
+        self.thread.start()
+
+    def _read(self, messages_path):
+        with open(messages_path, "w") as messages:
+            for line in self.proc.stdout:
+                messages.write(line)
+                try:
+                    units = units_from_message(line)
+                except (OSError, subprocess.CalledProcessError) as e:
+                    # A binary that cannot list its tests fails the build's report, not the runner.
+                    self.log.write(f"test-runner: listing the tests failed: {e}\n")
+                    self.log.flush()
+                    units = []
+                for u in units:
+                    self.units.put(u)
+                self.binaries += 1 if units else 0
+        rc = self.proc.wait()
+        self.elapsed = time.monotonic() - self.started
+        self.log.close()
+        self.rc = rc
+
+    def running(self):
+        return self.rc is None
 
 
 def load_times(path):
@@ -189,7 +249,10 @@ def counts(log_path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cargo-messages", required=True, help="cargo --message-format=json output")
+    ap.add_argument(
+        "--cargo-messages", required=True,
+        help="cargo --message-format=json output: read (without --build) or written (with it)",
+    )
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("STRAIT_TEST_JOBS", "3")))
     ap.add_argument("--timeout", type=float, default=1500.0, help="seconds per process")
     ap.add_argument("--times", help="JSON file of earlier durations (read, then updated)")
@@ -197,10 +260,31 @@ def main():
     ap.add_argument("--log-dir", required=True)
     ap.add_argument("--defer", action="append", default=[], metavar="NAME=PID")
     ap.add_argument("--only", help="run only units whose id contains this")
+    ap.add_argument(
+        "--build-weight", type=int, default=1,
+        help="how much of the load budget the build takes while it runs",
+    )
+    ap.add_argument(
+        "--after-build", action="append", default=[], metavar="NAME=COMMAND",
+        help="a command to run as one more process once the build has succeeded (clippy)",
+    )
+    ap.add_argument(
+        "build", nargs="*",
+        help="after --: the cargo command that builds the tests (--message-format=json...)",
+    )
     args = ap.parse_args()
 
     os.makedirs(args.log_dir, exist_ok=True)
-    units = units_from_cargo(args.cargo_messages)
+    build = None
+    units = []
+    if args.build:
+        build = Build(args.build, args.cargo_messages, os.path.join(args.log_dir, "build.log"))
+    else:
+        units = units_from_cargo(args.cargo_messages)
+    after_build = []
+    for spec in args.after_build:
+        name, command = spec.split("=", 1)
+        after_build.append(Unit(None, name, None, os.getcwd(), [], argv=shlex.split(command)))
     if args.only:
         units = [u for u in units if args.only in u.id]
     times = load_times(args.seed_times) if args.seed_times else {}
@@ -214,14 +298,25 @@ def main():
     running = []
     done = []
     t0 = time.monotonic()
-    total_tests = sum(len(u.tests) for u in units)
-    print(
-        f"test-runner: {len(units)} processes, {total_tests} tests, "
-        f"load budget {args.jobs}, longest first",
-        flush=True,
-    )
+    if build:
+        print(
+            f"test-runner: building ({shlex.join(args.build)}; log in {build.log_path}); "
+            f"each test binary starts as soon as it is built; load budget {args.jobs} "
+            f"(the build takes {args.build_weight} of it), longest first",
+            flush=True,
+        )
+    else:
+        total_tests = sum(len(u.tests) for u in units)
+        print(
+            f"test-runner: {len(units)} processes, {total_tests} tests, "
+            f"load budget {args.jobs}, longest first",
+            flush=True,
+        )
+    build_failed = False
 
     def stop_all(signum, _frame):
+        if build and build.running():
+            kill_group(build.proc, grace=3.0)
         for u in running:
             kill_group(u.proc, grace=3.0)
         sys.exit(128 + signum)
@@ -233,18 +328,54 @@ def main():
         pid = deferred.get(u.needs) if u.needs else None
         return pid is not None and alive(int(pid))
 
-    while pending or running:
+    build_reported = build is None
+    while pending or running or not build_reported:
+        if build:
+            added = False
+            while True:
+                try:
+                    u = build.units.get_nowait()
+                except queue.Empty:
+                    break
+                if not args.only or args.only in u.id:
+                    pending.append(u)
+                    added = True
+            # The reader thread queues every unit before it sets rc: nothing arrives after this.
+            if build.rc is not None and build.units.empty() and not build_reported:
+                build_reported = True
+                at = time.monotonic() - t0
+                if build.rc == 0:
+                    print(
+                        f"BUILT {build.binaries} test binaries ({build.elapsed:.1f}s)  [t={at:.0f}s]",
+                        flush=True,
+                    )
+                    pending += after_build
+                    added = True
+                else:
+                    build_failed = True
+                    with open(build.log_path, errors="replace") as f:
+                        lines = f.readlines()
+                    print(f"FAIL build: exit {build.rc} ({build.elapsed:.1f}s)  [t={at:.0f}s]")
+                    print(f"----- build: {build.log_path} (last 100 of {len(lines)} lines)")
+                    sys.stdout.writelines(lines[-100:])
+                    print("----- end of build; no further test starts", flush=True)
+                    pending.clear()
+            if added:
+                pending.sort(key=expected, reverse=True)
         used = sum(min(u.weight, args.jobs) for u in running)
+        if build and build.running():
+            used += args.build_weight
         for u in list(pending):
             if used + min(u.weight, args.jobs) > args.jobs:
                 continue
             others = [p for p in pending if p is not u and not waiting_on(p)]
-            if waiting_on(u) and others:
+            # A deferred process waits while anything else can still start (or is still building).
+            if waiting_on(u) and (others or (build and build.running())):
                 continue
             log_path = os.path.join(args.log_dir, u.id.replace("/", "_").replace(":", "_") + ".log")
             u.log = open(log_path, "w")
             u.log_path = log_path
-            env = dict(os.environ, CARGO_MANIFEST_DIR=u.cwd)
+            env = dict(os.environ) if u.argv else dict(os.environ, CARGO_MANIFEST_DIR=u.cwd)
             u.started = time.monotonic()
             u.proc = subprocess.Popen(
                 u.command(), cwd=u.cwd, env=env, stdout=u.log, stderr=subprocess.STDOUT,
@@ -297,6 +428,8 @@ def main():
 
     wall = time.monotonic() - t0
     failed_units = [u for u in done if u.rc != 0]
+    if build_failed:
+        print(f"FAILED: the build (log: {build.log_path})")
     tests = [counts(u.log_path) for u in done]
     print(
         f"\ntest-runner: {len(done)} processes in {wall:.0f}s wall "
@@ -315,7 +448,7 @@ def main():
             json.dump(times, f, indent=1, sort_keys=True)
     for u in failed_units:
         print(f"FAILED: {u.id} (log: {u.log_path})")
-    return 1 if failed_units else 0
+    return 1 if failed_units or build_failed else 0
 
 
 if __name__ == "__main__":

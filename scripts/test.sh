@@ -5,9 +5,10 @@
 #
 # How it stays fast on 2 cores: the tools built once from the Go module proxy (Jaeger, helm,
 # kubeconform) and the nightly fuzz build start in the background at the beginning (niced; cached
-# in ~/.cache/strait, so later runs skip them), clippy runs beside the tests, and
-# scripts/test-runner.py runs the test binaries concurrently, one real-broker scenario per process,
-# within a load budget (STRAIT_TEST_JOBS, default 3; 3-broker scenarios count double).
+# in ~/.cache/strait, so later runs skip them), and scripts/test-runner.py runs the build and the
+# test binaries concurrently, each binary as soon as it is linked, one real-broker scenario per
+# process, within a load budget (STRAIT_TEST_JOBS, default 3; 3-broker scenarios count double;
+# the build counts 1 while it runs), and clippy beside the tests once the build has ended.
 # Logs: target/test-logs/.
 #
 # `scripts/test.sh --fast`: only the tests that need no Kafka broker (every crate's unit tests and
@@ -123,30 +124,18 @@ cargo fmt --all -- --check
 
 bench_unit_tests
 
-step "build the tests"
-cargo test --workspace --locked --no-run --message-format=json-render-diagnostics > "$logs/cargo-tests.json"
-
-# Clippy checks the same code with other flags, so it shares nothing with the test build; it runs
-# beside the tests (which spend much of their time waiting for brokers) and is waited for after.
-step "cargo clippy (in the background, beside the tests)"
-setsid nice -n 5 cargo clippy --workspace --all-targets --locked -- -D warnings > "$logs/clippy.log" 2>&1 &
-clippy=$!
-background+=("$clippy")
-
-step "tests: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
-tests_ok=1
+# The runner runs the build itself and starts each test binary as soon as cargo has linked it, so
+# the wire, testkit and forward scenarios run while the strait binaries still compile. Clippy
+# checks the same code with other flags (it shares nothing with the test build): the runner starts
+# it once the build has ended, beside the tests (which spend much of their time waiting for
+# brokers), and reports it like a test process (log: $logs/tests/clippy.log).
+step "build the tests and run them as they are built: unit + integration against real Kafka, clippy after the build (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
-  ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} || tests_ok=0
-
-step "cargo clippy (result)"
-if ! wait "$clippy"; then
-  cat "$logs/clippy.log"
-  echo "cargo clippy failed (above)" >&2
-  exit 1
-fi
-tail -n 1 "$logs/clippy.log"
-[ "$tests_ok" = 1 ] || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
+  ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} \
+  --after-build "clippy=nice -n 5 cargo clippy --workspace --all-targets --locked -- -D warnings" \
+  -- cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
+  || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
 
 step "Helm chart (helm lint/template, kubeconform, strait check --offline; tools from the Go module proxy on first use)"
 STRAIT_BIN=${STRAIT_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/strait} scripts/helm-check.sh
