@@ -67,6 +67,14 @@ pub(crate) struct ClientInner {
 /// How long a node reported unresponsive is asked for metadata only after every other broker.
 const UNRESPONSIVE_FOR: Duration = Duration::from_secs(60);
 
+/// How long a metadata refresh waits for one broker (connection and answer) before it asks the
+/// next, when there is a next (the last candidate gets all of `request.timeout.ms`). A frozen or
+/// black-holed broker keeps its connections open and answers nothing; refreshes run one at a
+/// time, so waiting `request.timeout.ms` for it would hold up every refresh behind it, and with
+/// them the partitions whose leadership moved away from that broker. Metadata answers take
+/// milliseconds; this leaves a loaded machine's slow answers room.
+const METADATA_ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
 #[derive(Default)]
 struct NodeSlot {
     state: tokio::sync::Mutex<SlotState>,
@@ -188,22 +196,52 @@ impl Client {
     async fn refresh_metadata(&self, topics: Option<&[String]>) -> Result<Arc<ClusterMetadata>> {
         let _one_at_a_time = self.inner.refresh.lock().await;
         let mut last_err = None;
-        for target in self.metadata_candidates() {
-            let conn = match target {
-                Target::Node(id) => self.broker_known(id).await,
-                Target::Bootstrap(addr) => {
-                    Connection::open(&addr, None, &self.inner.config, self.inner.tls.as_ref()).await
-                }
+        let candidates = self.metadata_candidates();
+        let count = candidates.len();
+        for (i, target) in candidates.into_iter().enumerate() {
+            let node = match &target {
+                Target::Node(id) => Some(*id),
+                Target::Bootstrap(_) => None,
             };
-            let conn = match conn {
-                Ok(c) => c,
+            // Err: no connection; Ok: the connection and its answer.
+            let attempt = async {
+                let conn = match target {
+                    Target::Node(id) => self.broker_known(id).await,
+                    Target::Bootstrap(addr) => {
+                        Connection::open(&addr, None, &self.inner.config, self.inner.tls.as_ref())
+                            .await
+                    }
+                }?;
+                let answer = metadata::fetch_metadata(&conn, topics).await;
+                Ok::<_, Error>((conn, answer))
+            };
+            let within = if i + 1 < count {
+                METADATA_ANSWER_WITHIN.min(self.inner.config.request_timeout())
+            } else {
+                self.inner.config.request_timeout()
+            };
+            // Dropping an unanswered attempt keeps its connection (a late answer is discarded),
+            // so the broker's other requests in flight are not failed for it.
+            let Ok(attempted) = tokio::time::timeout(within, attempt).await else {
+                tracing::warn!(
+                    node,
+                    ?within,
+                    "metadata: the broker did not answer in time; asking the next one"
+                );
+                if let Some(id) = node {
+                    self.unresponsive(id);
+                }
+                continue;
+            };
+            let (conn, answer) = match attempted {
+                Ok(attempted) => attempted,
                 Err(e) => {
                     tracing::debug!(error = %e, "metadata: broker unavailable, trying the next");
                     last_err = Some(pick_telling(last_err, e));
                     continue;
                 }
             };
-            match metadata::fetch_metadata(&conn, topics).await {
+            match answer {
                 Ok(fresh) => {
                     if let Some(id) = conn.node_id() {
                         self.adopt(id, &conn, &fresh).await;
@@ -903,5 +941,111 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(named_requests.load(Ordering::SeqCst), sent + 1);
+    }
+
+    /// A broker that stops answering while its connection stays open (SIGSTOP, a black hole)
+    /// must not hold up metadata refreshes for `request.timeout.ms` (5 minutes here) while
+    /// another broker can answer: refreshes run one at a time, and the partitions whose
+    /// leadership moved away from the frozen broker wait for one. The frozen broker is the only
+    /// live connection, so it is asked first.
+    #[tokio::test]
+    async fn a_frozen_broker_does_not_hold_up_metadata_refreshes() {
+        use crate::fake_broker::{Reply, metadata_body_of, start};
+        use kafka_protocol::messages::metadata_response::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+        use kafka_protocol::protocol::{Decodable, StrBytes};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+        // Both brokers answer with the same cluster: nodes 1 and 2, topic `t` led by node 1.
+        let addrs: Arc<Mutex<Vec<String>>> = Arc::default();
+        let answer = |addrs: &Arc<Mutex<Vec<String>>>, body: &mut bytes::Bytes| {
+            let req = MetadataRequest::decode(body, 12).unwrap();
+            let brokers = addrs
+                .lock()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let (h, p) = a.rsplit_once(':').unwrap();
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(i as i32 + 1))
+                        .with_host(StrBytes::from_string(h.to_owned()))
+                        .with_port(p.parse().unwrap())
+                })
+                .collect();
+            let topics = req
+                .topics
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    MetadataResponseTopic::default()
+                        .with_name(t.name)
+                        .with_partitions(vec![
+                            MetadataResponsePartition::default()
+                                .with_partition_index(0)
+                                .with_leader_id(BrokerId(1)),
+                        ])
+                })
+                .collect();
+            let resp = MetadataResponse::default()
+                .with_brokers(brokers)
+                .with_topics(topics);
+            Reply::Frames(vec![metadata_body_of(&resp)])
+        };
+        let a_addrs = addrs.clone();
+        let healthy = start(move |key, _, mut body| {
+            assert_eq!(key, 3, "only Metadata is asked");
+            answer(&a_addrs, &mut body)
+        })
+        .await;
+        let frozen = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(AtomicUsize::new(0));
+        let (b_addrs, b_frozen, b_held) = (addrs.clone(), frozen.clone(), held.clone());
+        let freezing = start(move |key, _, mut body| {
+            assert_eq!(key, 3, "only Metadata is asked");
+            if b_frozen.load(Ordering::SeqCst) {
+                b_held.fetch_add(1, Ordering::SeqCst);
+                return Reply::Hold;
+            }
+            answer(&b_addrs, &mut body)
+        })
+        .await;
+        *addrs.lock().unwrap() = vec![healthy.addr.clone(), freezing.addr.clone()];
+
+        let cfg = ClientConfig::from_properties([
+            ("bootstrap.servers", freezing.addr.as_str()),
+            ("request.timeout.ms", "300000"),
+        ])
+        .unwrap();
+        let client = Client::connect(cfg).await.unwrap();
+        // The connection to node 2 is the only live one: a refresh asks it first.
+        client.broker(2).await.unwrap();
+        frozen.store(true, Ordering::SeqCst);
+
+        // Generous bounds (a loaded machine), far below the 5-minute request timeout.
+        let bound = Duration::from_secs(60);
+        let topic = ["t".to_owned()];
+        let md = tokio::time::timeout(bound, client.metadata(Some(&topic)))
+            .await
+            .expect("a refresh waited for the frozen broker")
+            .unwrap();
+        assert_eq!(md.leader(&TopicPartition::new("t", 0).unwrap()), Some(1));
+        assert_eq!(
+            held.load(Ordering::SeqCst),
+            1,
+            "the frozen broker was asked once"
+        );
+        // Later refreshes ask the other broker first.
+        tokio::time::timeout(bound, client.metadata(Some(&topic)))
+            .await
+            .expect("the second refresh waited for the frozen broker")
+            .unwrap();
+        assert_eq!(
+            held.load(Ordering::SeqCst),
+            1,
+            "the frozen broker was asked again"
+        );
     }
 }
