@@ -25,5 +25,9 @@ if [ "$secs" = --build ]; then
 fi
 for t in $(cargo +nightly fuzz list); do
   echo "--- fuzz target $t for ${secs}s"
-  cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048
+  # The local corpus (written to) and the committed seeds (fuzz/seeds/<target>/, which the
+  # crates' unit tests also run on stable).
+  mkdir -p "corpus/$t"
+  seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
+  cargo +nightly fuzz run "$t" "corpus/$t" "${seeds[@]}" -- -max_total_time="$secs" -rss_limit_mb=2048
 done

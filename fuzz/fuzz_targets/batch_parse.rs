@@ -1,5 +1,7 @@
 //! Feeds arbitrary bytes to the fetch walker, the batch parser, the records walker and the
-//! re-encoder. Nothing may panic, and every batch the crate produces must parse again.
+//! re-encoder (`strait_forward::fuzzing::batch_parse`, which the crate's unit tests also run over
+//! `fuzz/seeds/batch_parse/` and the Java-written fixtures on stable). Nothing may panic, and
+//! every batch the crate produces must parse again.
 //!
 //! The first input byte selects how the rest is used: as fetched records as they are, or as a
 //! single v2 batch whose length field and CRC are repaired first, so the fuzzer reaches the
@@ -7,93 +9,8 @@
 
 #![no_main]
 
-use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use strait_forward::{
-    Compression, FetchedBatch, FetchedRecords, ProducerStamp, RecordBatch, TargetPolicy, reencode,
-    rewrite_for_produce,
-};
-
-fn check_v2(batch: &RecordBatch, mode: u8) {
-    let _ = batch.control_record();
-    if let Ok(decoded) = batch.decode_records(1 << 20) {
-        for record in decoded.iter() {
-            let Ok(record) = record else { break };
-            let _ = record.headers().count();
-            let _ = batch.record_timestamp(&record);
-        }
-    }
-    let rewritten = rewrite_for_produce(batch, ProducerStamp::idempotent(1, 0, 0));
-    let reparsed = RecordBatch::parse(rewritten.clone()).expect("rewritten batch must parse");
-    assert_eq!(&rewritten[61..], &batch.as_bytes()[61..]);
-    assert_eq!(reparsed.record_count(), batch.record_count());
-
-    let policy = TargetPolicy {
-        max_message_bytes: 512 + usize::from(mode) * 64,
-        compression: Compression::from_id(mode % 5).ok(),
-        max_decompressed_bytes: 1 << 20,
-        ..TargetPolicy::default()
-    };
-    let from = batch.base_offset().saturating_add(i64::from(mode % 4));
-    if let Ok(out) = reencode(batch, from, ProducerStamp::NONE, &policy) {
-        check_output(out);
-    }
-}
-
-fn check_output(out: Vec<strait_forward::ReencodedBatch>) {
-    for o in out {
-        let b =
-            RecordBatch::parse(o.batch().as_bytes().clone()).expect("re-encoded batch must parse");
-        assert_eq!(
-            i64::from(b.last_offset_delta()) + 1,
-            i64::from(b.record_count())
-        );
-        assert_eq!(b.record_count() as usize, o.source_offsets().len());
-        let decoded = b
-            .decode_records(64 << 20)
-            .expect("re-encoded batch must decompress");
-        assert_eq!(
-            decoded
-                .validate()
-                .expect("re-encoded records must be valid"),
-            o.source_offsets().len()
-        );
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let mut bytes = rest.to_vec();
-    if mode & 0x80 != 0 && bytes.len() >= 61 {
-        // Repair batchLength, magic and CRC so the batch passes the header checks.
-        let len = (bytes.len() - 12) as i32;
-        bytes[8..12].copy_from_slice(&len.to_be_bytes());
-        bytes[16] = 2;
-        let crc = crc32c::crc32c(&bytes[21..]);
-        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-    }
-    let bytes = Bytes::from(bytes);
-    let _ = RecordBatch::parse(bytes.clone());
-    let mut walker = FetchedRecords::new(bytes.clone());
-    for entry in walker.by_ref() {
-        let Ok(entry) = entry else { break };
-        match &entry {
-            FetchedBatch::V2(batch) => check_v2(batch, mode),
-            FetchedBatch::Legacy(legacy) => {
-                let policy = TargetPolicy {
-                    max_decompressed_bytes: 1 << 20,
-                    ..TargetPolicy::default()
-                };
-                if let Ok(out) = legacy.reencode(0, ProducerStamp::NONE, &policy) {
-                    check_output(out);
-                }
-            }
-        }
-    }
-    assert_eq!(
-        walker.position() + walker.truncated_tail_bytes(),
-        bytes.len()
-    );
+    strait_forward::fuzzing::batch_parse(data);
 });

@@ -107,6 +107,9 @@ pub mod compression;
 pub mod error;
 #[cfg(feature = "pipeline")]
 mod fetch;
+/// Entry points of the fuzz targets (`fuzz/`); also run over their seeds by the unit tests.
+#[cfg(any(test, feature = "unstable-fuzzing"))]
+pub mod fuzzing;
 pub mod legacy;
 pub mod merge;
 #[cfg(feature = "pipeline")]

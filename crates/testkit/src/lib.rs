@@ -6,6 +6,8 @@
 //! Java tools (console producer/consumer, any main class, and a small Admin-client helper,
 //! `kafka/tools/StraitAdmin.java`, that creates topics and ACLs in one JVM).
 //!
+//! Also: the fuzz targets' inputs for the stable tests that run them ([`fuzz`]).
+//!
 //! Does not own: any Kafka client logic. Tests talk to the brokers with `strait-wire` or with the Java tools.
 //!
 //! The API is synchronous (std only): async tests wrap it in `tokio::task::spawn_blocking`.
@@ -31,6 +33,7 @@ mod cds;
 mod cluster;
 mod delay_proxy;
 mod error;
+pub mod fuzz;
 pub mod heap;
 mod node;
 mod pki;

@@ -275,4 +275,29 @@ mod tests {
             oauth_token(data);
         }
     }
+
+    /// Runs `entry` over every input of fuzz target `target` (committed seeds, and any local
+    /// corpus and crash artifacts): a regression on a known input fails the normal suite, on
+    /// stable, without a fuzz run.
+    fn over_inputs(target: &str, entry: fn(&[u8])) {
+        use strait_testkit::fuzz;
+        assert!(
+            !fuzz::seeds(target).unwrap().is_empty(),
+            "no seeds in fuzz/seeds/{target}"
+        );
+        for (path, data) in fuzz::inputs(target).unwrap() {
+            let run = std::panic::catch_unwind(|| entry(&data));
+            assert!(run.is_ok(), "{target} panicked on {}", path.display());
+        }
+    }
+
+    #[test]
+    fn response_frames_corpus() {
+        over_inputs("response_frames", frames);
+    }
+
+    #[test]
+    fn oauth_token_corpus() {
+        over_inputs("oauth_token", oauth_token);
+    }
 }

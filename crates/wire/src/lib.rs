@@ -79,7 +79,8 @@ pub mod error;
 mod fake_broker;
 pub mod fetch;
 pub(crate) mod frame;
-#[cfg(feature = "unstable-fuzzing")]
+// Also built for the unit tests: they run the entry points over the fuzz seeds on stable.
+#[cfg(any(test, feature = "unstable-fuzzing"))]
 pub mod fuzzing;
 pub(crate) mod http;
 pub mod metadata;
