@@ -6,7 +6,9 @@
 //! and a route stores it only when it moves. Here the target runs with the smallest retention
 //! (1 minute, checked every second) and the mirror refreshes idle positions every 5 s
 //! (`mirror.position_refresh_interval`). Records are mirrored, then every partition stays idle
-//! for 75 s (past the retention); the positions must still be there, and after a restart of the
+//! past the retention: until a control group's offsets, committed on the target after the mirror
+//! last stored a position and never refreshed, have expired (the broker's retention demonstrably
+//! ran; this was a fixed 75 s); the positions must still be there, and after a restart of the
 //! mirror and more records a `read_committed` Java consumer reads every record exactly once.
 //! Before the refresh existed the positions were gone after the idle time, and the restart
 //! re-mirrored everything from `start = "earliest"`.
@@ -29,8 +31,10 @@ const MIRROR_GROUP: &str = "strait-eos-retention";
 /// Records per partition before the idle time, and after the restart.
 const FIRST: usize = 200;
 const SECOND: usize = 100;
-/// Past the target's 1-minute offset retention (expiry is checked every second).
-const IDLE: Duration = Duration::from_secs(75);
+/// Bound on the wait for the control group's expiry (1-minute retention, checked every second).
+const IDLE_BOUND: Duration = Duration::from_secs(180);
+/// A group whose offsets nobody refreshes: its expiry shows the retention has passed.
+const CONTROL_GROUP: &str = "strait-eos-retention-control";
 
 fn partitions() -> Vec<TopicPartition> {
     (0..PARTITIONS)
@@ -38,12 +42,16 @@ fn partitions() -> Vec<TopicPartition> {
         .collect()
 }
 
-/// The positions the target group holds (`None`: none stored, or expired).
-fn stored_positions(rt: &tokio::runtime::Runtime, dst: &strait_wire::Client) -> Vec<Option<i64>> {
+/// The positions `group` holds on the target (`None`: none stored, or expired).
+fn stored_positions(
+    rt: &tokio::runtime::Runtime,
+    dst: &strait_wire::Client,
+    group: &str,
+) -> Vec<Option<i64>> {
     use strait_wire::offset_commit::GroupOffsets;
     let tps = partitions();
     let committed = rt
-        .block_on(GroupOffsets::new(dst, MIRROR_GROUP).fetch(&tps))
+        .block_on(GroupOffsets::new(dst, group).fetch(&tps))
         .unwrap();
     tps.iter()
         .map(|tp| committed.get(tp).and_then(|o| o.as_ref()).map(|o| o.offset))
@@ -97,9 +105,25 @@ fn idle_positions_outlive_the_targets_offset_retention() {
         &log,
         |now| now == ends,
     );
-    // Every partition idle past the retention: only the refresh stores the positions.
-    std::thread::sleep(IDLE);
-    let stored = stored_positions(&rt, &dst);
+    // Every partition idle past the retention: only the refresh stores the positions. The
+    // control group is committed after the mirror last stored a position because it moved, so
+    // once the broker has expired the control's offsets, unrefreshed positions would be gone too.
+    let control: Vec<(TopicPartition, i64)> = tps.iter().map(|tp| (tp.clone(), 1)).collect();
+    rt.block_on(commit_group(&dst, CONTROL_GROUP, &control));
+    let idle_from = std::time::Instant::now();
+    while stored_positions(&rt, &dst, CONTROL_GROUP)
+        .iter()
+        .any(Option::is_some)
+    {
+        assert!(
+            idle_from.elapsed() < IDLE_BOUND,
+            "the control group's offsets did not expire within {IDLE_BOUND:?} on a target with \
+             a 1-minute offset retention"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let idle = idle_from.elapsed();
+    let stored = stored_positions(&rt, &dst, MIRROR_GROUP);
     assert_eq!(
         stored,
         vec![Some(FIRST as i64); PARTITIONS as usize],
@@ -142,7 +166,7 @@ fn idle_positions_outlive_the_targets_offset_retention() {
         );
     }
     println!(
-        "{total} records per partition, idle {IDLE:?} past a 1-minute offset retention and a \
+        "{total} records per partition, idle {idle:?} past a 1-minute offset retention and a \
          restart: 0 missing, 0 duplicates read_committed"
     );
 }

@@ -35,8 +35,10 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// How long the producers go on after the last restart: the stall windows end 30 s after it.
-const AFTER_LAST_RESTART: Duration = Duration::from_secs(30);
+/// How long each phase may wait for the mirror to move every partition: well beyond what it takes
+/// (a few seconds, plus the controller's 9 s broker session timeout in an outage), a bound for a
+/// loaded machine. A phase that reaches it goes on; the assertions below judge what happened.
+const PHASE_BOUND: Duration = Duration::from_secs(90);
 
 /// Starts the Java referee producer; its acknowledgements go to `out`. It stops after `seconds`
 /// or once `stop` exists.
@@ -140,6 +142,43 @@ fn mirror_stall(samples: &[Sample], p: usize, from: i64, to: i64) -> i64 {
     worst
 }
 
+/// Waits (at most `bound`) until the sampler has seen every partition of the target advance after
+/// `since` (epoch ms): the event each phase of the schedule waits for instead of a fixed time.
+/// Returns whether it happened.
+fn wait_all_advanced(
+    samples: &Mutex<Vec<Sample>>,
+    since: i64,
+    bound: Duration,
+    what: &str,
+) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        let moved = {
+            let samples = samples.lock().unwrap();
+            (0..PARTITIONS as usize)
+                .filter(|&p| {
+                    let mut after = samples
+                        .iter()
+                        .filter(|s| s.at_ms >= since)
+                        .filter_map(|s| s.target[p]);
+                    after.next().is_some_and(|first| after.any(|v| v > first))
+                })
+                .count()
+        };
+        if moved == PARTITIONS as usize {
+            eprintln!("{what}: every partition advanced on the target");
+            return true;
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "{what}: {moved}/{PARTITIONS} partitions advanced within {bound:?}; going on"
+            );
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The node leading the most partitions of `topic`, and which partitions it leads.
 async fn busiest_leader(client: &Client, topic: &str) -> (i32, Vec<usize>) {
     let md = client.metadata(Some(&[topic.to_string()])).await.unwrap();
@@ -202,10 +241,13 @@ fn leaders_die_mid_stream_without_loss() {
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
     let mut strait = cmd.spawn();
-    // The schedule: 15 s steady, target leader down 20 s, 10 s steady, source leader down 20 s
-    // (about 70-110 s with the restarts and leader moves, longer on a loaded machine). The
-    // producers run until 30 s after the last restart (the end of the last stall window), however
-    // long the schedule took; `seconds` only bounds them if the test dies without stopping them.
+    // The schedule, driven by what the sampler sees rather than by the clock: steady until every
+    // partition flows, the target leader down until every partition (those with surviving leaders
+    // and those whose leadership moved) has advanced on the target since 3 s after the kill,
+    // steady again until every partition has advanced after the preferred leader election, the
+    // source leader down (same event), and after its restart until every partition has advanced
+    // once more. Each phase is bounded by PHASE_BOUND. The producers run until then, however long
+    // the schedule took; `seconds` only bounds them if the test dies without stopping them.
     let seconds = 900;
     let src_out = dir.path().join("source-probe.out");
     let dst_out = dir.path().join("target-probe.out");
@@ -247,11 +289,18 @@ fn leaders_die_mid_stream_without_loss() {
     };
 
     let mut outages = Vec::new();
+    // Steady: the mirror moves every partition before the first kill.
+    let mut steady_since = now_ms();
     for (side, cluster, lead_client) in [
         ("target", dst.clone(), dst_client.clone()),
         ("source", src.clone(), src_client.clone()),
     ] {
-        std::thread::sleep(Duration::from_secs(if side == "target" { 15 } else { 10 }));
+        wait_all_advanced(
+            &samples,
+            steady_since,
+            PHASE_BOUND,
+            &format!("{side}: before the kill"),
+        );
         assert!(
             strait.try_wait().unwrap().is_none(),
             "strait exited; log: {}",
@@ -267,10 +316,19 @@ fn leaders_die_mid_stream_without_loss() {
         let killed_at = now_ms();
         cluster.lock().unwrap().kill_node(node).unwrap();
         eprintln!("{side}: killed node {node}, which led {TOPIC} partitions {led:?}");
-        std::thread::sleep(Duration::from_secs(20));
+        // Down until the outage has shown what the assertions below look at: the partitions whose
+        // leader survived moving on the target (from 3 s after the kill), and those that lost
+        // theirs moving again under the new leader (this was a fixed 20 s).
+        wait_all_advanced(
+            &samples,
+            killed_at + 3_000,
+            PHASE_BOUND,
+            &format!("{side}: node {node} down"),
+        );
         let restarted_at = now_ms();
         cluster.lock().unwrap().start_node(node).unwrap();
         eprintln!("{side}: node {node} restarted");
+        steady_since = now_ms();
         outages.push((
             side,
             node,
@@ -310,6 +368,7 @@ fn leaders_die_mid_stream_without_loss() {
             let back = rt.block_on(busiest_leader_of(&lead_client, TOPIC, node));
             let probe_back = rt.block_on(busiest_leader_of(&lead_client, PROBE_TOPIC, node));
             // Recorded like an outage of no length: the stall is what follows the move.
+            steady_since = now_ms();
             outages.push((
                 "target leadership back",
                 node,
@@ -321,7 +380,14 @@ fn leaders_die_mid_stream_without_loss() {
         }
     }
 
-    std::thread::sleep(AFTER_LAST_RESTART);
+    // After the last restart: until every partition has moved again (this was a fixed 30 s).
+    wait_all_advanced(
+        &samples,
+        steady_since,
+        PHASE_BOUND,
+        "after the last restart",
+    );
+    let stopped_at = now_ms();
     std::fs::write(&stop, b"").unwrap();
     wait_done(&src_out, Duration::from_secs(240));
     wait_done(&dst_out, Duration::from_secs(240));
@@ -422,8 +488,9 @@ fn leaders_die_mid_stream_without_loss() {
             "{side} outage: the producer wrote to no partition with a live leader while node \
              {node} was down"
         );
-        // The stall of the partitions that lost their leader, beside the Java producer's.
-        let window_end = (restarted_at + 30_000).min(next_start);
+        // The stall of the partitions that lost their leader, beside the Java producer's, up to
+        // 30 s after the restart, the next event or the producers' stop.
+        let window_end = (restarted_at + 30_000).min(next_start).min(stopped_at);
         let mirror: Vec<i64> = led
             .iter()
             .map(|&p| mirror_stall(&samples, p, killed_at - 1_000, window_end))
