@@ -171,6 +171,12 @@ async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_leaders_keep_flowing_while_a_source_broker_is_down() {
+    // RUST_LOG (e.g. `info,strait_forward::fetch=debug`) shows the forwarder's and the clients'
+    // logs, for a failure's diagnosis.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let began = Instant::now();
     let (source, target) = blocking(|| {
         let source = std::thread::spawn(|| {
