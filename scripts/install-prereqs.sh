@@ -12,7 +12,7 @@ apt_install() {
 }
 command -v java >/dev/null || { echo "installing Java 17"; apt_install openjdk-17-jdk-headless; }
 command -v mvn  >/dev/null || { echo "installing Maven"; apt_install maven; }
-# crates/strait/tests/kafka/secrets.rs makes encrypted keys and PKCS#12 stores with openssl, as users do.
+# tests/kafka/secrets.rs makes encrypted keys and PKCS#12 stores with openssl, as users do.
 command -v openssl >/dev/null || { echo "installing openssl"; apt_install openssl; }
 command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs)" >&2; exit 1; }
 cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt

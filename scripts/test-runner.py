@@ -63,7 +63,14 @@ WEIGHTS = {
 # Scenarios that read traces back from a real Jaeger (built in the background on a new machine).
 NEEDS = {
     "strait-otlp-sink/jaeger": "jaeger",
-    "strait/kafka::scenario": "jaeger",
+    "strait-e2e/kafka::scenario": "jaeger",
+}
+
+# Packages whose tests run a binary of another package (cargo does not order that package's
+# binary before them): they start once cargo has reported the binary, with its path in the
+# environment variable named here.
+NEEDS_BIN = {
+    "strait-e2e": ("strait", "STRAIT_BIN"),
 }
 
 DEFAULT_SECONDS = {"kafka": 120.0}  # unknown scenarios, before any run has timed them
@@ -82,6 +89,7 @@ class Unit:
         key = f"{binary}::{module}" if module else f"{package}/{binary}"
         self.weight = WEIGHTS.get(key, 1)
         self.needs = NEEDS.get(self.id)
+        self.needs_bin = NEEDS_BIN.get(package)
         self.proc = None
         self.log = None
         self.started = 0.0
@@ -109,6 +117,19 @@ def package_name(package_id):
         return package_id.split(" ")[0]
     path, frag = package_id.split("#", 1)
     return frag.split("@")[0] if "@" in frag else path.rstrip("/").split("/")[-1]
+
+
+def built_binary(line):
+    """(name, path) if the line of cargo's JSON output reports a binary target (not its tests)."""
+    try:
+        msg = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+        return None
+    if msg.get("profile", {}).get("test") or "bin" not in msg["target"]["kind"]:
+        return None
+    return msg["target"]["name"], msg["executable"]
 
 
 def units_from_message(line):
@@ -139,11 +160,14 @@ def units_from_message(line):
 
 
 def units_from_cargo(messages_path):
-    units = []
+    units, bins = [], {}
     with open(messages_path) as f:
         for line in f:
             units += units_from_message(line)
-    return units
+            built = built_binary(line)
+            if built:
+                bins[built[0]] = built[1]
+    return units, bins
 
 
 class Build:
@@ -155,6 +179,8 @@ class Build:
         self.started = time.monotonic()
         self.elapsed = 0.0
         self.binaries = 0
+        # Binaries (not tests) built so far: name -> path (see NEEDS_BIN).
+        self.bins = {}
         self.log_path = log_path
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
@@ -168,6 +194,9 @@ class Build:
         with open(messages_path, "w") as messages:
             for line in self.proc.stdout:
                 messages.write(line)
+                built = built_binary(line)
+                if built:
+                    self.bins[built[0]] = built[1]
                 try:
                     units = units_from_message(line)
                 except (OSError, subprocess.CalledProcessError) as e:
@@ -276,11 +305,12 @@ def main():
 
     os.makedirs(args.log_dir, exist_ok=True)
     build = None
-    units = []
+    units, bins = [], {}
     if args.build:
         build = Build(args.build, args.cargo_messages, os.path.join(args.log_dir, "build.log"))
+        bins = build.bins
     else:
-        units = units_from_cargo(args.cargo_messages)
+        units, bins = units_from_cargo(args.cargo_messages)
     after_build = []
     for spec in args.after_build:
         name, command = spec.split("=", 1)
@@ -328,6 +358,10 @@ def main():
         pid = deferred.get(u.needs) if u.needs else None
         return pid is not None and alive(int(pid))
 
+    def binary_pending(u):
+        # The binary a unit runs is not built yet (while the build goes on).
+        return bool(u.needs_bin) and u.needs_bin[0] not in bins and build is not None and build.running()
+
     build_reported = build is None
     while pending or running or not build_reported:
         if build:
@@ -366,7 +400,7 @@ def main():
         if build and build.running():
             used += args.build_weight
         for u in list(pending):
-            if used + min(u.weight, args.jobs) > args.jobs:
+            if used + min(u.weight, args.jobs) > args.jobs or binary_pending(u):
                 continue
             others = [p for p in pending if p is not u and not waiting_on(p)]
             # A deferred process waits while anything else can still start (or is still building).
@@ -376,6 +410,8 @@ def main():
             u.log = open(log_path, "w")
             u.log_path = log_path
             env = dict(os.environ) if u.argv else dict(os.environ, CARGO_MANIFEST_DIR=u.cwd)
+            if u.needs_bin and u.needs_bin[0] in bins:
+                env[u.needs_bin[1]] = bins[u.needs_bin[0]]
             u.started = time.monotonic()
             u.proc = subprocess.Popen(
                 u.command(), cwd=u.cwd, env=env, stdout=u.log, stderr=subprocess.STDOUT,

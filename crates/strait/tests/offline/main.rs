@@ -3,7 +3,8 @@
 //!
 //! `cargo test -p strait --test offline -- <module>::` runs one scenario.
 
-#[path = "../common/mod.rs"]
+// The end-to-end suite's helpers (top-level tests/, package strait-e2e); here for StraitCommand.
+#[path = "../../../../tests/common/mod.rs"]
 mod common;
 
 mod advice;

@@ -34,7 +34,7 @@
 //!    size limit the backlog would be one transaction, committed at the shutdown), and the
 //!    target still holds every record exactly once.
 //!
-//! Run: `cargo test -p strait --test kafka -- eos_failover:: --nocapture` (prints the figures).
+//! Run: `cargo test -p strait-e2e --test kafka -- eos_failover:: --nocapture` (prints the figures).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

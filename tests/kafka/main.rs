@@ -1,7 +1,9 @@
 //! The `strait` binary end to end against real Kafka clusters: one test binary, one module per scenario (the modules were separate
 //! binaries once; linking the whole crate graph once instead of per file is most of the build).
 //!
-//! `cargo test -p strait --test kafka -- <module>::` runs one scenario.
+//! A workspace member of its own (`strait-e2e`, the cross-crate suite): each crate keeps its own
+//! layer's tests. `cargo build -p strait && cargo test -p strait-e2e --test kafka -- <module>::`
+//! runs one scenario (the tests drive the built binary, see `common::strait_bin`).
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -26,7 +26,7 @@
 //! positions stored on the target reach the source's end offsets, and Kafka's Java console
 //! consumer reading `read_committed` sees every record exactly once, in order per partition.
 //!
-//! Run: `cargo test -p strait --test kafka -- eos_denied:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- eos_denied:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

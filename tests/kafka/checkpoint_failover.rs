@@ -8,7 +8,7 @@
 //! same group on the target, and the same group id on the target (Java console consumer again)
 //! reads exactly the remainder of each partition: nothing lost, nothing twice.
 //!
-//! Run: `cargo test -p strait --test kafka -- checkpoint_failover:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- checkpoint_failover:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -719,7 +719,7 @@ fn java_translate_offsets(
     alias: &str,
     group: &str,
 ) -> BTreeMap<(String, i32), i64> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TranslateOffsets.java");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/TranslateOffsets.java");
     let java = java();
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();

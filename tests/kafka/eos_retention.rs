@@ -13,7 +13,7 @@
 //! Before the refresh existed the positions were gone after the idle time, and the restart
 //! re-mirrored everything from `start = "earliest"`.
 //!
-//! Run: `cargo test -p strait --test kafka -- eos_retention:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- eos_retention:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

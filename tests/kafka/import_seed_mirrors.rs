@@ -1,4 +1,4 @@
-//! The seed walkthrough's `KafkaMirrorMaker` (tests/data/strimzi/seed-kafka-mirror-maker.yaml),
+//! The seed walkthrough's `KafkaMirrorMaker` (crates/strait/tests/data/strimzi/seed-kafka-mirror-maker.yaml),
 //! converted by the built `strait import strimzi`, mirrors the reference scenario between real
 //! brokers: `europe` -> `us`, single-broker clusters with an mTLS listener, per-user client
 //! certificates (`my-europe-user`, `my-us-user`) and the walkthrough's ACLs, `my-topic` with 12
@@ -18,7 +18,7 @@
 //! reach the tracing endpoint under the converted service name; and that `strait` exits 0 soon
 //! after SIGTERM.
 //!
-//! Run: `cargo test -p strait --test kafka -- import_seed_mirrors:: --nocapture` (Kafka jars from
+//! Run: `cargo test -p strait-e2e --test kafka -- import_seed_mirrors:: --nocapture` (Kafka jars from
 //! `scripts/kafka-jars.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,7 +47,8 @@ fn count(p: i32) -> usize {
 }
 
 fn seed() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/strimzi/seed-kafka-mirror-maker.yaml")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/strait/tests/data/strimzi/seed-kafka-mirror-maker.yaml")
 }
 
 /// Runs the built `strait import strimzi` on the seed, as a user would, into `out`.

@@ -8,7 +8,7 @@
 //! commits) and the survivor reloads when the partitions are assigned to it. Every partition
 //! gets its exact checkpoint.
 //!
-//! Run: `cargo test -p strait --test kafka -- failover_handover:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- failover_handover:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

@@ -13,7 +13,7 @@
 //! `strait failover --apply`, and Kafka's Java console consumer with that group id on the
 //! target reads exactly the remainder of both partitions.
 //!
-//! Run: `cargo test -p strait --test kafka -- failover_sources:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- failover_sources:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -215,7 +215,7 @@ fn aborted_transactions_and_compaction_gaps_translate_exactly() {
 fn forward_data(cluster: &Cluster, ops: &[&str]) {
     let program = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../forward/tests/java/ForwardData.java"
+        "/../crates/forward/tests/java/ForwardData.java"
     );
     let mut args = vec![cluster.bootstrap()];
     args.extend(ops.iter().map(|s| s.to_string()));

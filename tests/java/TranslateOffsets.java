@@ -1,4 +1,4 @@
-// Referee for crates/strait/tests/kafka/checkpoint_failover.rs: Kafka's own MirrorMaker 2 client
+// Referee for tests/kafka/checkpoint_failover.rs: Kafka's own MirrorMaker 2 client
 // (connect-mirror-client, RemoteClusterUtils.translateOffsets) reads the checkpoints Strait
 // wrote on the target and prints what it would reset the group to, one line per partition:
 // <topic> TAB <partition> TAB <offset>, sorted.

@@ -34,7 +34,7 @@ impl Mirror {
     fn start(config: &Path, metrics: SocketAddr) -> Mirror {
         let log = config.with_extension("log");
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+        let child = Command::new(common::strait_bin())
             .args(["run", "--config"])
             .arg(config)
             .env("RUST_LOG", "info")

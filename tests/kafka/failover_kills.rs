@@ -18,7 +18,7 @@
 //! series Strimzi's JMX exporter rules give MirrorMaker 2 is scraped from it, and every metric
 //! the shipped Grafana dashboard queries.
 //!
-//! Run: `cargo test -p strait --test kafka -- failover_kills:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- failover_kills:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -309,7 +309,7 @@ fn assert_mm2_series(exposition: &str) {
 fn assert_dashboard_series(exposition: &str) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../deploy/grafana/strait-dashboard.json"
+        "/../deploy/grafana/strait-dashboard.json"
     );
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -14,7 +14,7 @@
 //! batches per Produce request (from `/metrics`: `strait_records_total`, `strait_batches_total`,
 //! `strait_produce_request_seconds_count`), the forwarding rate, and the lag every 5 s.
 //!
-//! Run: `cargo test -p strait --test kafka -- wan:: --nocapture`. `STRAIT_WAN_BIN=<path>` runs another
+//! Run: `cargo test -p strait-e2e --test kafka -- wan:: --nocapture`. `STRAIT_WAN_BIN=<path>` runs another
 //! `strait` binary in the same setup (e.g. a build from before a change, for before/after figures).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -39,7 +39,7 @@ const ONE_WAY: Duration = Duration::from_millis(25);
 /// The most the target may be behind when the producer stops, in seconds of production.
 const MAX_LAG: f64 = 5.0;
 
-/// Kafka's own producer (`crates/strait/tests/java/PartitionProbe.java`): explicit partitions in turn, paced
+/// Kafka's own producer (`tests/java/PartitionProbe.java`): explicit partitions in turn, paced
 /// at `RATE`, `linger.ms=0` so batches are as small as a latency-minded producer makes them.
 fn producer(cluster: &Cluster, out: &Path) -> Proc {
     let args = [
@@ -120,10 +120,7 @@ impl Scrape {
 
 /// `strait run --config <config>` (or `STRAIT_WAN_BIN run ...`), killed when the guard drops.
 fn spawn_mirror(config: &Path) -> (Proc, PathBuf) {
-    let bin = std::env::var_os("STRAIT_WAN_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_strait")),
-        PathBuf::from,
-    );
+    let bin = std::env::var_os("STRAIT_WAN_BIN").map_or_else(common::strait_bin, PathBuf::from);
     eprintln!("wan: mirror binary {}", bin.display());
     let log = config.with_extension("log");
     let child = Command::new(&bin)

@@ -20,7 +20,7 @@
 //! the zombie sends after the takeover becomes visible (the target still holds every record
 //! exactly once), and it gives the partitions up.
 //!
-//! Run: `cargo test -p strait --test kafka -- eos_kills:: --nocapture`.
+//! Run: `cargo test -p strait-e2e --test kafka -- eos_kills:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

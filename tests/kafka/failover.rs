@@ -3,11 +3,12 @@
 //! SIGKILLed and restarted, then the same happens to a source broker. Proves that nothing is
 //! lost, that partitions led by the surviving brokers keep flowing during each outage, and
 //! measures the stall of the partitions that lost their leader beside a Java producer's stall
-//! in the same outage (the referee: `crates/strait/tests/java/PartitionProbe.java`, writing to explicit
+//! in the same outage (the referee: `tests/java/PartitionProbe.java`, writing to explicit
 //! partitions of the same clusters at the same rate). The mirror uses three produce connections
 //! per target broker (`mirror.produce_connections`).
 //!
-//! Run: `cargo test -p strait --test kafka -- failover:: --nocapture` (prints the stall figures).
+//! Run: `cargo test -p strait-e2e --test kafka -- --exact failover::leaders_die_mid_stream_without_loss --nocapture`
+//! (after `cargo build -p strait`; prints the stall figures).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

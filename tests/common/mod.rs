@@ -120,6 +120,33 @@ impl Drop for StraitProcess {
     }
 }
 
+/// The `strait` binary under test. Built by cargo for this package's own tests when they are
+/// the `strait` crate's (its offline tests include this file); for the end-to-end tests, a
+/// package of their own, it is `STRAIT_BIN` (scripts/test-runner.py sets it to the binary cargo
+/// just built), else `strait` next to the test binary's directory (`target/<profile>/`), which
+/// `cargo build -p strait` (or any workspace build of the tests) writes.
+pub fn strait_bin() -> PathBuf {
+    if let Some(built) = option_env!("CARGO_BIN_EXE_strait") {
+        return PathBuf::from(built);
+    }
+    if let Some(bin) = std::env::var_os("STRAIT_BIN") {
+        return PathBuf::from(bin);
+    }
+    // target/<profile>/deps/kafka-<hash> -> target/<profile>/strait
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("strait"))
+        .expect("the test binary lies in target/<profile>/deps");
+    assert!(
+        bin.is_file(),
+        "{} does not exist: build the binary first (`cargo build -p strait`), or set STRAIT_BIN",
+        bin.display()
+    );
+    bin
+}
+
 /// The `strait` binary with arguments. Runs only through [`spawn`](Self::spawn) (a guarded
 /// [`StraitProcess`]) or [`output`](Self::output) (bounded in time, killed if it hangs).
 pub struct StraitCommand {
@@ -136,7 +163,7 @@ impl StraitCommand {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strait"));
+        let mut cmd = Command::new(strait_bin());
         cmd.args(args).stdin(Stdio::null());
         StraitCommand { cmd }
     }
@@ -564,10 +591,10 @@ impl Drop for Proc {
     }
 }
 
-/// Kafka's own producer (`tests/java/PartitionProbe.java`) against `cluster`, with `args` after
+/// Kafka's own producer (`tests/java/PartitionProbe.java`, at the workspace's top) against `cluster`, with `args` after
 /// the program; acknowledgements to `out`, errors to `out` with extension `err`.
 pub fn partition_probe(cluster: &Cluster, args: &[String], out: &Path) -> Proc {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/PartitionProbe.java");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/PartitionProbe.java");
     let child = Command::new(java())
         .arg("-cp")
         .arg(format!("{}/*", cluster.lib_dir().display()))
