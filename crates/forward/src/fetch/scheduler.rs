@@ -225,9 +225,10 @@ impl Scheduler {
         Some(request)
     }
 
-    /// If the request in flight is overdue at `now`: its partitions, to be checked against
-    /// metadata refreshed from now on (then [`release`](Self::release) those that moved). Asks
-    /// again every [`OVERDUE_AFTER`] while the request stays unanswered.
+    /// If the request in flight is overdue at `now`: its partitions and those waiting behind it
+    /// (they cannot be sent before it is answered), to be checked against metadata refreshed
+    /// from now on (then [`release`](Self::release) those that moved). Asks again every
+    /// [`OVERDUE_AFTER`] while the request stays unanswered.
     pub(crate) fn overdue(&mut self, now: Instant) -> Option<Vec<TopicPartition>> {
         let round = self.in_flight.as_ref()?;
         let check_at = self.check_at?;
@@ -238,40 +239,55 @@ impl Scheduler {
         let partitions = round
             .iter()
             .filter(|w| !self.abandoned.contains(&w.ticket))
+            .chain(&self.waiting)
             .map(|w| w.want.partition.partition.clone())
             .collect();
         Some(partitions)
     }
 
-    /// The partitions `moved` of the overdue request in flight have another leader now: they
-    /// are answered at once with a retriable error (and fetched from their new leader); the
-    /// request stays in flight for the others.
+    /// The partitions `moved` of the overdue request in flight, or waiting behind it, have
+    /// another leader now: they are answered at once with a retriable error (and fetched from
+    /// their new leader); the request stays in flight for the others, and the others keep
+    /// waiting for it.
     pub(crate) fn release(&mut self, moved: &[TopicPartition], node: i32) -> Vec<Answer> {
-        let Some(round) = &self.in_flight else {
-            return Vec::new();
-        };
         let moved: HashSet<&TopicPartition> = moved.iter().collect();
-        let mut answers = Vec::new();
-        for w in round {
-            let tp = &w.want.partition.partition;
-            if moved.contains(tp) && self.abandoned.insert(w.ticket) {
-                if self.busy.get(tp) == Some(&w.ticket) {
-                    self.busy.remove(tp);
+        let mut released = Vec::new();
+        if let Some(round) = &self.in_flight {
+            for w in round {
+                let tp = &w.want.partition.partition;
+                if moved.contains(tp) && self.abandoned.insert(w.ticket) {
+                    if self.busy.get(tp) == Some(&w.ticket) {
+                        self.busy.remove(tp);
+                    }
+                    released.push((w.ticket, tp.clone()));
                 }
-                answers.push(Answer {
-                    ticket: w.ticket,
-                    result: Err(IoError::new(
-                        ErrorClass::Retriable,
-                        "NOT_LEADER_OR_FOLLOWER",
-                        format!(
-                            "source broker {node} has not answered a Fetch for {tp} in time and \
-                             the metadata names another leader; fetching from it"
-                        ),
-                    )),
-                });
             }
         }
-        answers
+        // Waiting behind an unanswered request, they would wait for its timeout, however long
+        // ago their leadership moved away.
+        let (behind, kept): (Vec<Waiting>, Vec<Waiting>) = self
+            .waiting
+            .drain(..)
+            .partition(|w| moved.contains(&w.want.partition.partition));
+        self.waiting = kept.into();
+        for w in behind {
+            self.done(&w);
+            released.push((w.ticket, w.want.partition.partition));
+        }
+        released
+            .into_iter()
+            .map(|(ticket, tp)| Answer {
+                ticket,
+                result: Err(IoError::new(
+                    ErrorClass::Retriable,
+                    "NOT_LEADER_OR_FOLLOWER",
+                    format!(
+                        "source broker {node} has not answered a Fetch in time and the metadata \
+                         names another leader for {tp}; fetching from it"
+                    ),
+                )),
+            })
+            .collect()
     }
 
     /// When [`poll_request`](Self::poll_request) (or, with a request in flight,
@@ -719,6 +735,43 @@ mod tests {
         let answers = s.on_failure(IoError::new(ErrorClass::Retriable, "timeout", "late"));
         assert_eq!(tickets(&answers), [(1, Some("timeout".into()))]);
         assert_eq!(s.next_wakeup(), None);
+    }
+
+    /// A partition that asked while the request in flight went unanswered waits behind it (one
+    /// request per broker at a time): it is checked with the overdue request's partitions, and
+    /// released if it moved, instead of waiting for the request's timeout. (A frozen broker
+    /// held such a partition for `request.timeout.ms` after its leadership had moved.)
+    #[test]
+    fn partitions_waiting_behind_an_overdue_request_can_be_released() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(true);
+        ask(&mut s, 1, want(0, 0));
+        s.poll_request(t0).unwrap();
+        // Asked after the request was sent: waits for the next round.
+        ask(&mut s, 2, want(1, 0));
+        ask(&mut s, 3, want(2, 0));
+        let due = t0 + Duration::from_millis(100) + OVERDUE_AFTER;
+        assert_eq!(s.overdue(due).unwrap(), vec![tp(0), tp(1), tp(2)]);
+        let answers = s.release(&[tp(0), tp(1)], 7);
+        assert_eq!(
+            tickets(&answers),
+            [
+                (1, Some("NOT_LEADER_OR_FOLLOWER".into())),
+                (2, Some("NOT_LEADER_OR_FOLLOWER".into()))
+            ]
+        );
+        // Released: it may ask again (at its new leader; here the same scheduler).
+        ask(&mut s, 4, want(1, 0));
+        assert_eq!(
+            s.overdue(due + OVERDUE_AFTER).unwrap(),
+            vec![tp(2), tp(1)],
+            "the rest is still checked"
+        );
+        // The broker answers in the end: the next round carries those still waiting.
+        let answers = s.on_failure(IoError::new(ErrorClass::Retriable, "timeout", "late"));
+        assert!(answers.is_empty(), "{:?}", tickets(&answers));
+        let next = s.poll_request(due + OVERDUE_AFTER).unwrap();
+        assert_eq!(sent(&next), vec![2, 1]);
     }
 
     /// A throttled answer (KIP-219) holds the next request back for the throttle time.
