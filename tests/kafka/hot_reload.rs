@@ -75,7 +75,9 @@ fn rewrite(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-async fn wait_for_end(target: &Client, topic: &str, want: i64, timeout: Duration) {
+/// Waits until `topic` holds `want` records on the target; on timeout, fails with the end of
+/// the mirror's log (`log`), which goes with the test's temporary directory.
+async fn wait_for_end(target: &Client, topic: &str, want: i64, timeout: Duration, log: &Path) {
     let deadline = Instant::now() + timeout;
     loop {
         let got = end_offsets(target, topic, 1).await[0];
@@ -86,10 +88,16 @@ async fn wait_for_end(target: &Client, topic: &str, want: i64, timeout: Duration
             );
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{topic}: {got} of {want} records on the target after {timeout:?}"
-        );
+        if Instant::now() >= deadline {
+            let text = log_text(log);
+            let tail: Vec<&str> = text.lines().rev().take(120).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "{topic}: {got} of {want} records on the target after {timeout:?}; the mirror's \
+                 log ends:\n{}",
+                tail.join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -171,7 +179,13 @@ fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() 
         "hot reload: SIGHUP or a change",
         Duration::from_secs(60),
     );
-    rt.block_on(wait_for_end(&target, ALPHA, 20, Duration::from_secs(120)));
+    rt.block_on(wait_for_end(
+        &target,
+        ALPHA,
+        20,
+        Duration::from_secs(120),
+        &log,
+    ));
     assert!(
         !rt.block_on(target.metadata(None))
             .unwrap()
@@ -192,14 +206,26 @@ fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() 
         "changed settings that need a restart: mirror.commit_interval",
         Duration::from_secs(5),
     );
-    rt.block_on(wait_for_end(&target, BETA, 20, Duration::from_secs(120)));
+    rt.block_on(wait_for_end(
+        &target,
+        BETA,
+        20,
+        Duration::from_secs(120),
+        &log,
+    ));
     // hr-alpha stopped cleanly: everything acknowledged was committed before it was released.
     assert_eq!(rt.block_on(committed(&producer, ALPHA)), 20);
     rt.block_on(async {
         produce_numbered(&producer, ALPHA, 0..1, 20..40).await;
         produce_numbered(&producer, BETA, 0..1, 20..40).await;
     });
-    rt.block_on(wait_for_end(&target, BETA, 40, Duration::from_secs(120)));
+    rt.block_on(wait_for_end(
+        &target,
+        BETA,
+        40,
+        Duration::from_secs(120),
+        &log,
+    ));
     // Written before hr-beta's last records, which arrived: a mirrored hr-alpha would have too.
     assert_eq!(
         rt.block_on(end_offsets(&target, ALPHA, 1))[0],
@@ -233,7 +259,13 @@ fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() 
     assert!(hup.success());
     wait_for_log(&log, "trigger=\"SIGHUP\"", Duration::from_secs(30));
     rt.block_on(produce_numbered(&producer, BETA, 0..1, 40..60));
-    rt.block_on(wait_for_end(&target, BETA, 60, Duration::from_secs(120)));
+    rt.block_on(wait_for_end(
+        &target,
+        BETA,
+        60,
+        Duration::from_secs(120),
+        &log,
+    ));
     assert!(strait.try_wait().unwrap().is_none(), "strait exited");
 
     // 3. Certificate rotation: a new key and certificate (CN hr-mirror-new) at the same paths;
@@ -264,7 +296,13 @@ fn filters_reload_invalid_edits_are_refused_and_rotated_certificates_are_used() 
         .unwrap()
     });
     rt.block_on(produce_numbered(&producer, BETA, 0..1, 60..80));
-    rt.block_on(wait_for_end(&target, BETA, 80, Duration::from_secs(180)));
+    rt.block_on(wait_for_end(
+        &target,
+        BETA,
+        80,
+        Duration::from_secs(180),
+        &log,
+    ));
     let text = log_text(&log);
     assert!(
         text.lines()
