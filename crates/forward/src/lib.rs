@@ -130,7 +130,7 @@ pub use pipeline::kafka::{
     ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget, WireTransactions,
 };
 #[cfg(feature = "pipeline")]
-pub use pipeline::{ExactlyOnce, Failure, Forwarder, OutOfRangePolicy, Route, Settings};
+pub use pipeline::{ExactlyOnce, Failure, Forwarder, OffsetOutOfRange, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,

@@ -23,10 +23,11 @@ use crate::coalesce::Coalesced;
 use crate::config::ClientConfig;
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::metadata::{self, ClusterMetadata, describe_topic_error};
+use crate::metadata::{self, ClusterMetadata, PartitionLeader, describe_topic_error};
+use crate::resource_config::Configs;
 use crate::route::UNKNOWN_TOPIC_RETRIES;
 use crate::tls::TlsContext;
-use crate::topic::{TopicId, TopicPartition};
+use crate::topic::TopicPartition;
 
 /// A client for one Kafka cluster.
 #[derive(Clone)]
@@ -43,13 +44,13 @@ pub(crate) struct ClientInner {
     /// Refreshes of named topics, coalesced (see [`Client::metadata`]).
     topic_refresh: Coalesced<String, ()>,
     /// Topic configuration lookups, coalesced (see [`crate::admin::Admin::describe_topic_configs`]).
-    pub(crate) topic_configs: Coalesced<String, Result<crate::admin::Configs>>,
+    pub(crate) topic_configs: Coalesced<String, Result<Configs>>,
     /// Single-partition offset lookups, coalesced (see [`Client::list_offset`]).
     pub(crate) offsets: Coalesced<
         (
             TopicPartition,
             crate::offsets::OffsetSpec,
-            crate::fetch::IsolationLevel,
+            crate::fetch::Isolation,
         ),
         Result<crate::offsets::ListedOffset>,
     >,
@@ -80,14 +81,6 @@ struct SlotState {
     backoff: Option<Backoff>,
     /// When the last attempt failed, and how long to wait after it.
     last_failure: Option<(Instant, Duration)>,
-}
-
-/// Where a partition's requests go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Route {
-    pub(crate) leader: i32,
-    pub(crate) leader_epoch: i32,
-    pub(crate) topic_id: Option<TopicId>,
 }
 
 impl std::fmt::Debug for Client {
@@ -500,7 +493,7 @@ impl Client {
         md: &ClusterMetadata,
         tp: &TopicPartition,
         operation: &str,
-    ) -> Result<Route> {
+    ) -> Result<PartitionLeader> {
         let Some(topic) = md.topic(tp.topic()) else {
             return Err(Error::broker(
                 ResponseError::UnknownTopicOrPartition,
@@ -522,7 +515,7 @@ impl Client {
             ));
         };
         match p.leader {
-            Some(leader) => Ok(Route {
+            Some(leader) => Ok(PartitionLeader {
                 leader,
                 leader_epoch: p.leader_epoch,
                 topic_id: topic.id,

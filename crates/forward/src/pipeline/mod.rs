@@ -39,7 +39,7 @@ use retry_log::{RETRY_WARN_EVERY, RetryLog};
 
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
-use io::{ErrorClass, IoError};
+use io::{FailureAction, IoError};
 pub use partition::Route;
 
 use budget::Budget;
@@ -49,7 +49,7 @@ use sender::Senders;
 
 /// What to do when the source no longer has the offset the mirror needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutOfRangePolicy {
+pub enum OffsetOutOfRange {
     /// Stop the partition with an error (the default: never skip data silently).
     #[default]
     Fail,
@@ -88,7 +88,7 @@ pub struct Settings {
     /// Where partitions without a committed position start.
     pub start: StartPosition,
     /// What to do when the needed source offset is gone.
-    pub on_offset_out_of_range: OutOfRangePolicy,
+    pub on_offset_out_of_range: OffsetOutOfRange,
     /// First retry delay.
     pub retry_backoff: Duration,
     /// Largest retry delay.
@@ -194,7 +194,7 @@ impl Default for Settings {
             log_append_time: LogAppendTimePolicy::UseCreateTime,
             max_decompressed_bytes: 64 << 20,
             start: StartPosition::Earliest,
-            on_offset_out_of_range: OutOfRangePolicy::Fail,
+            on_offset_out_of_range: OffsetOutOfRange::Fail,
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(10),
             max_request_bytes: 16 << 20,
@@ -450,7 +450,7 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         if committed.len() != routes.len() {
             // Zipping would silently leave partitions unassigned.
             return Err(Error::Io(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "bad_response",
                 format!(
                     "the position store answered {} positions for {} partitions; assign again",
@@ -629,7 +629,7 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         .await;
         committed.unwrap_or_else(|_| {
             Err(Error::Io(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "timeout",
                 format!(
                     "the final commit of the source positions did not finish within the drain \
@@ -706,7 +706,7 @@ async fn init_producer_id<T: Target>(target: &T) -> Result<io::ProducerIdentity,
     loop {
         match target.init_producer_id().await {
             Ok(identity) => return Ok(identity),
-            Err(e) if e.class == ErrorClass::Denied => {
+            Err(e) if e.action == FailureAction::Denied => {
                 denial.wait(None, &e, &never).await;
             }
             Err(e) => return Err(Error::Io(e)),

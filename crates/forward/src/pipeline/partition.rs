@@ -33,7 +33,7 @@ use super::budget::{Account, Budget, Reservation};
 use super::codec;
 use super::cycle::{Cycle, CycleAction};
 use super::io::{
-    ErrorClass, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
+    FailureAction, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
     TopicLimits, Transactions,
 };
 use super::plan::{Part, Rules, Step};
@@ -366,9 +366,9 @@ async fn run_transactional<S: Source, T: Target>(
         let committed = txn.cycle.committed_position();
         known = Some(committed);
         leg.position.ackd.store(committed, Ordering::Release);
-        let class = error_class(&e);
-        let fenced = class == Some(ErrorClass::Fenced)
-            || matches!(&aborted, Err(a) if a.class == ErrorClass::Fenced);
+        let action = failure_action(&e);
+        let fenced = action == Some(FailureAction::Fenced)
+            || matches!(&aborted, Err(a) if a.action == FailureAction::Fenced);
         if stop.is_cancelled() {
             return Ok(());
         }
@@ -382,10 +382,10 @@ async fn run_transactional<S: Source, T: Target>(
                 () = tokio::time::sleep(eos.fenced_backoff) => {}
                 _ = stop.cancelled() => return Ok(()),
             }
-        } else if matches!(class, Some(ErrorClass::Abortable)) {
+        } else if matches!(action, Some(FailureAction::Abortable)) {
             tracing::warn!(partition = %route.source, transactional_id = %id, error = %e,
                 restart = committed, "transaction aborted; redoing it from the last committed position");
-        } else if let Some(io) = io_error(&e).filter(|io| io.class == ErrorClass::Denied) {
+        } else if let Some(io) = io_error(&e).filter(|io| io.action == FailureAction::Denied) {
             // The open transaction is aborted; once the grant exists the work is redone from
             // the last committed position, as after an abortable error.
             if !txn
@@ -445,7 +445,7 @@ async fn transactional_start<S: Source, T: Target>(
 fn position_missing(eos: &ExactlyOnce, route: &Route, end: i64) -> IoError {
     let (group, target) = (&eos.group_id, &route.target);
     IoError::new(
-        ErrorClass::Fatal,
+        FailureAction::Fatal,
         "position_missing",
         format!(
             "exactly-once: the target group '{group}' holds no position for {target}, but the \
@@ -465,9 +465,9 @@ fn position_missing(eos: &ExactlyOnce, route: &Route, end: i64) -> IoError {
     )
 }
 
-/// The pipeline class behind a partition's error, if it came from a cluster.
-fn error_class(e: &Error) -> Option<ErrorClass> {
-    io_error(e).map(|io| io.class)
+/// The pipeline action behind a partition's error, if it came from a cluster.
+fn failure_action(e: &Error) -> Option<FailureAction> {
+    io_error(e).map(|io| io.action)
 }
 
 /// The cluster's error inside `e`, if it is one.
@@ -532,7 +532,7 @@ where
         // every partition's task that much larger for its whole life (see `Leg::run`).
         match Box::pin(f()).await {
             Ok(v) => return Ok(v),
-            Err(e) if matches!(e.class, ErrorClass::Retriable | ErrorClass::Denied) => {
+            Err(e) if matches!(e.action, FailureAction::Retriable | FailureAction::Denied) => {
                 attempts += 1;
                 // Visible: this is how an operator learns that, say, the target topic is
                 // missing; said again at attempts 1, 2, 4, 8... so a long outage does not
@@ -670,8 +670,8 @@ async fn fetch_loop<S: Source, T: Target>(
             Err(e) => {
                 shared.observer.fetch_error(&route.source, &e.code);
                 drop(reservation);
-                match e.class {
-                    ErrorClass::Retriable => {
+                match e.action {
+                    FailureAction::Retriable => {
                         shared
                             .fetch_retries
                             .log(&route.source, &e, "fetch failed, retrying");
@@ -680,7 +680,7 @@ async fn fetch_loop<S: Source, T: Target>(
                         }
                         continue;
                     }
-                    ErrorClass::Denied => {
+                    FailureAction::Denied => {
                         if !denial
                             .wait(Some((shared.observer.as_ref(), &route.source)), &e, stop)
                             .await
@@ -689,7 +689,7 @@ async fn fetch_loop<S: Source, T: Target>(
                         }
                         continue;
                     }
-                    ErrorClass::OffsetOutOfRange => {
+                    FailureAction::OffsetOutOfRange => {
                         offset = Box::pin(out_of_range(shared, route, offset, e, stop)).await?;
                         // The records up to the new offset are gone for good: let the committed
                         // position follow, or a restart would meet the same gap again (and,
@@ -820,7 +820,7 @@ async fn out_of_range<S: Source, T: Target>(
     e: IoError,
     stop: &CancellationToken,
 ) -> Result<i64, Error> {
-    use super::OutOfRangePolicy::*;
+    use super::OffsetOutOfRange::*;
     let start = match shared.settings.on_offset_out_of_range {
         Fail => {
             return Err(Error::OffsetOutOfRange {
@@ -953,7 +953,7 @@ async fn produce_loop<S: Source, T: Target>(
                     return Err(Error::Target {
                         partition: route.target.to_string(),
                         detail: IoError::new(
-                            ErrorClass::Abortable,
+                            FailureAction::Abortable,
                             "producer_state",
                             "the target refused the transaction's producer state",
                         ),
@@ -1095,7 +1095,7 @@ async fn transaction_call<S: Source, T: Target>(
                 retry.succeeded(shared, route);
                 return Ok(());
             }
-            Err(e) if e.class == ErrorClass::Denied => {
+            Err(e) if e.action == FailureAction::Denied => {
                 return Err(Error::Target {
                     partition: route.target.to_string(),
                     detail: e,
@@ -1143,8 +1143,8 @@ impl TargetRetry {
         e: IoError,
         stop: &CancellationToken,
     ) -> Result<(), Error> {
-        let waited = match e.class {
-            ErrorClass::Retriable => {
+        let waited = match e.action {
+            FailureAction::Retriable => {
                 self.attempts += 1;
                 if self.attempts.is_power_of_two() {
                     tracing::warn!(partition = %route.target, error = %e,
@@ -1152,7 +1152,7 @@ impl TargetRetry {
                 }
                 self.backoff.wait(stop).await
             }
-            ErrorClass::Denied => {
+            FailureAction::Denied => {
                 self.denial
                     .wait(Some((shared.observer.as_ref(), &route.source)), &e, stop)
                     .await
@@ -1219,7 +1219,7 @@ fn on_answer<S: Source, T: Target>(
     answer: SlotResult,
 ) {
     if let Err(e) = &answer.result
-        && e.class != ErrorClass::Duplicate
+        && e.action != FailureAction::Duplicate
     {
         shared.observer.produce_error(&route.target, &e.code);
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_forward::observe::NoopObserver;
 use strait_forward::pipeline::io::{
-    ErrorClass, IoError, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
+    FailureAction, IoError, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
 };
 use strait_forward::{Compression, ExactlyOnce, Forwarder, RecordBatch, Route, Settings};
 use strait_wire::TopicPartition;
@@ -78,7 +78,7 @@ impl EosState {
             Some(t) if Some(t.epoch) == epoch => Ok(t),
             Some(t) => Err(fenced(id, epoch, t.epoch)),
             None => Err(IoError::new(
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_TXN_STATE",
                 format!("{id} was never initialized"),
             )),
@@ -104,7 +104,7 @@ impl EosState {
         if !txn.added.contains(tp) {
             let v = format!("{tp}: produced before AddPartitionsToTxn");
             self.violations.push(v.clone());
-            return Err(IoError::new(ErrorClass::Fatal, "INVALID_TXN_STATE", v));
+            return Err(IoError::new(FailureAction::Fatal, "INVALID_TXN_STATE", v));
         }
         let key = (tp.clone(), pid);
         let expected = match self.sequences.get(&key) {
@@ -118,7 +118,7 @@ impl EosState {
             );
             self.violations.push(v.clone());
             return Err(IoError::new(
-                ErrorClass::ProducerState,
+                FailureAction::ProducerState,
                 "OUT_OF_ORDER_SEQUENCE_NUMBER",
                 v,
             ));
@@ -140,7 +140,7 @@ impl EosState {
 
 fn fenced(id: &str, epoch: Option<i16>, current: i16) -> IoError {
     IoError::new(
-        ErrorClass::Fenced,
+        FailureAction::Fenced,
         "PRODUCER_FENCED",
         format!("{id}: epoch {epoch:?} was fenced by epoch {current}"),
     )
@@ -210,7 +210,11 @@ impl Target for EosTarget {
         let Some(id) = transactional_id else {
             st.violations
                 .push("exactly-once sent a request without a transactional id".into());
-            return Err(IoError::new(ErrorClass::Fatal, "INVALID_REQUEST", "no id"));
+            return Err(IoError::new(
+                FailureAction::Fatal,
+                "INVALID_REQUEST",
+                "no id",
+            ));
         };
         Ok(batches
             .iter()

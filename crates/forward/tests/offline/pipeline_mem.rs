@@ -23,11 +23,11 @@ use strait_forward::observe::{
     BatchForwarded, LossReason, Observer, OffsetPoint, Path, SkipReason,
 };
 use strait_forward::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Isolation, NoTransactions, Positions, ProduceAck,
+    FailureAction, FetchSpec, Fetched, IoError, Isolation, NoTransactions, Positions, ProduceAck,
     ProducerIdentity, Source, StartPosition, Target, TopicLimits,
 };
 use strait_forward::{
-    Compression, FetchedBatch, FetchedRecords, Forwarder, OutOfRangePolicy, RecordBatch, Route,
+    Compression, FetchedBatch, FetchedRecords, Forwarder, OffsetOutOfRange, RecordBatch, Route,
     Settings,
 };
 use strait_wire::TopicPartition;
@@ -422,7 +422,7 @@ impl SrcLog {
         }
         if spec.offset < self.log_start || spec.offset > self.end {
             return Err(IoError::new(
-                ErrorClass::OffsetOutOfRange,
+                FailureAction::OffsetOutOfRange,
                 "OFFSET_OUT_OF_RANGE",
                 format!(
                     "offset {} is outside {}..{}",
@@ -731,14 +731,14 @@ impl FakeTarget {
             |class, code: &str, msg: String| (Err(IoError::new(class, code, msg)), None, false);
         let Some(&(partitions, max_message_bytes)) = st.topics.get(tp.topic()) else {
             return err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("{tp} does not exist"),
             );
         };
         if tp.partition() >= partitions {
             return err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("{tp} does not exist"),
             );
@@ -750,7 +750,7 @@ impl FakeTarget {
         let leader = *st.leader.get(tp).unwrap_or(&1);
         if leader != node {
             return err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "NOT_LEADER_OR_FOLLOWER",
                 format!("node {node} does not lead {tp} (node {leader} does)"),
             );
@@ -762,12 +762,12 @@ impl FakeTarget {
         };
         let batch = match RecordBatch::parse(bytes.clone()) {
             Ok(b) => b,
-            Err(e) => return invalid(st, ErrorClass::Fatal, "CORRUPT_MESSAGE", e.to_string()),
+            Err(e) => return invalid(st, FailureAction::Fatal, "CORRUPT_MESSAGE", e.to_string()),
         };
         if batch.base_offset() != 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_RECORD",
                 "baseOffset should be 0".into(),
             );
@@ -778,7 +778,7 @@ impl FakeTarget {
         {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_RECORD",
                 "control batch or inconsistent offset range".into(),
             );
@@ -787,7 +787,7 @@ impl FakeTarget {
         if attrs & 0x10 != 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
                 "transactional batch without a transactional id".into(),
             );
@@ -795,7 +795,7 @@ impl FakeTarget {
         if attrs & 0x48 != 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_TIMESTAMP",
                 "LogAppendTime or delete-horizon bit left set".into(),
             );
@@ -809,22 +809,22 @@ impl FakeTarget {
                     Ok(_) => {
                         return invalid(
                             st,
-                            ErrorClass::Fatal,
+                            FailureAction::Fatal,
                             "INVALID_RECORD",
                             "offset deltas are not 0..n-1".into(),
                         );
                     }
                     Err(e) => {
-                        return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string());
+                        return invalid(st, FailureAction::Fatal, "INVALID_RECORD", e.to_string());
                     }
                 }
             }
-            Err(e) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string()),
+            Err(e) => return invalid(st, FailureAction::Fatal, "INVALID_RECORD", e.to_string()),
         }
         if batch.size_in_bytes() > max_message_bytes {
             // Not a violation: the pipeline may not know the limit (it splits on this answer).
             return err(
-                ErrorClass::TooLarge,
+                FailureAction::TooLarge,
                 "MESSAGE_TOO_LARGE",
                 format!(
                     "{} bytes > max.message.bytes {max_message_bytes}",
@@ -840,7 +840,7 @@ impl FakeTarget {
         if pid < 0 || seq < 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_RECORD",
                 "the mirror must produce idempotently".into(),
             );
@@ -863,18 +863,18 @@ impl FakeTarget {
         }
         match fault {
             Some(Fault::Fatal(code)) => {
-                return err(ErrorClass::Fatal, code, format!("{code} (injected)"));
+                return err(FailureAction::Fatal, code, format!("{code} (injected)"));
             }
             Some(Fault::Denied) => {
                 return err(
-                    ErrorClass::Denied,
+                    FailureAction::Denied,
                     "TOPIC_AUTHORIZATION_FAILED",
                     "not authorized to write (injected)".into(),
                 );
             }
             Some(Fault::Refuse) => {
                 return err(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "NOT_ENOUGH_REPLICAS",
                     "injected".into(),
                 );
@@ -882,7 +882,7 @@ impl FakeTarget {
             // Only a broker that has state for the producer id can find its sequence wrong.
             Some(Fault::OutOfOrder) if p.producers.contains_key(&pid) => {
                 return err(
-                    ErrorClass::ProducerState,
+                    FailureAction::ProducerState,
                     "OUT_OF_ORDER_SEQUENCE_NUMBER",
                     "injected".into(),
                 );
@@ -894,7 +894,7 @@ impl FakeTarget {
         if let Some(state) = p.producers.get(&pid) {
             if epoch < state.epoch {
                 return err(
-                    ErrorClass::ProducerState,
+                    FailureAction::ProducerState,
                     "INVALID_PRODUCER_EPOCH",
                     format!("epoch {epoch} < {}", state.epoch),
                 );
@@ -910,14 +910,14 @@ impl FakeTarget {
                 }
                 if seq != seq_after(state.last_seq, 1) {
                     return err(
-                        ErrorClass::ProducerState,
+                        FailureAction::ProducerState,
                         "OUT_OF_ORDER_SEQUENCE_NUMBER",
                         format!("{tp}: expected {} got {seq}", seq_after(state.last_seq, 1)),
                     );
                 }
             } else if seq != 0 {
                 return err(
-                    ErrorClass::ProducerState,
+                    FailureAction::ProducerState,
                     "OUT_OF_ORDER_SEQUENCE_NUMBER",
                     "a new epoch starts at 0".into(),
                 );
@@ -947,7 +947,7 @@ impl FakeTarget {
         let lose = matches!(fault, Some(Fault::LoseResponse));
         match fault {
             Some(Fault::AppendedButFailed) => err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
                 "appended, not replicated in time".into(),
             ),
@@ -984,7 +984,7 @@ impl Target for FakeTarget {
         let mut st = self.st();
         let answer = if !st.topics.contains_key(partition.topic()) {
             Err(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("target topic {} does not exist", partition.topic()),
             ))
@@ -1056,7 +1056,7 @@ impl Target for FakeTarget {
             }
             if lose {
                 return Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "timeout",
                     "the produce response was lost",
                 ));
@@ -1072,7 +1072,7 @@ impl Target for FakeTarget {
         let st = self.st();
         let answer = match st.topics.get(topic) {
             None => Err(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("target topic {topic} does not exist; create it"),
             )),
@@ -1947,7 +1947,7 @@ async fn revoke_and_shutdown_drain_in_flight_batches_and_commit_the_final_positi
 /// from the log start, and a partition whose whole log is gone commits the new position.
 #[tokio::test(start_paused = true)]
 async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest() {
-    for policy in [OutOfRangePolicy::Fail, OutOfRangePolicy::Earliest] {
+    for policy in [OffsetOutOfRange::Fail, OffsetOutOfRange::Earliest] {
         let world = World::new(3);
         for p in 0..3 {
             fill_small(&world, p, 30);
@@ -1972,7 +1972,7 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
         fwd.assign(routes(&[0, 1, 2])).await.unwrap();
         let end1 = world.source_end(1);
         match policy {
-            OutOfRangePolicy::Fail => {
+            OffsetOutOfRange::Fail => {
                 wait_until("partitions 0 and 2 to fail, 1 to finish", || {
                     fwd.failures().len() == 2
                         && fwd
@@ -2344,7 +2344,7 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     world.log(0, |l| {
         for _ in 0..5 {
             l.fetch_faults.push_back(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "NOT_LEADER_OR_FOLLOWER",
                 "leader moved",
             ));
@@ -2352,7 +2352,7 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     });
     world.log(1, |l| {
         l.fetch_faults.push_back(IoError::new(
-            ErrorClass::Fatal,
+            FailureAction::Fatal,
             "TOPIC_AUTHORIZATION_FAILED",
             "may not read src",
         ))
@@ -2667,7 +2667,7 @@ async fn access_denied_heals_by_itself_once_granted() {
     world.log(1, |l| {
         for _ in 0..3 {
             l.fetch_faults.push_back(IoError::new(
-                ErrorClass::Denied,
+                FailureAction::Denied,
                 "TOPIC_AUTHORIZATION_FAILED",
                 "may not read src",
             ));

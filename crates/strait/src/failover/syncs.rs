@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use strait_forward::pipeline::Positions;
-use strait_forward::pipeline::io::{ErrorClass, IoError};
+use strait_forward::pipeline::io::{FailureAction, IoError};
 use strait_wire::{Client, TopicPartition};
 
 use super::checkpoint::read_syncs;
@@ -192,7 +192,7 @@ impl<P> GatedPositions<P> {
         }
         writer.flush().await.map(drop).map_err(|e| {
             IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "offset_syncs",
                 format!(
                     "positions not committed: the offset syncs they need could not be written \
