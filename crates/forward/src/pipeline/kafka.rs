@@ -19,6 +19,7 @@ use strait_wire::ErrorClass;
 
 use crate::Error;
 use crate::observe::{NoopObserver, Observer};
+use crate::pipeline::commit_hook::{CommitHook, NoCommitHook};
 use crate::pipeline::io::{
     FailureAction, FetchSpec, Fetched, IoError, Positions, ProduceAck, ProducerIdentity, Source,
     StartPosition, Target, TopicLimits, Transactions,
@@ -517,6 +518,7 @@ pub struct ForwarderBuilder {
     group_id: String,
     settings: Settings,
     observer: Arc<dyn Observer>,
+    commit_hook: Arc<dyn CommitHook>,
 }
 
 impl Default for ForwarderBuilder {
@@ -527,6 +529,7 @@ impl Default for ForwarderBuilder {
             group_id: "strait".to_string(),
             settings: Settings::default(),
             observer: Arc::new(NoopObserver),
+            commit_hook: Arc::new(NoCommitHook),
         }
     }
 }
@@ -557,6 +560,11 @@ impl ForwarderBuilder {
         self.observer = observer;
         self
     }
+    /// The commit path's hook (offset maps kept in step with the commits).
+    pub fn commit_hook(mut self, hook: Arc<dyn CommitHook>) -> Self {
+        self.commit_hook = hook;
+        self
+    }
     /// Connects to both clusters and gets the target producer id.
     pub async fn build(self) -> Result<WireForwarder, Error> {
         let (Some(source), Some(target)) = (self.source, self.target) else {
@@ -572,12 +580,13 @@ impl ForwarderBuilder {
             .await
             .map_err(|e| Error::Io(classify(&e)))?;
         let positions = GroupPositions::new(&source, &self.group_id);
-        Forwarder::new(
+        Forwarder::with_commit_hook(
             WireSource::new(source),
             WireTarget::new(target),
             positions,
             self.settings,
             self.observer,
+            self.commit_hook,
         )
         .await
     }

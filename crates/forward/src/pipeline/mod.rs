@@ -11,6 +11,7 @@
 mod backoff;
 mod budget;
 mod codec;
+pub mod commit_hook;
 mod cycle;
 pub mod io;
 pub mod kafka;
@@ -37,6 +38,7 @@ use crate::observe::Observer;
 use crate::rewrite::LogAppendTimePolicy;
 use retry_log::{RETRY_WARN_EVERY, RetryLog};
 
+pub use commit_hook::{AckedBatch, CommitHook, NoCommitHook};
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
 use io::{FailureAction, IoError};
@@ -315,6 +317,27 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         settings: Settings,
         observer: Arc<dyn Observer>,
     ) -> Result<Self, Error> {
+        Self::with_commit_hook(
+            source,
+            target,
+            positions,
+            settings,
+            observer,
+            Arc::new(NoCommitHook),
+        )
+        .await
+    }
+
+    /// [`new`](Self::new), with a [`CommitHook`] that hears of every acknowledged batch and
+    /// every position about to be committed, in step with the commits (failover's offset maps).
+    pub async fn with_commit_hook(
+        source: S,
+        target: T,
+        positions: P,
+        settings: Settings,
+        observer: Arc<dyn Observer>,
+        commit_hook: Arc<dyn CommitHook>,
+    ) -> Result<Self, Error> {
         settings.validate()?;
         let target = Arc::new(target);
         let identity = init_producer_id(target.as_ref()).await?;
@@ -344,6 +367,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             ),
             settings: Arc::new(settings),
             observer,
+            commit_hook,
             producers: Producers::new(identity),
             before_transaction_commit,
             produce_retries: RetryLog::new(RETRY_WARN_EVERY),
@@ -557,6 +581,13 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         }
         let positions: Vec<(TopicPartition, i64)> =
             changed.iter().map(|(tp, o, _)| (tp.clone(), *o)).collect();
+        // Exactly-once positions reached the hook at their transaction's commit; this is only
+        // the source group's monitoring copy.
+        if self.shared.settings.exactly_once.is_none() {
+            for (tp, next) in &positions {
+                self.shared.commit_hook.committing(tp, *next);
+            }
+        }
         self.positions.commit(&positions).await.map_err(Error::Io)?;
         for (tp, offset, cell) in changed {
             cell.committed.fetch_max(offset, Ordering::AcqRel);

@@ -31,6 +31,7 @@ use crate::rewrite::TargetPolicy;
 use super::backoff::Backoff;
 use super::budget::{Account, Budget, Reservation};
 use super::codec;
+use super::commit_hook::{AckedBatch, CommitHook};
 use super::cycle::{Cycle, CycleAction};
 use super::io::{
     FailureAction, FetchSpec, IoError, Isolation, ProducerIdentity, Source, StartPosition, Target,
@@ -94,6 +95,8 @@ pub(crate) struct Shared<S, T> {
     pub(crate) settings: Arc<Settings>,
     pub(crate) budget: Budget,
     pub(crate) observer: Arc<dyn Observer>,
+    /// Acknowledged batches and positions about to be committed, in step with the commits.
+    pub(crate) commit_hook: Arc<dyn CommitHook>,
     pub(crate) producers: Producers,
     /// [`Positions::before_transaction_commit`](super::Positions::before_transaction_commit)
     /// of the forwarder's position store.
@@ -1081,6 +1084,8 @@ async fn transaction_call<S: Source, T: Target>(
         let outcome = match op {
             TxnOp::Add => txn.add_partition(&route.target).await,
             TxnOp::Commit { group, next } => {
+                // The hook first: the transaction's batches count as committed from here on.
+                shared.commit_hook.committing(&route.source, next);
                 // What the position store needs durable first (the offset syncs mapping the
                 // transaction's records): a transaction committed without it would leave its
                 // range unmapped for the next owner after a crash.
@@ -1259,12 +1264,23 @@ async fn transmit<S: Source, T: Target>(
     );
 }
 
-/// Reports an acknowledged batch; returns the position it completes, if any.
+/// Reports an acknowledged batch; returns the position it completes, if any. The commit hook
+/// hears of the batch here, before the caller counts the position as acknowledged (and so
+/// before any commit of it): the order [`CommitHook`] promises.
 fn forwarded<S: Source, T: Target>(
     shared: &Shared<S, T>,
     route: &Route,
     done: Done<Reservation>,
 ) -> Option<i64> {
+    shared.commit_hook.acknowledged(&AckedBatch {
+        source: &route.source,
+        target: &route.target,
+        source_base_offset: done.part.first_offset,
+        source_last_offset: done.part.last_offset,
+        records: done.part.records,
+        target_base_offset: done.target_base_offset,
+        offsets: &done.part.offsets,
+    });
     shared.observer.batch_forwarded(&BatchForwarded {
         source: &route.source,
         target: &route.target,

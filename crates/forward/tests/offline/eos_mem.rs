@@ -15,6 +15,7 @@ use strait_forward::observe::NoopObserver;
 use strait_forward::pipeline::io::{
     FailureAction, IoError, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
 };
+use strait_forward::pipeline::{AckedBatch, CommitHook};
 use strait_forward::{Compression, ExactlyOnce, Forwarder, RecordBatch, Route, Settings};
 use strait_wire::TopicPartition;
 
@@ -566,4 +567,115 @@ async fn a_crash_in_the_first_transaction_does_not_stop_the_partition() {
         l.expected.iter().map(|(_, r)| r.clone()).collect()
     });
     assert_same("read_committed", &want, &dst.read_committed(&target));
+}
+
+/// Exactly-once, the commit hook's order: every acknowledged batch is heard of before the
+/// transaction that makes it visible commits, and every position before its transaction stores
+/// it on the target, never again after (the source group's monitoring copy is not announced).
+struct TxnLedger {
+    dst: EosTarget,
+    src: FakeSource,
+    heard: Mutex<HashSet<i64>>,
+    announced: Mutex<Vec<i64>>,
+    problems: Mutex<Vec<String>>,
+}
+
+impl CommitHook for TxnLedger {
+    fn acknowledged(&self, batch: &AckedBatch<'_>) {
+        let stored = self.dst.position("mirror", &tp("dst", 0));
+        if stored.is_some_and(|p| p > batch.source_last_offset) {
+            self.problems.lock().unwrap().push(format!(
+                "{}..={} heard of after the transaction storing {stored:?} committed",
+                batch.source_base_offset, batch.source_last_offset
+            ));
+        }
+        let mut heard = self.heard.lock().unwrap();
+        heard.extend((0..batch.records).filter_map(|d| batch.source_offset_of(d)));
+    }
+
+    fn committing(&self, source: &TopicPartition, next: i64) {
+        self.announced.lock().unwrap().push(next);
+        let stored = self.dst.position("mirror", &tp("dst", 0));
+        if stored.is_some_and(|p| p >= next) {
+            self.problems.lock().unwrap().push(format!(
+                "{source}@{next} announced after its transaction stored it"
+            ));
+        }
+        let heard = self.heard.lock().unwrap();
+        let unheard: Vec<i64> = self.src.with(source, |l| {
+            l.expected
+                .iter()
+                .map(|(o, _)| *o)
+                .filter(|o| *o < next && !heard.contains(o))
+                .take(5)
+                .collect()
+        });
+        if !unheard.is_empty() {
+            self.problems.lock().unwrap().push(format!(
+                "{source}@{next} announced before the hook heard of {unheard:?}"
+            ));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_commit_hook_hears_each_transaction_before_it_commits() {
+    let (src, dst) = (FakeSource::default(), EosTarget::default());
+    let (source, target) = (tp("src", 0), tp("dst", 0));
+    let ledger = Arc::new(TxnLedger {
+        dst: dst.clone(),
+        src: src.clone(),
+        heard: Mutex::default(),
+        announced: Mutex::default(),
+        problems: Mutex::default(),
+    });
+    let s = eos_settings(Duration::from_secs(30));
+    let fwd = Forwarder::with_commit_hook(
+        src.clone(),
+        dst.clone(),
+        NoPositions,
+        s,
+        Arc::new(NoopObserver),
+        ledger.clone(),
+    )
+    .await
+    .unwrap();
+    fwd.assign(vec![Route {
+        source: source.clone(),
+        target: target.clone(),
+    }])
+    .await
+    .unwrap();
+    let mut ends = Vec::new();
+    for round in 0..3 {
+        let end = src.with(&source, |l| {
+            l.data(
+                Compression::None,
+                (0..10)
+                    .map(|i| gen_rec(&format!("r{round}"), i, 1_700_000_000_000))
+                    .collect(),
+            );
+            l.end
+        });
+        wait_until("the range committed", || {
+            dst.position("mirror", &target) == Some(end)
+        })
+        .await;
+        ends.push(end);
+        // Past a commit interval: the source group's copy is committed too (not announced).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    fwd.shutdown().await.unwrap();
+    let problems = ledger.problems.lock().unwrap().clone();
+    assert!(
+        problems.is_empty(),
+        "commit hook out of step: {problems:#?}"
+    );
+    let announced = ledger.announced.lock().unwrap().clone();
+    for end in ends {
+        assert!(
+            announced.contains(&end),
+            "position {end} committed unannounced: {announced:?}"
+        );
+    }
 }
