@@ -8,7 +8,6 @@
 //! The pipeline only sees the clusters through the [`io`] traits; [`kafka`] provides
 //! them over `strait-wire`, and tests drive them in memory.
 
-mod backoff;
 mod budget;
 mod codec;
 pub mod commit_hook;
@@ -18,6 +17,7 @@ pub mod kafka;
 mod partition;
 pub(crate) mod plan;
 mod producer;
+mod retry;
 mod retry_log;
 mod sender;
 mod window;
@@ -732,13 +732,14 @@ impl<S: Source, T: Target, P: Positions> Drop for Inner<S, T, P> {
 /// is waited out like any other denial: the mirror starts by itself once the grant exists. The
 /// caller cancels by dropping the future (the binary does on SIGTERM).
 async fn init_producer_id<T: Target>(target: &T) -> Result<io::ProducerIdentity, Error> {
-    let mut denial = partition::Denial::new();
+    let mut denial = retry::Retry::denials();
     let never = CancellationToken::new();
     loop {
         match target.init_producer_id().await {
             Ok(identity) => return Ok(identity),
             Err(e) if e.action == FailureAction::Denied => {
-                denial.wait(None, &e, &never).await;
+                // Never cancelled, and a denial is always waited: nothing to handle.
+                let _ = denial.wait(e, None, |_, _| {}, &never).await;
             }
             Err(e) => return Err(Error::Io(e)),
         }

@@ -36,10 +36,11 @@ use crate::observe::{OffsetPoint, Path};
 use crate::reencode::reencode;
 use crate::rewrite::{ProducerStamp, TargetPolicy, stamp_in_place};
 
-use super::backoff::Backoff;
 use super::io::{FailureAction, IoError, ProduceAck, ProducerIdentity};
 use super::plan::Part;
 use super::producer::ProducerSeq;
+use super::retry::backoff;
+use strait_wire::Backoff;
 
 /// Merged batches decompress to at most this many times the merge size (`batch_size`).
 const MERGE_DECOMPRESS_FACTOR: usize = 16;
@@ -189,8 +190,8 @@ pub(crate) struct Window<H> {
 impl<H> Window<H> {
     pub(crate) fn new(config: WindowConfig, seq: ProducerSeq) -> Self {
         Window {
-            backoff: Backoff::new(config.retry_backoff.0, config.retry_backoff.1),
-            denied_backoff: Backoff::new(config.denied_backoff.0, config.denied_backoff.1),
+            backoff: backoff(config.retry_backoff),
+            denied_backoff: backoff(config.denied_backoff),
             config,
             slots: VecDeque::new(),
             seq,
