@@ -1,6 +1,6 @@
 //! Fetch scheduling: how every partition's fetch reaches its source leader.
 //!
-//! Each partition's fetch loop (`pipeline/partition.rs`) asks for one partition at a time. The
+//! Each partition's fetch loop (`pipeline/partition/fetch.rs`) asks for one partition at a time. The
 //! [`Fetcher`] routes each ask to the partition's leader by the metadata at that moment, and
 //! hands it to that broker's scheduler. One scheduler per source broker (symmetric with the
 //! per-broker produce aggregator in `pipeline/sender.rs`):

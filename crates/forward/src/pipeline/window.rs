@@ -5,7 +5,7 @@
 //! [`handle_timeout`](Window::handle_timeout)); what to do comes out
 //! ([`poll_transmit`](Window::poll_transmit), [`poll_action`](Window::poll_action),
 //! [`poll_done`](Window::poll_done), [`poll_timeout`](Window::poll_timeout)). The window does no
-//! I/O and never reads the clock: time is passed in. The async driver in `partition.rs` only
+//! I/O and never reads the clock: time is passed in. The async driver in `partition/` only
 //! carries batches to the target, answers to the window and actions to the cluster.
 //!
 //! Rules it keeps:

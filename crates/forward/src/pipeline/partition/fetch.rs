@@ -6,17 +6,16 @@
 // The partition's shared types and helpers (Shared, Route, Work, resolve_start...).
 use super::*;
 
-#[allow(clippy::too_many_arguments)]
+/// Fetches `leg`'s partition from `offset` under `rules` and sends the work to `tx`, until the
+/// leg stops, the produce side hangs up, or an error needs an operator.
 pub(super) async fn fetch_loop<S: Source, T: Target>(
-    shared: &Shared<S, T>,
-    route: &Route,
+    leg: &Leg<'_, S, T>,
     mut offset: i64,
     mut rules: Rules,
     max_message_bytes: &AtomicUsize,
-    account: &Arc<Account>,
     tx: mpsc::Sender<WorkBox>,
-    stop: &CancellationToken,
 ) -> Result<(), Error> {
+    let (shared, route, account, stop) = (leg.shared.as_ref(), leg.route, leg.account, leg.stop);
     let settings = &shared.settings;
     let mut max_bytes = settings.partition_fetch_bytes;
     let mut retry = Retry::new(

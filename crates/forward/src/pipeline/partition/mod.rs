@@ -236,22 +236,12 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
         // The produce side lowers it when the target refuses a batch as too large.
         let max_message_bytes = AtomicUsize::new(self.limits.max_message_bytes);
         let (tx, mut rx) = mpsc::channel(shared.settings.max_in_flight);
-        let (position, max_message_bytes) = (self.position, &max_message_bytes);
+        let max_message_bytes = &max_message_bytes;
         // Each side is called inside its async block, not moved into it: a future moved into
         // an async block is stored twice (captured, then awaited), and this task's future is
         // allocated for every partition.
         let fetch = async {
-            let r = fetch_loop(
-                shared,
-                route,
-                start,
-                rules.clone(),
-                max_message_bytes,
-                self.account,
-                tx,
-                self.stop,
-            )
-            .await;
+            let r = fetch_loop(self, start, rules.clone(), max_message_bytes, tx).await;
             tracing::debug!(partition = %route.source, "fetch side ended");
             r
         };
@@ -275,11 +265,9 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
                     None => Wake::from(rx.recv().await),
                 };
                 let (phase, next) = Box::pin(produce_loop(
-                    shared,
-                    route,
+                    self,
                     &mut rx,
                     first,
-                    position,
                     seq,
                     rules.policy.clone(),
                     max_message_bytes,
@@ -365,18 +353,16 @@ enum Phase {
 /// (producer ids, topic limits). The window decides everything else. Exactly-once (`txn`): the
 /// [`Cycle`] decides when the partition joins a transaction and when it commits; the
 /// acknowledged position moves only with commits.
-#[allow(clippy::too_many_arguments)]
 async fn produce_loop<S: Source, T: Target>(
-    shared: &Shared<S, T>,
-    route: &Route,
+    leg: &Leg<'_, S, T>,
     rx: &mut mpsc::Receiver<WorkBox>,
     first: Wake,
-    position: &PositionCell,
     seq: ProducerSeq,
     policy: TargetPolicy,
     max_message_bytes: &AtomicUsize,
     mut txn: Option<&mut RouteTxn<T::Transactions>>,
 ) -> (Phase, ProducerSeq) {
+    let (shared, route, position) = (leg.shared.as_ref(), leg.route, leg.position);
     let settings = &shared.settings;
     let (acks_tx, mut acks_rx) = mpsc::unbounded_channel::<SlotResult>();
     let mut w: Window<Reservation> = Window::new(
