@@ -25,7 +25,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::Retry;
 // Shared with the client's config cache, so they live in a leaf module below both.
 use crate::error::{Error, Result};
 use crate::group::with_principal;
@@ -506,31 +505,22 @@ impl Admin {
     }
 
     /// Runs `attempt` against the controller, retrying NOT_CONTROLLER and connection errors
-    /// within `request.timeout.ms`.
-    async fn on_controller<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    /// within `request.timeout.ms` (the client's one retry loop).
+    async fn on_controller<T, F, Fut>(&self, api: &str, attempt: F) -> Result<T>
     where
-        F: FnMut(Connection) -> Fut,
+        F: Fn(Connection) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let config = self.client.config().clone();
-        let mut retry = Retry::within(config.request_timeout(), &config);
-        loop {
-            let result = match self.controller().await {
-                Ok(conn) => attempt(conn).await,
-                Err(e) => Err(e),
-            };
-            let err = match result {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            let retriable = err.code() == Some(ResponseError::NotController)
-                || (err.code().is_none() && err.is_retriable());
-            let Some(wait) = retry.next_wait().filter(|_| retriable) else {
-                return Err(err);
-            };
-            tracing::debug!(api, error = %err, "retrying on the controller");
-            tokio::time::sleep(wait).await;
-        }
+        let retriable = |err: &Error| {
+            err.code() == Some(ResponseError::NotController)
+                || (err.code().is_none() && err.is_retriable())
+        };
+        let attempt = &attempt;
+        self.client
+            .retry_while(api, retriable, || async move {
+                attempt(self.controller().await?).await
+            })
+            .await
     }
 
     /// Creates topics. The outer error is for the request as a whole; each topic has its own

@@ -542,26 +542,44 @@ impl Client {
     /// Retries connection errors within `request.timeout.ms`, and UNKNOWN_TOPIC_OR_PARTITION
     /// a few times only (a new topic reaches every broker within moments; a missing one
     /// should not cost the whole timeout).
-    pub(crate) async fn retrying<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    pub(crate) async fn retrying<T, F, Fut>(&self, api: &str, attempt: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let config = &self.inner.config;
-        let mut retry = Retry::within(config.request_timeout(), config);
         let mut unknown_topic = 0u32;
+        let retriable = |err: &Error| {
+            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
+                unknown_topic += 1;
+                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
+                    return false;
+                }
+            }
+            err.is_retriable()
+        };
+        self.retry_while(api, retriable, attempt).await
+    }
+
+    /// The client's one retry loop for whole operations (partition-routed requests have
+    /// `route_and_retry`): runs `attempt` until it succeeds, `retriable` refuses its error, or
+    /// the next wait would end past `request.timeout.ms`. Sleeps the client's backoff between.
+    pub(crate) async fn retry_while<T, F, Fut>(
+        &self,
+        api: &str,
+        mut retriable: impl FnMut(&Error) -> bool,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut retry = self.retry();
         loop {
             let err = match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
-                unknown_topic += 1;
-                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
-                    return Err(err);
-                }
-            }
-            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
+            let Some(wait) = retry.next_wait().filter(|_| retriable(&err)) else {
                 return Err(err);
             };
             tracing::debug!(api, error = %err, "retrying");
