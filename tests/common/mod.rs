@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use strait_forward::{FetchedBatch, FetchedRecords};
 use strait_testkit::Cluster;
 use strait_wire::{
-    Client, ClientConfig, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, TopicPartition,
+    Client, ClientConfig, FetchOptions, FetchPartition, Isolation, OffsetSpec, TopicPartition,
 };
 
 /// Starts the source and target single-node clusters side by side.
@@ -275,7 +275,7 @@ pub async fn end_offsets(client: &Client, topic: &str, partitions: i32) -> Vec<i
         .map(|p| (TopicPartition::new(topic, p).unwrap(), OffsetSpec::Latest))
         .collect();
     client
-        .list_offsets(&tps, IsolationLevel::ReadUncommitted)
+        .list_offsets(&tps, Isolation::ReadUncommitted)
         .await
         .unwrap()
         .into_iter()

@@ -634,10 +634,10 @@ async fn records_with_offsets(
     partitions: i32,
 ) -> BTreeMap<i32, Vec<(i64, String)>> {
     use strait_forward::{FetchedBatch, FetchedRecords};
-    use strait_wire::{FetchOptions, FetchPartition, IsolationLevel};
+    use strait_wire::{FetchOptions, FetchPartition, Isolation};
     let ends = end_offsets(client, topic, partitions).await;
     let options = FetchOptions {
-        isolation: IsolationLevel::ReadCommitted,
+        isolation: Isolation::ReadCommitted,
         ..FetchOptions::default()
     };
     let mut out = BTreeMap::new();

@@ -64,7 +64,7 @@ fn restarts_faster_than_the_commit_interval_keep_duplicates_bounded() {
                     })
                     .collect();
                 if let Ok(ends) = dst
-                    .list_offsets(&tps, strait_wire::IsolationLevel::ReadUncommitted)
+                    .list_offsets(&tps, strait_wire::Isolation::ReadUncommitted)
                     .await
                 {
                     let total = ends.iter().map(|l| l.offset.unwrap_or(0)).sum();

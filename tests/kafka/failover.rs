@@ -527,7 +527,7 @@ async fn try_end_offsets(client: &Client, topic: &str, partitions: i32) -> Vec<O
             Duration::from_secs(1),
             client.list_offsets(
                 &[(tp, strait_wire::OffsetSpec::Latest)],
-                strait_wire::IsolationLevel::ReadUncommitted,
+                strait_wire::Isolation::ReadUncommitted,
             ),
         )
         .await;

@@ -28,7 +28,7 @@ use strait_forward::txn::AbortedTransaction;
 use strait_forward::{AbortedTransactionFilter, FetchedBatch, FetchedRecords, TxnDecision};
 use strait_testkit::{AdminOp, Cluster, ConsumeOptions};
 use strait_wire::admin::NewTopic;
-use strait_wire::{Client, FetchOptions, FetchPartition, IsolationLevel, TopicPartition};
+use strait_wire::{Client, FetchOptions, FetchPartition, Isolation, TopicPartition};
 
 const GROUP: &str = "app";
 const MIRROR_GROUP: &str = "strait-sources";
@@ -292,7 +292,7 @@ async fn end(client: &Client, tp: &TopicPartition) -> i64 {
 async fn read_committed(client: &Client, tp: &TopicPartition) -> Vec<(i64, String)> {
     let end = end(client, tp).await;
     let options = FetchOptions {
-        isolation: IsolationLevel::ReadCommitted,
+        isolation: Isolation::ReadCommitted,
         ..FetchOptions::default()
     };
     let mut out = Vec::new();

@@ -21,7 +21,7 @@ use common::{client, clusters, end_offsets, http_get, produce_monotonic, runtime
 use strait_forward::GroupPositions;
 use strait_forward::pipeline::Positions;
 use strait_testkit::{AdminOp, Cluster, Listener, Resource};
-use strait_wire::{Client, ClientConfig, IsolationLevel, OffsetSpec, TopicPartition};
+use strait_wire::{Client, ClientConfig, Isolation, OffsetSpec, TopicPartition};
 
 /// A `strait run` that is killed when dropped, so a failing test leaves nothing running.
 struct Mirror {
@@ -305,7 +305,7 @@ fn losses_are_counted_and_a_stopped_partition_is_not_ready() {
             .unwrap();
         assert!(out.status.success(), "kafka-delete-records: {}", String::from_utf8_lossy(&out.stderr));
         let earliest = src
-            .list_offsets(&[(tp, OffsetSpec::Earliest)], IsolationLevel::ReadUncommitted)
+            .list_offsets(&[(tp, OffsetSpec::Earliest)], Isolation::ReadUncommitted)
             .await
             .unwrap();
         assert_eq!(earliest[0].offset, Some(deleted), "the source's log now starts at {deleted}");

@@ -16,8 +16,8 @@ use strait_forward::{FetchedBatch, FetchedRecords};
 use strait_wire::group::{Generation, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::offset_commit::CommitOffset;
 use strait_wire::{
-    Client, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel, OffsetSpec,
-    ResponseError, TopicPartition,
+    Client, FetchOptions, FetchPartition, FetchedPartition, Isolation, OffsetSpec, ResponseError,
+    TopicPartition,
 };
 
 use crate::error::{Error, Result};
@@ -69,7 +69,7 @@ async fn start_positions(
     }
     if !missing.is_empty() {
         for listed in client
-            .list_offsets(&missing, IsolationLevel::ReadUncommitted)
+            .list_offsets(&missing, Isolation::ReadUncommitted)
             .await?
         {
             next.insert(listed.partition, listed.offset.unwrap_or(0));
@@ -196,7 +196,7 @@ async fn handle_partition(
             let listed = client
                 .list_offsets(
                     &[(tp.clone(), OffsetSpec::Earliest)],
-                    IsolationLevel::ReadUncommitted,
+                    Isolation::ReadUncommitted,
                 )
                 .await?;
             let earliest = listed.first().and_then(|l| l.offset).unwrap_or(0);

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use strait_forward::{Forwarder, OutOfRangePolicy, Route, Settings};
+use strait_forward::{Forwarder, OffsetOutOfRange, Route, Settings};
 use strait_wire::{ClientConfig, TopicPartition};
 
 fn env_or(name: &str, default: &str) -> String {
@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut settings = Settings::default();
     // Never skip data silently: a partition whose position was deleted by retention stops and
     // is listed by `failures()` (the default; Earliest/Latest accept the gap).
-    settings.on_offset_out_of_range = OutOfRangePolicy::Fail;
+    settings.on_offset_out_of_range = OffsetOutOfRange::Fail;
 
     let forwarder = Forwarder::builder()
         .source(source)

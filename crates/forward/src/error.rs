@@ -5,7 +5,7 @@
 //!
 //! [`Error`] (feature `pipeline`): the fetch -> produce pipeline. It wraps a codec error with the
 //! partition it happened in, and adds what the clusters answered and why a partition stopped.
-//! It names the concept to change (an [`OutOfRangePolicy`](crate::OutOfRangePolicy), a topic to
+//! It names the concept to change (an [`OffsetOutOfRange`](crate::OffsetOutOfRange), a topic to
 //! create), never a configuration key of a program embedding the forwarder.
 
 use crate::compression::Compression;

@@ -82,7 +82,9 @@
 //! ([`Forwarder::builder`] over `strait-wire` clients, or [`Forwarder::new`] over your own
 //! [`pipeline::Source`], [`pipeline::Target`] and [`pipeline::Positions`]). A `Forwarder` is a
 //! cheap `Clone` handle; [`Forwarder::failures`] lists stopped partitions with their typed
-//! [`Error`]. `examples/embed.rs` is a complete program; against a broker:
+//! [`Error`]. Two hooks see what it does: an [`observe::Observer`] for metrics and tracing, and
+//! a [`pipeline::CommitHook`] ([`Forwarder::with_commit_hook`]) for state that must stay in step
+//! with the committed positions (acknowledged batches with their exact offsets, in commit order). `examples/embed.rs` is a complete program; against a broker:
 //!
 //! ```text
 //! SOURCE=127.0.0.1:9092 TARGET=127.0.0.1:9192 TOPIC=orders PARTITIONS=3 \
@@ -133,7 +135,7 @@ pub use pipeline::kafka::{
     ForwarderBuilder, GroupPositions, WireForwarder, WireSource, WireTarget, WireTransactions,
 };
 #[cfg(feature = "pipeline")]
-pub use pipeline::{ExactlyOnce, Failure, Forwarder, OutOfRangePolicy, Route, Settings};
+pub use pipeline::{ExactlyOnce, Failure, Forwarder, OffsetOutOfRange, Route, Settings};
 pub use reencode::{ReencodedBatch, reencode};
 pub use rewrite::{
     DropReason, LogAppendTimePolicy, ProducerStamp, ReencodeReason, TargetPolicy, drop_reason,

@@ -6,6 +6,10 @@
 //!
 //! Methods are called on the hot path from tokio tasks: implementations must be cheap
 //! (atomic counters, channel sends), never block.
+//!
+//! Nothing correct may depend on these calls or their timing: state that must stay in step
+//! with the committed positions (failover's offset maps) is a
+//! [`CommitHook`](crate::pipeline::CommitHook), called on the commit path.
 
 use std::time::{Duration, SystemTime};
 

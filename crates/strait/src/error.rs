@@ -238,7 +238,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use strait_forward::Error as F;
-    use strait_forward::pipeline::io::{ErrorClass, IoError};
+    use strait_forward::pipeline::io::{FailureAction, IoError};
 
     use super::*;
 
@@ -268,7 +268,7 @@ mod tests {
         let missing = F::Target {
             partition: "orders-0".into(),
             detail: IoError::new(
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 "target topic orders does not exist; create it on the target cluster",
             ),

@@ -212,8 +212,9 @@ pub async fn run_flow(
 ) -> Result<()> {
     let mut observers: Vec<Arc<dyn Observer>> = vec![metrics.clone()];
     observers.extend(tracer);
-    // Checkpoints (opt-in, mirror.groups): the offset maps are fed by the forwarder's
-    // acknowledgements; persisted history is replayed before the mirror starts.
+    // Checkpoints (opt-in, mirror.groups): the offset maps are fed by the forwarder's commit
+    // path (mirror::run hands the sync writer's maps to it as its commit hook); persisted
+    // history is replayed before the mirror starts.
     let mut checkpointer = None;
     let mut offset_syncs = None;
     if config.mirror.groups.is_some() {
@@ -223,10 +224,9 @@ pub async fn run_flow(
             crate::failover::OffsetMaps::default()
         });
         let started = tokio::select! {
-            c = crate::failover::checkpoint::Checkpointer::start(config.clone(), maps.clone()) => c?,
+            c = crate::failover::checkpoint::Checkpointer::start(config.clone(), maps) => c?,
             _ = shutdown.cancelled() => return Ok(()),
         };
-        observers.push(Arc::new(crate::failover::OffsetObserver::new(maps)));
         let stop = CancellationToken::new();
         let started = started.with_metrics(metrics.clone());
         offset_syncs = Some(started.sync_writer());

@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
+use strait_wire::{Client, Isolation, OffsetSpec, TopicPartition};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -268,7 +268,7 @@ pub struct SamplerSettings {
     /// (`metrics.stall_timeout`).
     pub stall_timeout: Duration,
     /// The fetch isolation: `read_committed` lists the last stable offset.
-    pub isolation: IsolationLevel,
+    pub isolation: Isolation,
 }
 
 /// The thin async driver: lists end offsets on the source every `interval`, and every second

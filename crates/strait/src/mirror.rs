@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strait_forward::observe::Observer;
+use strait_forward::pipeline::{CommitHook, NoCommitHook};
 use strait_forward::{
     Compression as Codec, ExactlyOnce, Forwarder, GroupPositions, Route, Settings, WireSource,
     WireTarget,
@@ -123,13 +124,19 @@ pub async fn run(
         _ = shutdown.cancelled() => return Ok(()),
     };
     let positions = GroupPositions::new(&source, &config.mirror.group_id);
+    // Checkpoints on: the offset maps follow the forwarder's commit path (not its observer).
+    let commit_hook: Arc<dyn CommitHook> = match &offset_syncs {
+        Some(writer) => writer.maps().clone(),
+        None => Arc::new(NoCommitHook),
+    };
     let forwarder = tokio::select! {
-        f = Forwarder::new(
+        f = Forwarder::with_commit_hook(
             WireSource::new(source.clone()),
             WireTarget::new(target.clone()),
             GatedPositions::new(positions.clone(), offset_syncs),
             settings(&config),
             observer.clone(),
+            commit_hook,
         ) => f,
         _ = shutdown.cancelled() => return Ok(()),
     };

@@ -9,52 +9,16 @@
 
 use std::time::{Duration, Instant};
 
+use strait_wire::Backoff;
+
 use crate::log_limit::{self, LogLimiter, Verdict};
 
-/// Retry delays: `base` doubling on every consecutive failure up to `max`, each scaled by a
-/// random factor in [0.5, 1.0] ("equal jitter": never less than half the nominal delay).
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    failures: u32,
-}
-
-impl Backoff {
-    /// Delays from `base` (at least 1 ms) up to `max` (at least `base`).
-    pub fn new(base: Duration, max: Duration) -> Self {
-        let base = base.max(Duration::from_millis(1));
-        Backoff {
-            base,
-            max: max.max(base),
-            failures: 0,
-        }
-    }
-
-    /// The delay after `failures` consecutive failures (1 = the first), for a jitter draw in
-    /// [0, 1]: `min(base * 2^(failures-1), max) * (0.5 + jitter / 2)`.
-    pub fn delay(&self, failures: u32, jitter: f64) -> Duration {
-        let doublings = failures.saturating_sub(1).min(30);
-        let nominal = self.base.saturating_mul(1u32 << doublings).min(self.max);
-        nominal.mul_f64(0.5 + jitter.clamp(0.0, 1.0) / 2.0)
-    }
-
-    /// Counts one more failure and returns how long to wait before the next attempt.
-    pub fn next_delay(&mut self) -> Duration {
-        self.failures = self.failures.saturating_add(1);
-        self.delay(self.failures, rand::random::<f64>())
-    }
-
-    /// Consecutive failures so far.
-    pub fn failures(&self) -> u32 {
-        self.failures
-    }
-
-    /// After a success: the next failure starts from `base` again. Returns the failures there
-    /// were.
-    pub fn reset(&mut self) -> u32 {
-        std::mem::take(&mut self.failures)
-    }
+/// The refresh's backoff (wire's, the one backoff of the workspace): `base` (at least 1 ms)
+/// doubling per consecutive failure up to `max` (at least `base`), each delay scaled by a
+/// random factor in [0.5, 1.0) ("equal jitter": never less than half the nominal delay).
+fn backoff(base: Duration, max: Duration) -> Backoff {
+    let base = base.max(Duration::from_millis(1));
+    Backoff::new(base, max.max(base)).with_jitter(0.5, 1.0)
 }
 
 /// What the caller of [`RefreshRetry::failed`] should do.
@@ -73,6 +37,7 @@ pub struct RetryPlan {
 #[derive(Debug, Clone)]
 pub struct RefreshRetry {
     backoff: Backoff,
+    max: Duration,
     log: LogLimiter<String>,
 }
 
@@ -90,14 +55,23 @@ impl RefreshRetry {
     /// Explicit limits (tests).
     pub fn with_limits(base: Duration, max: Duration, log_every: Duration) -> Self {
         RefreshRetry {
-            backoff: Backoff::new(base, max),
+            backoff: backoff(base, max),
+            max: max.max(base.max(Duration::from_millis(1))),
             log: LogLimiter::new(log_every),
         }
     }
 
+    /// The same, with the jitter drawn from a generator seeded with `seed` (tests pin the
+    /// delays instead of asserting ranges).
+    #[cfg(test)]
+    fn seeded(mut self, seed: u64) -> Self {
+        self.backoff = self.backoff.with_seed(seed);
+        self
+    }
+
     /// The longest delay between attempts.
     pub fn max_delay(&self) -> Duration {
-        self.backoff.max
+        self.max
     }
 
     /// One more failed refresh with error text `error` at `now`.
@@ -106,7 +80,7 @@ impl RefreshRetry {
         RetryPlan {
             delay,
             log: self.log.check(&error.to_owned(), now),
-            failures: self.backoff.failures(),
+            failures: self.backoff.attempts(),
         }
     }
 
@@ -114,7 +88,9 @@ impl RefreshRetry {
     /// preceded it (0 if none), so that the recovery can be logged once.
     pub fn succeeded(&mut self) -> u32 {
         self.log.clear();
-        self.backoff.reset()
+        let failures = self.backoff.attempts();
+        self.backoff.reset();
+        failures
     }
 }
 
@@ -124,38 +100,40 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
 
+    /// The delays of a seeded refresh retry are exactly those of wire's backoff with the same
+    /// seed, limits and jitter: nominal `base * 2^n` up to the cap, scaled into [0.5, 1.0).
     #[test]
-    fn delays_double_up_to_the_cap_with_jitter_between_half_and_full() {
-        let b = Backoff::new(S, 60 * S);
-        let nominal: Vec<Duration> = (1..=9).map(|n| b.delay(n, 1.0)).collect();
+    fn delays_are_wires_backoff_doubling_to_the_cap_with_equal_jitter() {
+        let mut r = RefreshRetry::with_limits(S, 60 * S, S).seeded(11);
+        let mut pinned = Backoff::new(S, 60 * S).with_jitter(0.5, 1.0).with_seed(11);
+        for n in 0..12u32 {
+            let want = pinned.next_delay();
+            assert_eq!(r.failed("e", Instant::now()).delay, want, "failure {n}");
+            let nominal = (S * (1 << n.min(30))).min(60 * S);
+            assert!(want >= nominal / 2 && want < nominal, "{n}: {want:?}");
+        }
+        assert_eq!(r.succeeded(), 12);
+        assert_eq!(r.succeeded(), 0);
+        // Without jitter the nominal delays show: doubling, capped.
+        let mut nominal = backoff(S, 60 * S).with_jitter(1.0, 1.0);
+        let got: Vec<Duration> = (0..9).map(|_| nominal.next_delay()).collect();
         assert_eq!(
-            nominal,
+            got,
             [1, 2, 4, 8, 16, 32, 60, 60, 60].map(|s| s * S).to_vec()
         );
-        assert_eq!(b.delay(3, 0.0), 2 * S);
-        assert_eq!(b.delay(3, 0.5), Duration::from_millis(3000));
-        // Out-of-range draws and huge failure counts stay within [max/2, max].
-        assert_eq!(b.delay(u32::MAX, 7.0), 60 * S);
-        assert_eq!(b.delay(u32::MAX, -1.0), 30 * S);
     }
 
     #[test]
-    fn next_delay_grows_and_reset_starts_over() {
-        let mut b = Backoff::new(S, 60 * S);
-        let delays: Vec<Duration> = (0..10).map(|_| b.next_delay()).collect();
-        for (i, d) in delays.iter().enumerate() {
-            let nominal = (S * (1u32 << i.min(30))).min(60 * S);
-            assert!(*d >= nominal / 2 && *d <= nominal, "attempt {i}: {d:?}");
-        }
-        assert_eq!(b.failures(), 10);
-        assert_eq!(b.reset(), 10);
-        assert!(b.next_delay() <= S);
+    fn a_zero_base_still_waits_a_millisecond() {
+        let mut b = backoff(Duration::ZERO, Duration::ZERO).with_jitter(1.0, 1.0);
+        assert_eq!(b.next_delay(), Duration::from_millis(1));
     }
 
     #[test]
     fn a_35_minute_outage_at_a_1s_refresh_retries_rarely_and_logs_a_handful_of_lines() {
         let t0 = Instant::now();
-        let mut r = RefreshRetry::new(S);
+        // Seeded: the same delays on every run.
+        let mut r = RefreshRetry::new(S).seeded(35);
         let (mut now, mut attempts, mut lines, mut reported) = (t0, 0u32, 0u32, 0u64);
         while now < t0 + 35 * 60 * S {
             let plan = r.failed("cannot connect to broker europe:9093", now);
@@ -195,7 +173,10 @@ mod tests {
     #[test]
     fn long_refresh_intervals_are_not_shortened_past_their_own_cadence() {
         let r = RefreshRetry::new(10 * 60 * S);
-        assert_eq!(r.backoff.delay(1, 1.0), S);
-        assert_eq!(r.backoff.delay(30, 1.0), 10 * 60 * S);
+        assert_eq!(r.max_delay(), 10 * 60 * S);
+        let mut nominal = r.backoff.clone().with_jitter(1.0, 1.0);
+        assert_eq!(nominal.next_delay(), S);
+        let last = (0..30).map(|_| nominal.next_delay()).last();
+        assert_eq!(last, Some(10 * 60 * S));
     }
 }

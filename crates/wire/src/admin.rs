@@ -25,11 +25,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::Retry;
+// Shared with the client's config cache, so they live in a leaf module below both.
 use crate::error::{Error, Result};
 use crate::group::with_principal;
+pub use crate::resource_config::{ConfigEntry, ConfigSource, Configs};
 use crate::topic::{TopicId, TopicPartition, validate_topic_name};
-use crate::{Client, Connection, IsolationLevel, OffsetSpec};
+use crate::{Client, Connection, Isolation, OffsetSpec};
 
 /// Admin requests against one cluster. Cheap to clone.
 #[derive(Clone)]
@@ -86,100 +87,6 @@ pub enum CreateTopicOutcome {
         /// The broker's message.
         message: Option<String>,
     },
-}
-
-/// Where a configuration value comes from (DescribeConfigs `ConfigSource`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ConfigSource {
-    /// Set on the topic itself.
-    Topic,
-    /// Set dynamically for this broker.
-    DynamicBroker,
-    /// Set dynamically as the cluster-wide broker default.
-    DynamicDefaultBroker,
-    /// From the broker's `server.properties`.
-    StaticBroker,
-    /// Kafka's built-in default.
-    Default,
-    /// A dynamic broker logger level.
-    DynamicBrokerLogger,
-    /// A client-metrics subscription.
-    ClientMetrics,
-    /// Set on a group.
-    Group,
-    /// A source this client does not know (the raw code).
-    Unknown(i8),
-}
-
-impl ConfigSource {
-    fn from_code(code: i8) -> ConfigSource {
-        match code {
-            1 => ConfigSource::Topic,
-            2 => ConfigSource::DynamicBroker,
-            3 => ConfigSource::DynamicDefaultBroker,
-            4 => ConfigSource::StaticBroker,
-            5 => ConfigSource::Default,
-            6 => ConfigSource::DynamicBrokerLogger,
-            7 => ConfigSource::ClientMetrics,
-            8 => ConfigSource::Group,
-            other => ConfigSource::Unknown(other),
-        }
-    }
-}
-
-/// One configuration entry of a resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigEntry {
-    /// The key, e.g. `retention.ms`.
-    pub name: String,
-    /// The value; `None` for sensitive values (and unset ones).
-    pub value: Option<String>,
-    /// Where the value comes from.
-    pub source: ConfigSource,
-    /// Whether it can be changed.
-    pub read_only: bool,
-    /// Whether the value is a secret (then `value` is `None`).
-    pub sensitive: bool,
-}
-
-impl ConfigEntry {
-    /// For topic configurations: true unless the value was set on the topic itself (it comes
-    /// from the broker's or Kafka's defaults). A mirror copies the non-default ones.
-    pub fn is_default(&self) -> bool {
-        self.source != ConfigSource::Topic
-    }
-}
-
-/// The configuration of one resource, sorted by key.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Configs {
-    entries: Vec<ConfigEntry>,
-}
-
-impl Configs {
-    /// The entry for `name`.
-    pub fn get(&self, name: &str) -> Option<&ConfigEntry> {
-        self.entries
-            .binary_search_by(|e| e.name.as_str().cmp(name))
-            .ok()
-            .map(|i| &self.entries[i])
-    }
-
-    /// The value of `name`, if set and not sensitive.
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.get(name).and_then(|e| e.value.as_deref())
-    }
-
-    /// Every entry.
-    pub fn entries(&self) -> &[ConfigEntry] {
-        &self.entries
-    }
-
-    /// Entries set on the resource itself (not defaults).
-    pub fn overrides(&self) -> impl Iterator<Item = &ConfigEntry> + '_ {
-        self.entries.iter().filter(|e| !e.is_default())
-    }
 }
 
 /// A resource whose configuration DescribeConfigs reads.
@@ -598,31 +505,22 @@ impl Admin {
     }
 
     /// Runs `attempt` against the controller, retrying NOT_CONTROLLER and connection errors
-    /// within `request.timeout.ms`.
-    async fn on_controller<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    /// within `request.timeout.ms` (the client's one retry loop).
+    async fn on_controller<T, F, Fut>(&self, api: &str, attempt: F) -> Result<T>
     where
-        F: FnMut(Connection) -> Fut,
+        F: Fn(Connection) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let config = self.client.config().clone();
-        let mut retry = Retry::within(config.request_timeout(), &config);
-        loop {
-            let result = match self.controller().await {
-                Ok(conn) => attempt(conn).await,
-                Err(e) => Err(e),
-            };
-            let err = match result {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            let retriable = err.code() == Some(ResponseError::NotController)
-                || (err.code().is_none() && err.is_retriable());
-            let Some(wait) = retry.next_wait().filter(|_| retriable) else {
-                return Err(err);
-            };
-            tracing::debug!(api, error = %err, "retrying on the controller");
-            tokio::time::sleep(wait).await;
-        }
+        let retriable = |err: &Error| {
+            err.code() == Some(ResponseError::NotController)
+                || (err.code().is_none() && err.is_retriable())
+        };
+        let attempt = &attempt;
+        self.client
+            .retry_while(api, retriable, || async move {
+                attempt(self.controller().await?).await
+            })
+            .await
     }
 
     /// Creates topics. The outer error is for the request as a whole; each topic has its own
@@ -822,7 +720,7 @@ impl Admin {
                 return false;
             };
             match conn
-                .list_offsets(&partitions, IsolationLevel::ReadUncommitted)
+                .list_offsets(&partitions, Isolation::ReadUncommitted)
                 .await
             {
                 Ok(answers) if answers.iter().all(|(_, r)| r.is_ok()) => {}

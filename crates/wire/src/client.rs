@@ -23,10 +23,11 @@ use crate::coalesce::Coalesced;
 use crate::config::ClientConfig;
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::metadata::{self, ClusterMetadata, describe_topic_error};
+use crate::metadata::{self, ClusterMetadata, PartitionLeader, describe_topic_error};
+use crate::resource_config::Configs;
 use crate::route::UNKNOWN_TOPIC_RETRIES;
 use crate::tls::TlsContext;
-use crate::topic::{TopicId, TopicPartition};
+use crate::topic::TopicPartition;
 
 /// A client for one Kafka cluster.
 #[derive(Clone)]
@@ -43,13 +44,13 @@ pub(crate) struct ClientInner {
     /// Refreshes of named topics, coalesced (see [`Client::metadata`]).
     topic_refresh: Coalesced<String, ()>,
     /// Topic configuration lookups, coalesced (see [`crate::admin::Admin::describe_topic_configs`]).
-    pub(crate) topic_configs: Coalesced<String, Result<crate::admin::Configs>>,
+    pub(crate) topic_configs: Coalesced<String, Result<Configs>>,
     /// Single-partition offset lookups, coalesced (see [`Client::list_offset`]).
     pub(crate) offsets: Coalesced<
         (
             TopicPartition,
             crate::offsets::OffsetSpec,
-            crate::fetch::IsolationLevel,
+            crate::fetch::Isolation,
         ),
         Result<crate::offsets::ListedOffset>,
     >,
@@ -88,14 +89,6 @@ struct SlotState {
     backoff: Option<Backoff>,
     /// When the last attempt failed, and how long to wait after it.
     last_failure: Option<(Instant, Duration)>,
-}
-
-/// Where a partition's requests go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Route {
-    pub(crate) leader: i32,
-    pub(crate) leader_epoch: i32,
-    pub(crate) topic_id: Option<TopicId>,
 }
 
 impl std::fmt::Debug for Client {
@@ -538,7 +531,7 @@ impl Client {
         md: &ClusterMetadata,
         tp: &TopicPartition,
         operation: &str,
-    ) -> Result<Route> {
+    ) -> Result<PartitionLeader> {
         let Some(topic) = md.topic(tp.topic()) else {
             return Err(Error::broker(
                 ResponseError::UnknownTopicOrPartition,
@@ -560,7 +553,7 @@ impl Client {
             ));
         };
         match p.leader {
-            Some(leader) => Ok(Route {
+            Some(leader) => Ok(PartitionLeader {
                 leader,
                 leader_epoch: p.leader_epoch,
                 topic_id: topic.id,
@@ -587,26 +580,44 @@ impl Client {
     /// Retries connection errors within `request.timeout.ms`, and UNKNOWN_TOPIC_OR_PARTITION
     /// a few times only (a new topic reaches every broker within moments; a missing one
     /// should not cost the whole timeout).
-    pub(crate) async fn retrying<T, F, Fut>(&self, api: &str, mut attempt: F) -> Result<T>
+    pub(crate) async fn retrying<T, F, Fut>(&self, api: &str, attempt: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let config = &self.inner.config;
-        let mut retry = Retry::within(config.request_timeout(), config);
         let mut unknown_topic = 0u32;
+        let retriable = |err: &Error| {
+            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
+                unknown_topic += 1;
+                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
+                    return false;
+                }
+            }
+            err.is_retriable()
+        };
+        self.retry_while(api, retriable, attempt).await
+    }
+
+    /// The client's one retry loop for whole operations (partition-routed requests have
+    /// `route_and_retry`): runs `attempt` until it succeeds, `retriable` refuses its error, or
+    /// the next wait would end past `request.timeout.ms`. Sleeps the client's backoff between.
+    pub(crate) async fn retry_while<T, F, Fut>(
+        &self,
+        api: &str,
+        mut retriable: impl FnMut(&Error) -> bool,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut retry = self.retry();
         loop {
             let err = match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            if err.code() == Some(ResponseError::UnknownTopicOrPartition) {
-                unknown_topic += 1;
-                if unknown_topic > UNKNOWN_TOPIC_RETRIES {
-                    return Err(err);
-                }
-            }
-            let Some(wait) = retry.next_wait().filter(|_| err.is_retriable()) else {
+            let Some(wait) = retry.next_wait().filter(|_| retriable(&err)) else {
                 return Err(err);
             };
             tracing::debug!(api, error = %err, "retrying");

@@ -5,7 +5,7 @@
 //! * [`Client::fetch_from`] / [`Connection::fetch_session`]: one request to one broker, exactly
 //!   as asked, optionally within an incremental fetch session (KIP-227, [`SessionFetch`]); no
 //!   routing, no retries. The caller schedules (strait-forward's per-broker fetch schedulers),
-//!   routes with [`Client::fetch_route`] and keeps the session.
+//!   routes with [`Client::partition_leader`] and keeps the session.
 //! * [`Client::fetch`]: sessionless (session id 0, epoch -1), routes every partition to its
 //!   leader, joins the leaders and retries leadership errors within `request.timeout.ms`. For
 //!   simple callers; a slow leader delays the whole call.
@@ -26,16 +26,16 @@ use kafka_protocol::messages::fetch_request::{
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::{Client, Route, partition_error};
+use crate::client::{Client, partition_error};
 use crate::conn::Connection;
 use crate::error::{Error, ErrorClass, Result};
-use crate::metadata::ClusterMetadata;
+use crate::metadata::{ClusterMetadata, PartitionLeader};
 use crate::route::{PartitionRequest, Verdict, code_error};
 use crate::topic::{TopicId, TopicPartition};
 
 /// `isolation.level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum IsolationLevel {
+pub enum Isolation {
     /// Everything up to the high watermark, aborted transactions included.
     #[default]
     ReadUncommitted,
@@ -43,11 +43,11 @@ pub enum IsolationLevel {
     ReadCommitted,
 }
 
-impl IsolationLevel {
+impl Isolation {
     pub(crate) fn code(self) -> i8 {
         match self {
-            IsolationLevel::ReadUncommitted => 0,
-            IsolationLevel::ReadCommitted => 1,
+            Isolation::ReadUncommitted => 0,
+            Isolation::ReadCommitted => 1,
         }
     }
 }
@@ -91,7 +91,7 @@ impl FetchPartition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchOptions {
     /// `isolation.level`.
-    pub isolation: IsolationLevel,
+    pub isolation: Isolation,
     /// `fetch.max.wait.ms`: how long the broker may wait for `min_bytes`.
     pub max_wait: Duration,
     /// `fetch.min.bytes`.
@@ -106,7 +106,7 @@ pub struct FetchOptions {
 impl Default for FetchOptions {
     fn default() -> Self {
         FetchOptions {
-            isolation: IsolationLevel::ReadUncommitted,
+            isolation: Isolation::ReadUncommitted,
             max_wait: Duration::from_millis(500),
             min_bytes: 1,
             max_bytes: 50 * 1024 * 1024,
@@ -530,7 +530,7 @@ impl PartitionRequest for LeaderFetch {
         &answer.partition
     }
 
-    fn routed(item: &FetchPartition, route: &Route) -> FetchPartition {
+    fn routed(item: &FetchPartition, route: &PartitionLeader) -> FetchPartition {
         let mut p = item.clone();
         p.leader_epoch = p
             .leader_epoch
@@ -583,34 +583,18 @@ impl PartitionRequest for LeaderFetch {
     }
 }
 
-/// Where a partition's fetches go, from metadata (see [`Client::fetch_route`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FetchRoute {
-    /// The leader's node id.
-    pub leader: i32,
-    /// The leader epoch (-1 if the broker did not say); sent so a stale leader is fenced.
-    pub leader_epoch: i32,
-    /// The topic id, if metadata has one (Fetch v13+).
-    pub topic_id: Option<TopicId>,
-}
-
 impl Client {
     /// The leader, leader epoch and topic id of `partition` from the cached metadata (refreshed
     /// first if `refresh`, if the topic is missing, or if older than `metadata.max.age.ms`).
     /// Errors explain why there is no route (no leader right now, unknown topic, not authorized
     /// to describe it).
-    pub async fn fetch_route(
+    pub async fn partition_leader(
         &self,
         partition: &TopicPartition,
         refresh: bool,
-    ) -> Result<FetchRoute> {
+    ) -> Result<PartitionLeader> {
         let md = self.metadata_for(&[partition.topic()], refresh).await?;
-        let route = self.route(&md, partition, "Read")?;
-        Ok(FetchRoute {
-            leader: route.leader,
-            leader_epoch: route.leader_epoch,
-            topic_id: route.topic_id,
-        })
+        self.route(&md, partition, "Read")
     }
 
     /// Sends one Fetch request to node `node` (see [`SessionFetch`]): no routing, no retries, no

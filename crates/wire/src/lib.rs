@@ -88,6 +88,7 @@ pub(crate) mod oauth;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub(crate) mod resource_config;
 pub(crate) mod route;
 pub(crate) mod sasl;
 pub(crate) mod tls;
@@ -100,19 +101,16 @@ pub use backoff::Backoff;
 pub use client::Client;
 pub use config::{ClientConfig, SaslMechanism, SecurityProtocol};
 pub use conn::Connection;
-pub use error::{Error, ErrorClass, Result, TlsFailure};
-pub use fetch::{
-    AbortedTransaction, FetchOptions, FetchPartition, FetchedPartition, IsolationLevel,
-};
-pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+pub use error::{Error, ErrorClass, RecordError, Result, TlsFailure, TxnFailure};
+pub use fetch::{AbortedTransaction, FetchOptions, FetchPartition, FetchedPartition, Isolation};
+pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo};
 pub use offsets::{ListedOffset, OffsetSpec};
 pub use produce::{
     Acks, PartitionProduceResponse, ProduceAck, ProduceBatch, ProduceOptions, ProduceResult,
-    RecordError,
 };
 pub use producer_id::ProducerIdentity;
 pub use topic::{TopicId, TopicPartition};
-pub use txn::{TxnFailure, TxnMachine, TxnState};
+pub use txn::{TxnMachine, TxnState};
 pub use txn_producer::TransactionalProducer;
 
 /// The codec crate this client is built on, re-exported so callers of [`Connection::send`] use

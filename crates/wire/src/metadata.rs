@@ -13,6 +13,18 @@ use crate::conn::Connection;
 use crate::error::{Error, Result, error_name};
 use crate::topic::{TopicId, TopicPartition};
 
+/// Where a partition's requests go, from metadata: its leader, the leader epoch (sent so a stale
+/// leader is fenced) and the topic id (Fetch v13+). See [`Client::partition_leader`](crate::Client::partition_leader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionLeader {
+    /// The leader's node id.
+    pub leader: i32,
+    /// The leader epoch (-1 if the broker did not say).
+    pub leader_epoch: i32,
+    /// The topic id, if metadata has one.
+    pub topic_id: Option<TopicId>,
+}
+
 /// One broker as the cluster advertises it (on the listener the client connected through).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerInfo {

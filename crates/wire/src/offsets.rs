@@ -7,11 +7,11 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::{Client, Route};
+use crate::client::Client;
 use crate::conn::Connection;
 use crate::error::{Error, ErrorClass, Result};
-use crate::fetch::IsolationLevel;
-use crate::metadata::ClusterMetadata;
+use crate::fetch::Isolation;
+use crate::metadata::{ClusterMetadata, PartitionLeader};
 use crate::route::{PartitionRequest, Verdict, code_error};
 use crate::topic::TopicPartition;
 
@@ -58,7 +58,7 @@ impl Connection {
     pub async fn list_offsets(
         &self,
         partitions: &[(TopicPartition, OffsetSpec, i32)],
-        isolation: IsolationLevel,
+        isolation: Isolation,
     ) -> Result<
         Vec<(
             TopicPartition,
@@ -150,7 +150,7 @@ impl Client {
     pub async fn list_offsets(
         &self,
         partitions: &[(TopicPartition, OffsetSpec)],
-        isolation: IsolationLevel,
+        isolation: Isolation,
     ) -> Result<Vec<ListedOffset>> {
         self.list_offsets_each(partitions, isolation, Rounds::UntilTimeout)
             .await?
@@ -167,7 +167,7 @@ impl Client {
         &self,
         partition: &TopicPartition,
         spec: OffsetSpec,
-        isolation: IsolationLevel,
+        isolation: Isolation,
     ) -> Result<ListedOffset> {
         let key = [(partition.clone(), spec, isolation)];
         let mut first = true;
@@ -189,17 +189,14 @@ impl Client {
     /// One coalesced round of [`Client::list_offset`].
     async fn list_offset_once(
         &self,
-        key: &[(TopicPartition, OffsetSpec, IsolationLevel); 1],
+        key: &[(TopicPartition, OffsetSpec, Isolation); 1],
     ) -> Result<ListedOffset> {
         let answers = self
             .inner
             .offsets
             .get(key, |keys| async move {
                 let mut answered = Vec::with_capacity(keys.len());
-                for level in [
-                    IsolationLevel::ReadCommitted,
-                    IsolationLevel::ReadUncommitted,
-                ] {
+                for level in [Isolation::ReadCommitted, Isolation::ReadUncommitted] {
                     let asks: Vec<_> = keys
                         .iter()
                         .filter(|k| k.2 == level)
@@ -230,7 +227,7 @@ impl Client {
     async fn list_offsets_each(
         &self,
         partitions: &[(TopicPartition, OffsetSpec)],
-        isolation: IsolationLevel,
+        isolation: Isolation,
         rounds: Rounds,
     ) -> Result<Vec<Result<ListedOffset>>> {
         // Waves in which every partition appears at most once.
@@ -271,7 +268,7 @@ impl Client {
 /// [`Client::list_offsets`]: each lookup on its partition's leader.
 #[derive(Clone)]
 struct LeaderListOffsets {
-    isolation: IsolationLevel,
+    isolation: Isolation,
     principal: Option<Arc<str>>,
 }
 
@@ -294,7 +291,7 @@ impl PartitionRequest for LeaderListOffsets {
         &answer.0
     }
 
-    fn routed(item: &Ask, route: &Route) -> Ask {
+    fn routed(item: &Ask, route: &PartitionLeader) -> Ask {
         (item.0.clone(), item.1, route.leader_epoch)
     }
 

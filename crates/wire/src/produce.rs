@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{Client, partition_error};
 use crate::conn::Connection;
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{Error, ErrorClass, RecordError, Result};
 use crate::metadata::ClusterMetadata;
 use crate::route::{PartitionRequest, Verdict};
 use crate::topic::{TopicId, TopicPartition, requested_topic};
@@ -76,15 +76,6 @@ pub struct ProduceOptions {
     pub timeout: Option<Duration>,
     /// A transactional id (only for batches of a transaction the caller manages).
     pub transactional_id: Option<String>,
-}
-
-/// A per-record error from a Produce response (v8+).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordError {
-    /// Index of the record inside the batch.
-    pub batch_index: i32,
-    /// The broker's message for it.
-    pub message: Option<String>,
 }
 
 /// One partition of a Produce response, as the broker sent it.

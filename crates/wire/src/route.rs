@@ -18,10 +18,10 @@ use std::future::Future;
 use kafka_protocol::ResponseError;
 use tokio::task::JoinSet;
 
-use crate::client::{Client, Route};
+use crate::client::Client;
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::metadata::ClusterMetadata;
+use crate::metadata::{ClusterMetadata, PartitionLeader};
 use crate::topic::TopicPartition;
 
 /// How many rounds may fail only with UNKNOWN_TOPIC_OR_PARTITION (a new topic takes a moment
@@ -86,7 +86,7 @@ pub(crate) trait PartitionRequest: Clone + Send + Sync + 'static {
     fn answered(answer: &Self::Answer) -> &TopicPartition;
 
     /// The item as sent to the leader of `route` (e.g. with its leader epoch and topic id).
-    fn routed(item: &Self::Item, _route: &Route) -> Self::Item {
+    fn routed(item: &Self::Item, _route: &PartitionLeader) -> Self::Item {
         item.clone()
     }
 

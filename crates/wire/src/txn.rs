@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 
-use crate::error::{Error, ErrorClass, error_name};
+use crate::error::{Error, ErrorClass, TxnFailure, error_name};
 use crate::group::Generation;
 use crate::group::coordinator::is_coordinator_error;
 use crate::offset_commit::CommitOffset;
@@ -271,17 +271,6 @@ pub fn classify(api: TxnApi, error: &Error) -> TxnErrorKind {
             _ => TxnErrorKind::Fatal,
         },
     }
-}
-
-/// What [`Error::Transaction`] reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TxnFailure {
-    /// A newer producer with the same transactional id took over: this one must stop.
-    Fenced,
-    /// The transaction cannot commit (or was aborted by the coordinator): abort it and redo the
-    /// work from the last committed positions.
-    Abortable,
 }
 
 /// What the machine wants next.

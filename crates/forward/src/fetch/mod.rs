@@ -1,6 +1,6 @@
 //! Fetch scheduling: how every partition's fetch reaches its source leader.
 //!
-//! Each partition's fetch loop (`pipeline/partition.rs`) asks for one partition at a time. The
+//! Each partition's fetch loop (`pipeline/partition/fetch.rs`) asks for one partition at a time. The
 //! [`Fetcher`] routes each ask to the partition's leader by the metadata at that moment, and
 //! hands it to that broker's scheduler. One scheduler per source broker (symmetric with the
 //! per-broker produce aggregator in `pipeline/sender.rs`):
@@ -30,12 +30,13 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use strait_wire::fetch::{FetchRoute, SessionFetch, SessionFetchResponse};
+use strait_wire::PartitionLeader;
+use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
 use strait_wire::{FetchPartition, FetchedPartition, ResponseError, TopicPartition};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::pipeline::io::{ErrorClass, FetchSpec, IoError};
+use crate::pipeline::io::{FailureAction, FetchSpec, IoError};
 pub(crate) use wire::WireCluster;
 
 /// The source cluster as the fetch schedulers need it; `strait-wire` in production
@@ -48,7 +49,7 @@ pub(crate) trait SourceCluster: Send + Sync + 'static {
         &self,
         partition: &TopicPartition,
         stale_since: Option<Instant>,
-    ) -> impl Future<Output = Result<FetchRoute, IoError>> + Send;
+    ) -> impl Future<Output = Result<PartitionLeader, IoError>> + Send;
 
     /// A broker named `partition`'s new leader (KIP-951). Returns false if the hint cannot be
     /// used (unknown broker), and the route is then refreshed from metadata.
@@ -101,7 +102,7 @@ impl<C: SourceCluster> Fetcher<C> {
         let route = match Box::pin(self.cluster.route(tp, stale)).await {
             Ok(route) => route,
             Err(e) => {
-                if e.class == ErrorClass::Retriable {
+                if e.action == FailureAction::Retriable {
                     self.mark_stale(tp);
                 }
                 return Err(e);
@@ -127,7 +128,7 @@ impl<C: SourceCluster> Fetcher<C> {
         self.submit(route.leader, request);
         let result = answer.await.unwrap_or_else(|_| {
             Err(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "disconnected",
                 format!(
                     "the fetch task of source broker {} stopped; retrying",
@@ -156,7 +157,7 @@ impl<C: SourceCluster> Fetcher<C> {
             },
             // The broker failed (disconnected, refused, timed out): leadership may be moving
             // away from it; the next ask checks the metadata.
-            Err(e) if e.class == ErrorClass::Retriable => self.mark_stale(tp),
+            Err(e) if e.action == FailureAction::Retriable => self.mark_stale(tp),
             Err(_) => {}
         }
     }

@@ -21,11 +21,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
-use strait_wire::{FetchOptions, FetchPartition, FetchedPartition, IsolationLevel, TopicPartition};
+use strait_wire::{FetchOptions, FetchPartition, FetchedPartition, Isolation, TopicPartition};
 use tokio::time::Instant;
 
 use super::session::{Reply, Session};
-use crate::pipeline::io::{ErrorClass, IoError};
+use crate::pipeline::io::{FailureAction, IoError};
 use crate::pipeline::kafka::classify;
 
 /// How long a round waits for the partitions of the previous round to ask again. They normally
@@ -58,7 +58,7 @@ pub(crate) type Ticket = u64;
 pub(crate) struct Want {
     /// The partition, offset, size, leader epoch and topic id.
     pub(crate) partition: FetchPartition,
-    pub(crate) isolation: IsolationLevel,
+    pub(crate) isolation: Isolation,
     /// How long the broker may hold the request for lack of data.
     pub(crate) max_wait: Duration,
 }
@@ -128,7 +128,7 @@ impl Scheduler {
             return Some(Answer {
                 ticket,
                 result: Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "duplicate_fetch",
                     format!("{tp} is already being fetched; asking again after a backoff"),
                 )),
@@ -279,7 +279,7 @@ impl Scheduler {
             .map(|(ticket, tp)| Answer {
                 ticket,
                 result: Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "NOT_LEADER_OR_FOLLOWER",
                     format!(
                         "source broker {node} has not answered a Fetch in time and the metadata \
@@ -371,7 +371,7 @@ impl Scheduler {
                 None => answers.push(Answer {
                     ticket: w.ticket,
                     result: Err(IoError::new(
-                        ErrorClass::Retriable,
+                        FailureAction::Retriable,
                         "bad_response",
                         format!("the fetch response had no answer for {tp}"),
                     )),
@@ -433,7 +433,7 @@ mod tests {
     fn want(p: i32, offset: i64) -> Want {
         Want {
             partition: FetchPartition::new(tp(p), offset),
-            isolation: IsolationLevel::ReadCommitted,
+            isolation: Isolation::ReadCommitted,
             max_wait: Duration::from_millis(100),
         }
     }
@@ -632,7 +632,7 @@ mod tests {
         ask(&mut s, 3, want(1, 1));
         s.poll_request(t0).unwrap();
         ask(&mut s, 4, want(2, 0));
-        let failed = IoError::new(ErrorClass::Retriable, "disconnected", "gone");
+        let failed = IoError::new(FailureAction::Retriable, "disconnected", "gone");
         let answers = s.on_failure(failed);
         assert_eq!(tickets(&answers), [(3, Some("disconnected".into()))]);
         let r = s.poll_request(t0).unwrap();
@@ -699,7 +699,7 @@ mod tests {
         ask(&mut s, 1, want(0, 0));
         let refused = s.want(2, want(0, 0)).unwrap();
         assert_eq!(refused.ticket, 2);
-        assert_eq!(refused.result.unwrap_err().class, ErrorClass::Retriable);
+        assert_eq!(refused.result.unwrap_err().action, FailureAction::Retriable);
         // In flight: still one at a time; once given up, the partition may ask again.
         s.poll_request(t0).unwrap();
         assert!(s.want(3, want(0, 0)).is_some());
@@ -732,7 +732,7 @@ mod tests {
         assert!(s.release(&[tp(1)], 7).is_empty(), "answered once");
         assert_eq!(s.overdue(due + OVERDUE_AFTER).unwrap(), vec![tp(0)]);
         // The request times out in the end: only the partition still waiting hears of it.
-        let answers = s.on_failure(IoError::new(ErrorClass::Retriable, "timeout", "late"));
+        let answers = s.on_failure(IoError::new(FailureAction::Retriable, "timeout", "late"));
         assert_eq!(tickets(&answers), [(1, Some("timeout".into()))]);
         assert_eq!(s.next_wakeup(), None);
     }
@@ -768,7 +768,7 @@ mod tests {
             "the rest is still checked"
         );
         // The broker answers in the end: the next round carries those still waiting.
-        let answers = s.on_failure(IoError::new(ErrorClass::Retriable, "timeout", "late"));
+        let answers = s.on_failure(IoError::new(FailureAction::Retriable, "timeout", "late"));
         assert!(answers.is_empty(), "{:?}", tickets(&answers));
         let next = s.poll_request(due + OVERDUE_AFTER).unwrap();
         assert_eq!(sent(&next), vec![2, 1]);

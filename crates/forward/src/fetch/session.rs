@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use strait_wire::TopicPartition;
 use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
-use strait_wire::{FetchOptions, FetchPartition, IsolationLevel, ResponseError, TopicId};
+use strait_wire::{FetchOptions, FetchPartition, Isolation, ResponseError, TopicId};
 
 /// After this many session errors in a row the broker gets sessionless requests (a broker
 /// that keeps rejecting sessions must not cost a wasted round each time).
@@ -56,7 +56,7 @@ pub(crate) struct Session {
     /// The epoch of the next request: 0 full (creates a session), >= 1 incremental.
     epoch: i32,
     /// The isolation level the session's partitions were fetched with.
-    isolation: Option<IsolationLevel>,
+    isolation: Option<Isolation>,
     /// Whether the session names topics by id (learnt from the full request's answer).
     topic_ids: Option<bool>,
     /// The partitions the broker holds for this session, with the fields last sent.
@@ -257,7 +257,7 @@ mod tests {
 
     fn options() -> FetchOptions {
         FetchOptions {
-            isolation: IsolationLevel::ReadCommitted,
+            isolation: Isolation::ReadCommitted,
             max_wait: Duration::from_millis(100),
             ..FetchOptions::default()
         }
@@ -391,7 +391,7 @@ mod tests {
         assert_eq!((r.session_epoch, r.topic_ids), (1, Some(false)));
         s.on_response(&answered(42, false));
         let uncommitted = FetchOptions {
-            isolation: IsolationLevel::ReadUncommitted,
+            isolation: Isolation::ReadUncommitted,
             ..options()
         };
         let r = s.request(&[part(0, 0)], uncommitted);
@@ -402,7 +402,7 @@ mod tests {
         let r = s.request(
             &[recreated],
             FetchOptions {
-                isolation: IsolationLevel::ReadUncommitted,
+                isolation: Isolation::ReadUncommitted,
                 ..options()
             },
         );

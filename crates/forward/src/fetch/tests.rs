@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use strait_wire::fetch::{FetchRoute, SessionFetch, SessionFetchResponse};
+use strait_wire::PartitionLeader;
+use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
 use strait_wire::{FetchedPartition, ResponseError, TopicPartition};
 use tokio::time::Instant;
 
 use super::{Fetcher, SourceCluster};
-use crate::pipeline::io::{ErrorClass, FetchSpec, IoError, Isolation};
+use crate::pipeline::io::{FailureAction, FetchSpec, IoError, Isolation};
 
 const MAX_WAIT: Duration = Duration::from_millis(100);
 const LATENCY: Duration = Duration::from_millis(1);
@@ -264,7 +265,7 @@ impl SourceCluster for Fake {
         &self,
         partition: &TopicPartition,
         stale_since: Option<Instant>,
-    ) -> Result<FetchRoute, IoError> {
+    ) -> Result<PartitionLeader, IoError> {
         let mut s = self.0.lock().unwrap();
         if let Some(since) = stale_since
             && s.refreshed
@@ -282,13 +283,13 @@ impl SourceCluster for Fake {
         }
         if s.hidden.contains(partition.topic()) {
             return Err(IoError::new(
-                ErrorClass::Denied,
+                FailureAction::Denied,
                 "TOPIC_AUTHORIZATION_FAILED",
                 "may not Describe",
             ));
         }
         let (leader, leader_epoch) = s.routes[partition];
-        Ok(FetchRoute {
+        Ok(PartitionLeader {
             leader,
             leader_epoch,
             topic_id: None,
@@ -320,7 +321,7 @@ impl SourceCluster for Fake {
             Mode::BlackHole => {
                 tokio::time::sleep(BLACK_HOLE).await;
                 Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "timeout",
                     "Fetch timed out",
                 ))
@@ -395,17 +396,19 @@ fn run_partition(fetcher: &Arc<Fetcher<Fake>>, fake: &Fake, tp: TopicPartition, 
                             a.error.unwrap_or(ResponseError::UnknownServerError),
                         );
                         seen.errors.push(code);
-                        Some(ErrorClass::Retriable)
+                        Some(FailureAction::Retriable)
                     }
                     Err(e) => {
                         seen.errors.push(e.code.clone());
-                        Some(e.class)
+                        Some(e.action)
                     }
                 }
             };
             match error {
                 None => {}
-                Some(ErrorClass::Retriable) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Some(FailureAction::Retriable) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
                 Some(_) => return,
             }
         }
@@ -510,7 +513,7 @@ async fn a_failing_broker_fails_only_its_partitions() {
         s.modes.insert(
             2,
             Mode::Fail(IoError::new(
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "tls",
                 "TLS with broker 2 failed",
             )),

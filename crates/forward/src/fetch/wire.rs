@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use strait_wire::fetch::{FetchRoute, SessionFetch, SessionFetchResponse};
+use strait_wire::PartitionLeader;
+use strait_wire::fetch::{SessionFetch, SessionFetchResponse};
 use strait_wire::{Client, TopicPartition};
 use tokio::time::Instant;
 
@@ -41,16 +42,16 @@ impl SourceCluster for WireCluster {
         &self,
         partition: &TopicPartition,
         stale_since: Option<Instant>,
-    ) -> Result<FetchRoute, IoError> {
+    ) -> Result<PartitionLeader, IoError> {
         let route = match stale_since {
-            None => self.client.fetch_route(partition, false).await,
+            None => self.client.partition_leader(partition, false).await,
             Some(since) => {
                 let _one = self.refreshing.lock().await;
                 let fresh = lock(&self.refreshed)
                     .get(partition.topic())
                     .is_some_and(|at| *at > since);
                 let started = Instant::now();
-                let route = self.client.fetch_route(partition, !fresh).await;
+                let route = self.client.partition_leader(partition, !fresh).await;
                 if !fresh {
                     lock(&self.refreshed).insert(partition.topic().to_owned(), started);
                 }
@@ -60,7 +61,7 @@ impl SourceCluster for WireCluster {
         .map_err(|e| classify(&e))?;
         let mut hints = lock(&self.hints);
         match hints.get(partition) {
-            Some(&(leader, epoch)) if epoch > route.leader_epoch => Ok(FetchRoute {
+            Some(&(leader, epoch)) if epoch > route.leader_epoch => Ok(PartitionLeader {
                 leader,
                 leader_epoch: epoch,
                 topic_id: route.topic_id,

@@ -13,7 +13,7 @@ use strait_wire::TopicPartition;
 /// Which records a fetch may return: the wire client's `isolation.level`, under the name the
 /// pipeline has always used. The pipeline's default is `ReadCommitted` (see
 /// [`Settings`](super::Settings)): a mirror must never copy an aborted transaction.
-pub use strait_wire::IsolationLevel as Isolation;
+pub use strait_wire::Isolation;
 /// The target's answer for one partition of a Produce request, and the mirror's idempotent
 /// producer identity on the target (`InitProducerId`): the wire client's types.
 pub use strait_wire::{ProduceAck, ProducerIdentity};
@@ -81,10 +81,11 @@ impl Default for TopicLimits {
     }
 }
 
-/// How the pipeline should react to a failed call.
+/// What the pipeline does about a failed call: the decision taken from a cluster error (the
+/// wire client's `ErrorClass` says what the error is; this says what to do about it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ErrorClass {
+pub enum FailureAction {
     /// Try again after a backoff (leader moved, broker down, timeout, not enough replicas).
     Retriable,
     /// The fetch offset is outside the source log (retention deleted it, or truncation).
@@ -113,7 +114,7 @@ pub enum ErrorClass {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IoError {
     /// What the pipeline should do.
-    pub class: ErrorClass,
+    pub action: FailureAction,
     /// Kafka error name (`NOT_LEADER_OR_FOLLOWER`) or `disconnected`, `timeout`.
     pub code: String,
     /// Full message, including what to do about it.
@@ -122,9 +123,9 @@ pub struct IoError {
 
 impl IoError {
     /// A new error.
-    pub fn new(class: ErrorClass, code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(action: FailureAction, code: impl Into<String>, message: impl Into<String>) -> Self {
         IoError {
-            class,
+            action,
             code: code.into(),
             message: message.into(),
         }
@@ -239,7 +240,7 @@ pub struct NoTransactions;
 
 fn no_transactions() -> IoError {
     IoError::new(
-        ErrorClass::Fatal,
+        FailureAction::Fatal,
         "unsupported",
         "this target does not support transactions; turn exactly-once off",
     )

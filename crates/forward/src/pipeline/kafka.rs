@@ -1,7 +1,7 @@
 //! The pipeline's [`Source`], [`Target`] and [`Positions`] over `strait-wire` cluster clients,
 //! and the [`ForwarderBuilder`] that embedding programs use.
 //!
-//! This is where Kafka error codes become pipeline decisions ([`ErrorClass`]): which errors are
+//! This is where Kafka error codes become pipeline decisions ([`FailureAction`]): which errors are
 //! retried, which mean the target lost our producer state, and which need an operator.
 
 use std::sync::{Arc, Mutex};
@@ -11,16 +11,17 @@ use strait_wire::admin::Admin;
 use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{
-    Client, ClientConfig, Error as WireError, IsolationLevel, OffsetSpec, ProduceBatch,
-    ProduceOptions, ResponseError, TopicPartition, TransactionalProducer, TxnState,
+    Client, ClientConfig, Error as WireError, Isolation, OffsetSpec, ProduceBatch, ProduceOptions,
+    ResponseError, TopicPartition, TransactionalProducer, TxnState,
 };
 
-use strait_wire::ErrorClass as WireClass;
+use strait_wire::ErrorClass;
 
 use crate::Error;
 use crate::observe::{NoopObserver, Observer};
+use crate::pipeline::commit_hook::{CommitHook, NoCommitHook};
 use crate::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Positions, ProduceAck, ProducerIdentity, Source,
+    FailureAction, FetchSpec, Fetched, IoError, Positions, ProduceAck, ProducerIdentity, Source,
     StartPosition, Target, TopicLimits, Transactions,
 };
 use crate::pipeline::{Forwarder, Settings};
@@ -33,21 +34,21 @@ pub fn classify(e: &WireError) -> IoError {
         || wire_error_kind(e).to_string(),
         strait_wire::error::error_name,
     );
-    IoError::new(pipeline_class(e.class()), name, e.to_string())
+    IoError::new(pipeline_action(e.class()), name, e.to_string())
 }
 
-fn pipeline_class(class: WireClass) -> ErrorClass {
+fn pipeline_action(class: ErrorClass) -> FailureAction {
     match class {
-        WireClass::OffsetOutOfRange => ErrorClass::OffsetOutOfRange,
-        WireClass::Duplicate => ErrorClass::Duplicate,
-        WireClass::ProducerState => ErrorClass::ProducerState,
-        WireClass::TooLarge => ErrorClass::TooLarge,
-        WireClass::Denied => ErrorClass::Denied,
-        WireClass::Fenced => ErrorClass::Fenced,
-        WireClass::Abortable => ErrorClass::Abortable,
-        c if c.is_retriable() => ErrorClass::Retriable,
+        ErrorClass::OffsetOutOfRange => FailureAction::OffsetOutOfRange,
+        ErrorClass::Duplicate => FailureAction::Duplicate,
+        ErrorClass::ProducerState => FailureAction::ProducerState,
+        ErrorClass::TooLarge => FailureAction::TooLarge,
+        ErrorClass::Denied => FailureAction::Denied,
+        ErrorClass::Fenced => FailureAction::Fenced,
+        ErrorClass::Abortable => FailureAction::Abortable,
+        c if c.is_retriable() => FailureAction::Retriable,
         // Fatal, and any class a newer wire client adds: an operator looks before data moves.
-        _ => ErrorClass::Fatal,
+        _ => FailureAction::Fatal,
     }
 }
 
@@ -92,7 +93,7 @@ impl Source for WireSource {
         // can ever mirror one partition's records into another's target.
         if answer.partition != spec.partition || answer.fetch_offset != spec.offset {
             return Err(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "bad_response",
                 format!(
                     "asked for {} at offset {}, got the answer for {} at offset {}; fetching again",
@@ -128,12 +129,12 @@ impl Source for WireSource {
         };
         let listed = self
             .client
-            .list_offset(partition, spec, IsolationLevel::ReadCommitted)
+            .list_offset(partition, spec, Isolation::ReadCommitted)
             .await
             .map_err(|e| classify(&e))?;
         listed.offset.ok_or_else(|| {
             IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "bad_response",
                 format!("no offset listed for {partition}"),
             )
@@ -185,7 +186,7 @@ impl Target for WireTarget {
             let name = strait_wire::error::error_name(code);
             return Err(match code {
                 ResponseError::UnknownTopicOrPartition => IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     name,
                     format!(
                         "target topic {} does not exist; create it on the target cluster",
@@ -199,7 +200,7 @@ impl Target for WireTarget {
                         .principal()
                         .unwrap_or("<the mirror's principal>");
                     IoError::new(
-                        ErrorClass::Denied,
+                        FailureAction::Denied,
                         name,
                         format!(
                             "the mirror's principal {principal} may not describe target topic {t}; \
@@ -211,7 +212,7 @@ impl Target for WireTarget {
                     )
                 }
                 _ => IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     name.clone(),
                     format!(
                         "metadata for target topic {} failed with {name}",
@@ -222,7 +223,7 @@ impl Target for WireTarget {
         }
         md.leader(partition).ok_or_else(|| {
             IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "LEADER_NOT_AVAILABLE",
                 format!("target partition {partition} has no leader right now"),
             )
@@ -266,7 +267,7 @@ impl Target for WireTarget {
             .map(|b| match by_partition.remove(&b.partition) {
                 Some(a) => a.result(principal).map_err(|e| classify(&e)),
                 None => Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "bad_response",
                     format!(
                         "the produce response had no answer for {}; resending",
@@ -313,7 +314,7 @@ impl Target for WireTarget {
             }
             Err(e) if e.code() == Some(ResponseError::UnknownTopicOrPartition) => {
                 Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     strait_wire::error::error_name(ResponseError::UnknownTopicOrPartition),
                     format!(
                         "target topic {topic} does not exist; create it on the target cluster; \
@@ -328,16 +329,12 @@ impl Target for WireTarget {
     async fn end_offset(&self, partition: &TopicPartition) -> Result<i64, IoError> {
         let listed = self
             .client
-            .list_offset(
-                partition,
-                OffsetSpec::Latest,
-                IsolationLevel::ReadUncommitted,
-            )
+            .list_offset(partition, OffsetSpec::Latest, Isolation::ReadUncommitted)
             .await
             .map_err(|e| classify(&e))?;
         listed.offset.ok_or_else(|| {
             IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "bad_response",
                 format!("no end offset listed for {partition}"),
             )
@@ -382,10 +379,12 @@ impl WireTransactions {
         match self.producer.state() {
             // A refusal for lack of an ACL stays one: the route aborts, waits for the grant
             // (reported) and redoes the work, instead of redoing it at once, again and again.
-            TxnState::AbortRequired if io.class != ErrorClass::Denied => {
-                io.class = ErrorClass::Abortable
+            TxnState::AbortRequired if io.action != FailureAction::Denied => {
+                io.action = FailureAction::Abortable
             }
-            TxnState::Fatal if io.class != ErrorClass::Denied => io.class = ErrorClass::Fenced,
+            TxnState::Fatal if io.action != FailureAction::Denied => {
+                io.action = FailureAction::Fenced
+            }
             _ => {}
         }
         io
@@ -519,6 +518,7 @@ pub struct ForwarderBuilder {
     group_id: String,
     settings: Settings,
     observer: Arc<dyn Observer>,
+    commit_hook: Arc<dyn CommitHook>,
 }
 
 impl Default for ForwarderBuilder {
@@ -529,6 +529,7 @@ impl Default for ForwarderBuilder {
             group_id: "strait".to_string(),
             settings: Settings::default(),
             observer: Arc::new(NoopObserver),
+            commit_hook: Arc::new(NoCommitHook),
         }
     }
 }
@@ -559,6 +560,11 @@ impl ForwarderBuilder {
         self.observer = observer;
         self
     }
+    /// The commit path's hook (offset maps kept in step with the commits).
+    pub fn commit_hook(mut self, hook: Arc<dyn CommitHook>) -> Self {
+        self.commit_hook = hook;
+        self
+    }
     /// Connects to both clusters and gets the target producer id.
     pub async fn build(self) -> Result<WireForwarder, Error> {
         let (Some(source), Some(target)) = (self.source, self.target) else {
@@ -574,12 +580,13 @@ impl ForwarderBuilder {
             .await
             .map_err(|e| Error::Io(classify(&e)))?;
         let positions = GroupPositions::new(&source, &self.group_id);
-        Forwarder::new(
+        Forwarder::with_commit_hook(
             WireSource::new(source),
             WireTarget::new(target),
             positions,
             self.settings,
             self.observer,
+            self.commit_hook,
         )
         .await
     }
@@ -610,35 +617,41 @@ mod tests {
         let cases = [
             (
                 broker(ResponseError::OffsetOutOfRange),
-                ErrorClass::OffsetOutOfRange,
+                FailureAction::OffsetOutOfRange,
             ),
             (
                 broker(ResponseError::DuplicateSequenceNumber),
-                ErrorClass::Duplicate,
+                FailureAction::Duplicate,
             ),
             (
                 broker(ResponseError::OutOfOrderSequenceNumber),
-                ErrorClass::ProducerState,
+                FailureAction::ProducerState,
             ),
             (
                 broker(ResponseError::ProducerFenced),
-                ErrorClass::ProducerState,
+                FailureAction::ProducerState,
             ),
-            (broker(ResponseError::MessageTooLarge), ErrorClass::TooLarge),
+            (
+                broker(ResponseError::MessageTooLarge),
+                FailureAction::TooLarge,
+            ),
             (
                 broker(ResponseError::TopicAuthorizationFailed),
-                ErrorClass::Denied,
+                FailureAction::Denied,
             ),
             (
                 broker(ResponseError::NotLeaderOrFollower),
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
             ),
-            (broker(ResponseError::NotCoordinator), ErrorClass::Retriable),
+            (
+                broker(ResponseError::NotCoordinator),
+                FailureAction::Retriable,
+            ),
             (
                 broker(ResponseError::NotEnoughReplicasAfterAppend),
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
             ),
-            (broker(ResponseError::InvalidRecord), ErrorClass::Fatal),
+            (broker(ResponseError::InvalidRecord), FailureAction::Fatal),
             (
                 WireError::Timeout {
                     broker: "b:1".into(),
@@ -646,12 +659,12 @@ mod tests {
                     after: Duration::from_secs(1),
                     setting: "request.timeout.ms",
                 },
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
             ),
         ];
         for (e, want) in cases {
             let got = classify(&e);
-            assert_eq!(got.class, want, "{e}");
+            assert_eq!(got.action, want, "{e}");
         }
         assert_eq!(
             classify(&broker(ResponseError::NotLeaderOrFollower)).code,

@@ -8,15 +8,16 @@
 //! The pipeline only sees the clusters through the [`io`] traits; [`kafka`] provides
 //! them over `strait-wire`, and tests drive them in memory.
 
-mod backoff;
 mod budget;
 mod codec;
+pub mod commit_hook;
 mod cycle;
 pub mod io;
 pub mod kafka;
 mod partition;
 pub(crate) mod plan;
 mod producer;
+mod retry;
 mod retry_log;
 mod sender;
 mod window;
@@ -37,9 +38,10 @@ use crate::observe::Observer;
 use crate::rewrite::LogAppendTimePolicy;
 use retry_log::{RETRY_WARN_EVERY, RetryLog};
 
+pub use commit_hook::{AckedBatch, CommitHook, NoCommitHook};
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
-use io::{ErrorClass, IoError};
+use io::{FailureAction, IoError};
 pub use partition::Route;
 
 use budget::Budget;
@@ -49,7 +51,7 @@ use sender::Senders;
 
 /// What to do when the source no longer has the offset the mirror needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutOfRangePolicy {
+pub enum OffsetOutOfRange {
     /// Stop the partition with an error (the default: never skip data silently).
     #[default]
     Fail,
@@ -88,7 +90,7 @@ pub struct Settings {
     /// Where partitions without a committed position start.
     pub start: StartPosition,
     /// What to do when the needed source offset is gone.
-    pub on_offset_out_of_range: OutOfRangePolicy,
+    pub on_offset_out_of_range: OffsetOutOfRange,
     /// First retry delay.
     pub retry_backoff: Duration,
     /// Largest retry delay.
@@ -194,7 +196,7 @@ impl Default for Settings {
             log_append_time: LogAppendTimePolicy::UseCreateTime,
             max_decompressed_bytes: 64 << 20,
             start: StartPosition::Earliest,
-            on_offset_out_of_range: OutOfRangePolicy::Fail,
+            on_offset_out_of_range: OffsetOutOfRange::Fail,
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(10),
             max_request_bytes: 16 << 20,
@@ -315,6 +317,27 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
         settings: Settings,
         observer: Arc<dyn Observer>,
     ) -> Result<Self, Error> {
+        Self::with_commit_hook(
+            source,
+            target,
+            positions,
+            settings,
+            observer,
+            Arc::new(NoCommitHook),
+        )
+        .await
+    }
+
+    /// [`new`](Self::new), with a [`CommitHook`] that hears of every acknowledged batch and
+    /// every position about to be committed, in step with the commits (failover's offset maps).
+    pub async fn with_commit_hook(
+        source: S,
+        target: T,
+        positions: P,
+        settings: Settings,
+        observer: Arc<dyn Observer>,
+        commit_hook: Arc<dyn CommitHook>,
+    ) -> Result<Self, Error> {
         settings.validate()?;
         let target = Arc::new(target);
         let identity = init_producer_id(target.as_ref()).await?;
@@ -344,6 +367,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             ),
             settings: Arc::new(settings),
             observer,
+            commit_hook,
             producers: Producers::new(identity),
             before_transaction_commit,
             produce_retries: RetryLog::new(RETRY_WARN_EVERY),
@@ -450,7 +474,7 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         if committed.len() != routes.len() {
             // Zipping would silently leave partitions unassigned.
             return Err(Error::Io(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "bad_response",
                 format!(
                     "the position store answered {} positions for {} partitions; assign again",
@@ -557,6 +581,13 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         }
         let positions: Vec<(TopicPartition, i64)> =
             changed.iter().map(|(tp, o, _)| (tp.clone(), *o)).collect();
+        // Exactly-once positions reached the hook at their transaction's commit; this is only
+        // the source group's monitoring copy.
+        if self.shared.settings.exactly_once.is_none() {
+            for (tp, next) in &positions {
+                self.shared.commit_hook.committing(tp, *next);
+            }
+        }
         self.positions.commit(&positions).await.map_err(Error::Io)?;
         for (tp, offset, cell) in changed {
             cell.committed.fetch_max(offset, Ordering::AcqRel);
@@ -629,7 +660,7 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
         .await;
         committed.unwrap_or_else(|_| {
             Err(Error::Io(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "timeout",
                 format!(
                     "the final commit of the source positions did not finish within the drain \
@@ -701,13 +732,14 @@ impl<S: Source, T: Target, P: Positions> Drop for Inner<S, T, P> {
 /// is waited out like any other denial: the mirror starts by itself once the grant exists. The
 /// caller cancels by dropping the future (the binary does on SIGTERM).
 async fn init_producer_id<T: Target>(target: &T) -> Result<io::ProducerIdentity, Error> {
-    let mut denial = partition::Denial::new();
+    let mut denial = retry::Retry::denials();
     let never = CancellationToken::new();
     loop {
         match target.init_producer_id().await {
             Ok(identity) => return Ok(identity),
-            Err(e) if e.class == ErrorClass::Denied => {
-                denial.wait(None, &e, &never).await;
+            Err(e) if e.action == FailureAction::Denied => {
+                // Never cancelled, and a denial is always waited: nothing to handle.
+                let _ = denial.wait(e, None, |_, _| {}, &never).await;
             }
             Err(e) => return Err(Error::Io(e)),
         }

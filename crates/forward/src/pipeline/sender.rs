@@ -21,7 +21,7 @@ use futures_util::stream::FuturesOrdered;
 use strait_wire::TopicPartition;
 use tokio::sync::mpsc;
 
-use super::io::{ErrorClass, IoError, ProduceAck, Target};
+use super::io::{FailureAction, IoError, ProduceAck, Target};
 use crate::observe::Observer;
 
 /// One batch waiting to be produced.
@@ -224,7 +224,7 @@ fn deliver(request: Request, outcome: Result<Vec<Result<ProduceAck, IoError>>, I
         }
         Ok(results) => {
             let err = IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "bad_response",
                 format!(
                     "the target answered {} partitions for a request of {}; retrying",

@@ -5,7 +5,7 @@
 //! [`handle_timeout`](Window::handle_timeout)); what to do comes out
 //! ([`poll_transmit`](Window::poll_transmit), [`poll_action`](Window::poll_action),
 //! [`poll_done`](Window::poll_done), [`poll_timeout`](Window::poll_timeout)). The window does no
-//! I/O and never reads the clock: time is passed in. The async driver in `partition.rs` only
+//! I/O and never reads the clock: time is passed in. The async driver in `partition/` only
 //! carries batches to the target, answers to the window and actions to the cluster.
 //!
 //! Rules it keeps:
@@ -36,10 +36,11 @@ use crate::observe::{OffsetPoint, Path};
 use crate::reencode::reencode;
 use crate::rewrite::{ProducerStamp, TargetPolicy, stamp_in_place};
 
-use super::backoff::Backoff;
-use super::io::{ErrorClass, IoError, ProduceAck, ProducerIdentity};
+use super::io::{FailureAction, IoError, ProduceAck, ProducerIdentity};
 use super::plan::Part;
 use super::producer::ProducerSeq;
+use super::retry::backoff;
+use strait_wire::Backoff;
 
 /// Merged batches decompress to at most this many times the merge size (`batch_size`).
 const MERGE_DECOMPRESS_FACTOR: usize = 16;
@@ -189,8 +190,8 @@ pub(crate) struct Window<H> {
 impl<H> Window<H> {
     pub(crate) fn new(config: WindowConfig, seq: ProducerSeq) -> Self {
         Window {
-            backoff: Backoff::new(config.retry_backoff.0, config.retry_backoff.1),
-            denied_backoff: Backoff::new(config.denied_backoff.0, config.denied_backoff.1),
+            backoff: backoff(config.retry_backoff),
+            denied_backoff: backoff(config.denied_backoff),
             config,
             slots: VecDeque::new(),
             seq,
@@ -338,7 +339,7 @@ impl<H> Window<H> {
                 Err(e) => {
                     // The planner validated the batch, so this is a bug, not a peer's doing.
                     self.fail(IoError::new(
-                        ErrorClass::Fatal,
+                        FailureAction::Fatal,
                         "INVALID_BATCH".to_string(),
                         format!("a validated batch could not be stamped: {e}"),
                     ));
@@ -464,7 +465,7 @@ impl<H> Window<H> {
         s.state = match result {
             Ok(ack) => SlotState::Acked(ack.base_offset),
             // Appended by an earlier send whose answer was lost.
-            Err(e) if e.class == ErrorClass::Duplicate => SlotState::Acked(-1),
+            Err(e) if e.action == FailureAction::Duplicate => SlotState::Acked(-1),
             Err(e) => SlotState::Failed(e),
         };
         if matches!(s.state, SlotState::Failed(_)) && self.recovery == Recovery::None {
@@ -503,12 +504,12 @@ impl<H> Window<H> {
             self.recovery = Recovery::None;
             return;
         };
-        match head_err.class {
-            ErrorClass::Retriable => {
+        match head_err.action {
+            FailureAction::Retriable => {
                 self.recovery = Recovery::ResendAt(now + self.backoff.next_delay());
                 self.actions.push_back(Action::Retrying(head_err));
             }
-            ErrorClass::Denied => {
+            FailureAction::Denied => {
                 self.denied += 1;
                 self.recovery = Recovery::ResendAt(now + self.denied_backoff.next_delay());
                 self.actions.push_back(Action::Denied {
@@ -516,11 +517,11 @@ impl<H> Window<H> {
                     attempts: self.denied,
                 });
             }
-            ErrorClass::ProducerState => {
+            FailureAction::ProducerState => {
                 self.recovery = Recovery::ProducerId;
                 self.actions.push_back(Action::NeedProducerId);
             }
-            ErrorClass::TooLarge => {
+            FailureAction::TooLarge => {
                 self.recovery = Recovery::Split;
                 self.actions.push_back(Action::Split(head_err));
             }
@@ -667,7 +668,7 @@ impl<H> Window<H> {
             Ok(p) => p,
             Err(e) => {
                 let detail = IoError::new(
-                    ErrorClass::Fatal,
+                    FailureAction::Fatal,
                     err.code.clone(),
                     format!(
                         "the target refused a {refused}-byte batch ({}: {}) and it cannot be split \
@@ -823,8 +824,8 @@ mod tests {
         })
     }
 
-    fn failed(class: ErrorClass) -> Result<ProduceAck, IoError> {
-        Err(IoError::new(class, "CODE", "injected"))
+    fn failed(action: FailureAction) -> Result<ProduceAck, IoError> {
+        Err(IoError::new(action, "CODE", "injected"))
     }
 
     fn sent(w: &mut Window<u32>) -> Vec<Transmit> {
@@ -946,12 +947,12 @@ mod tests {
         push_parts(&mut w, 10, 3, 1, 20_000);
         let out = sent(&mut w);
         assert_eq!(out.len(), 3);
-        w.on_result(out[0].slot, failed(ErrorClass::Retriable), t0);
+        w.on_result(out[0].slot, failed(FailureAction::Retriable), t0);
         // Nothing more goes out while answers are pending.
         push_parts(&mut w, 40, 1, 1, 20_000);
         assert!(sent(&mut w).is_empty());
         w.on_result(out[1].slot, ok(2), t0);
-        w.on_result(out[2].slot, failed(ErrorClass::Retriable), t0);
+        w.on_result(out[2].slot, failed(FailureAction::Retriable), t0);
         assert!(matches!(w.poll_action(), Some(Action::Retrying(_))));
         assert!(sent(&mut w).is_empty(), "waits for the backoff");
         let at = w.poll_timeout().unwrap();
@@ -983,8 +984,8 @@ mod tests {
         push_parts(&mut w, 10, 3, 2, 20_000);
         let out = sent(&mut w);
         w.on_result(out[1].slot, ok(5), t0);
-        w.on_result(out[0].slot, failed(ErrorClass::ProducerState), t0);
-        w.on_result(out[2].slot, failed(ErrorClass::ProducerState), t0);
+        w.on_result(out[0].slot, failed(FailureAction::ProducerState), t0);
+        w.on_result(out[2].slot, failed(FailureAction::ProducerState), t0);
         assert!(matches!(w.poll_action(), Some(Action::NeedProducerId)));
         assert!(sent(&mut w).is_empty());
         w.on_producer_id(ProducerIdentity {
@@ -1012,7 +1013,7 @@ mod tests {
         let mut w = window(0);
         push_parts(&mut w, 0, 1, 10, 1000);
         let a = sent(&mut w);
-        w.on_result(a[0].slot, failed(ErrorClass::TooLarge), t0);
+        w.on_result(a[0].slot, failed(FailureAction::TooLarge), t0);
         let Some(Action::Split(_)) = w.poll_action() else {
             panic!("expected a split")
         };
@@ -1044,7 +1045,7 @@ mod tests {
         let mut w = window(0);
         push_parts(&mut w, 0, 1, 1, 5000);
         let a = sent(&mut w);
-        w.on_result(a[0].slot, failed(ErrorClass::TooLarge), t0);
+        w.on_result(a[0].slot, failed(FailureAction::TooLarge), t0);
         assert!(matches!(w.poll_action(), Some(Action::Split(_))));
         let e = w.split_head(1000, &TargetPolicy::default()).unwrap_err();
         assert!(e.message.contains("max.message.bytes"), "{e}");
@@ -1059,7 +1060,7 @@ mod tests {
         let mut now = t0;
         for attempt in 1..=3 {
             let t = sent(&mut w);
-            w.on_result(t[0].slot, failed(ErrorClass::Denied), now);
+            w.on_result(t[0].slot, failed(FailureAction::Denied), now);
             let Some(Action::Denied { attempts, .. }) = w.poll_action() else {
                 panic!("expected a denial")
             };
@@ -1088,7 +1089,7 @@ mod tests {
         assert!(!w.at_rest(), "queued");
         let t = sent(&mut w);
         assert!(!w.at_rest(), "in flight");
-        w.on_result(t[0].slot, failed(ErrorClass::Denied), t0);
+        w.on_result(t[0].slot, failed(FailureAction::Denied), t0);
         assert!(matches!(w.poll_action(), Some(Action::Denied { .. })));
         let at = w.poll_timeout().unwrap();
         w.handle_timeout(at);
@@ -1119,7 +1120,7 @@ mod tests {
         assert_eq!(positions(&mut w), vec![Some(30)]);
         push_parts(&mut w, 30, 1, 1, 100);
         let t = sent(&mut w);
-        w.on_result(t[0].slot, failed(ErrorClass::Fatal), t0);
+        w.on_result(t[0].slot, failed(FailureAction::Fatal), t0);
         assert!(matches!(w.poll_action(), Some(Action::Fail(_))));
         assert!(sent(&mut w).is_empty());
         assert!(!w.accepts_input());

@@ -14,7 +14,7 @@ use strait_forward::{
 use strait_testkit::Cluster;
 use strait_wire::admin::{Admin, NewTopic};
 use strait_wire::{
-    Client, ClientConfig, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch,
+    Client, ClientConfig, FetchOptions, FetchPartition, Isolation, OffsetSpec, ProduceBatch,
     ProduceOptions, TopicPartition,
 };
 
@@ -162,7 +162,7 @@ pub async fn offset(
     client: &Client,
     tp: &TopicPartition,
     spec: OffsetSpec,
-    isolation: IsolationLevel,
+    isolation: Isolation,
 ) -> i64 {
     client
         .list_offsets(&[(tp.clone(), spec)], isolation)
@@ -184,7 +184,7 @@ pub async fn stable_ends(client: &Client, topic: &str, partitions: i32) -> Vec<i
                 client,
                 &partition,
                 OffsetSpec::Latest,
-                IsolationLevel::ReadCommitted,
+                Isolation::ReadCommitted,
             )
             .await,
         );
@@ -200,18 +200,12 @@ pub async fn read_committed(
     tp: &TopicPartition,
     from: i64,
 ) -> (Vec<(i64, Rec)>, Vec<RecordBatch>) {
-    let end = offset(
-        client,
-        tp,
-        OffsetSpec::Latest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
+    let end = offset(client, tp, OffsetSpec::Latest, Isolation::ReadCommitted).await;
     let mut records = Vec::new();
     let mut batches = Vec::new();
     let mut next = from;
     let options = FetchOptions {
-        isolation: IsolationLevel::ReadCommitted,
+        isolation: Isolation::ReadCommitted,
         ..FetchOptions::default()
     };
     while next < end {
@@ -288,13 +282,7 @@ pub async fn records(client: &Client, tp: &TopicPartition, from: i64) -> Vec<Rec
 pub async fn wait_records(client: &Client, tp: &TopicPartition, n: usize) -> Vec<Rec> {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let end = offset(
-            client,
-            tp,
-            OffsetSpec::Latest,
-            IsolationLevel::ReadCommitted,
-        )
-        .await;
+        let end = offset(client, tp, OffsetSpec::Latest, Isolation::ReadCommitted).await;
         if end > 0 {
             let got = records(client, tp, 0).await;
             if got.len() >= n {

@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 
 use broker::*;
 use strait_forward::pipeline::Target;
-use strait_forward::pipeline::io::ErrorClass;
+use strait_forward::pipeline::io::FailureAction;
 use strait_forward::{Compression, Forwarder, RecordBatch, Route, Settings, WireTarget};
 use strait_testkit::Cluster;
 use strait_wire::admin::NewTopic;
 use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
-use strait_wire::{Client, IsolationLevel, OffsetSpec};
+use strait_wire::{Client, Isolation, OffsetSpec};
 
 const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
 const GROUP: &str = "strait-forward-edge";
@@ -355,13 +355,7 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
         "{message}"
     );
     assert_eq!(
-        offset(
-            &dst,
-            &gone,
-            OffsetSpec::Latest,
-            IsolationLevel::ReadUncommitted
-        )
-        .await,
+        offset(&dst, &gone, OffsetSpec::Latest, Isolation::ReadUncommitted).await,
         0
     );
     eprintln!("offset out of range: {message}");
@@ -372,7 +366,7 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
         .topic_limits("late")
         .await
         .unwrap_err();
-    assert_eq!(missing.class, ErrorClass::Retriable);
+    assert_eq!(missing.action, FailureAction::Retriable);
     assert!(
         missing.message.contains("target topic late does not exist"),
         "{}",
@@ -419,7 +413,7 @@ async fn scenarios(source: &Cluster, target: &Cluster) {
         .await
         .unwrap();
     for p in &partitions {
-        let end = offset(&src, p, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await;
+        let end = offset(&src, p, OffsetSpec::Latest, Isolation::ReadCommitted).await;
         let c = committed.get(p).and_then(|c| c.as_ref()).map(|c| c.offset);
         assert_eq!(c, Some(end), "committed position of {p}");
     }

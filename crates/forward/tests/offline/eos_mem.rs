@@ -13,8 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_forward::observe::NoopObserver;
 use strait_forward::pipeline::io::{
-    ErrorClass, IoError, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
+    FailureAction, IoError, ProduceAck, ProducerIdentity, Target, TopicLimits, Transactions,
 };
+use strait_forward::pipeline::{AckedBatch, CommitHook};
 use strait_forward::{Compression, ExactlyOnce, Forwarder, RecordBatch, Route, Settings};
 use strait_wire::TopicPartition;
 
@@ -78,7 +79,7 @@ impl EosState {
             Some(t) if Some(t.epoch) == epoch => Ok(t),
             Some(t) => Err(fenced(id, epoch, t.epoch)),
             None => Err(IoError::new(
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_TXN_STATE",
                 format!("{id} was never initialized"),
             )),
@@ -104,7 +105,7 @@ impl EosState {
         if !txn.added.contains(tp) {
             let v = format!("{tp}: produced before AddPartitionsToTxn");
             self.violations.push(v.clone());
-            return Err(IoError::new(ErrorClass::Fatal, "INVALID_TXN_STATE", v));
+            return Err(IoError::new(FailureAction::Fatal, "INVALID_TXN_STATE", v));
         }
         let key = (tp.clone(), pid);
         let expected = match self.sequences.get(&key) {
@@ -118,7 +119,7 @@ impl EosState {
             );
             self.violations.push(v.clone());
             return Err(IoError::new(
-                ErrorClass::ProducerState,
+                FailureAction::ProducerState,
                 "OUT_OF_ORDER_SEQUENCE_NUMBER",
                 v,
             ));
@@ -140,7 +141,7 @@ impl EosState {
 
 fn fenced(id: &str, epoch: Option<i16>, current: i16) -> IoError {
     IoError::new(
-        ErrorClass::Fenced,
+        FailureAction::Fenced,
         "PRODUCER_FENCED",
         format!("{id}: epoch {epoch:?} was fenced by epoch {current}"),
     )
@@ -210,7 +211,11 @@ impl Target for EosTarget {
         let Some(id) = transactional_id else {
             st.violations
                 .push("exactly-once sent a request without a transactional id".into());
-            return Err(IoError::new(ErrorClass::Fatal, "INVALID_REQUEST", "no id"));
+            return Err(IoError::new(
+                FailureAction::Fatal,
+                "INVALID_REQUEST",
+                "no id",
+            ));
         };
         Ok(batches
             .iter()
@@ -562,4 +567,115 @@ async fn a_crash_in_the_first_transaction_does_not_stop_the_partition() {
         l.expected.iter().map(|(_, r)| r.clone()).collect()
     });
     assert_same("read_committed", &want, &dst.read_committed(&target));
+}
+
+/// Exactly-once, the commit hook's order: every acknowledged batch is heard of before the
+/// transaction that makes it visible commits, and every position before its transaction stores
+/// it on the target, never again after (the source group's monitoring copy is not announced).
+struct TxnLedger {
+    dst: EosTarget,
+    src: FakeSource,
+    heard: Mutex<HashSet<i64>>,
+    announced: Mutex<Vec<i64>>,
+    problems: Mutex<Vec<String>>,
+}
+
+impl CommitHook for TxnLedger {
+    fn acknowledged(&self, batch: &AckedBatch<'_>) {
+        let stored = self.dst.position("mirror", &tp("dst", 0));
+        if stored.is_some_and(|p| p > batch.source_last_offset) {
+            self.problems.lock().unwrap().push(format!(
+                "{}..={} heard of after the transaction storing {stored:?} committed",
+                batch.source_base_offset, batch.source_last_offset
+            ));
+        }
+        let mut heard = self.heard.lock().unwrap();
+        heard.extend((0..batch.records).filter_map(|d| batch.source_offset_of(d)));
+    }
+
+    fn committing(&self, source: &TopicPartition, next: i64) {
+        self.announced.lock().unwrap().push(next);
+        let stored = self.dst.position("mirror", &tp("dst", 0));
+        if stored.is_some_and(|p| p >= next) {
+            self.problems.lock().unwrap().push(format!(
+                "{source}@{next} announced after its transaction stored it"
+            ));
+        }
+        let heard = self.heard.lock().unwrap();
+        let unheard: Vec<i64> = self.src.with(source, |l| {
+            l.expected
+                .iter()
+                .map(|(o, _)| *o)
+                .filter(|o| *o < next && !heard.contains(o))
+                .take(5)
+                .collect()
+        });
+        if !unheard.is_empty() {
+            self.problems.lock().unwrap().push(format!(
+                "{source}@{next} announced before the hook heard of {unheard:?}"
+            ));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_commit_hook_hears_each_transaction_before_it_commits() {
+    let (src, dst) = (FakeSource::default(), EosTarget::default());
+    let (source, target) = (tp("src", 0), tp("dst", 0));
+    let ledger = Arc::new(TxnLedger {
+        dst: dst.clone(),
+        src: src.clone(),
+        heard: Mutex::default(),
+        announced: Mutex::default(),
+        problems: Mutex::default(),
+    });
+    let s = eos_settings(Duration::from_secs(30));
+    let fwd = Forwarder::with_commit_hook(
+        src.clone(),
+        dst.clone(),
+        NoPositions,
+        s,
+        Arc::new(NoopObserver),
+        ledger.clone(),
+    )
+    .await
+    .unwrap();
+    fwd.assign(vec![Route {
+        source: source.clone(),
+        target: target.clone(),
+    }])
+    .await
+    .unwrap();
+    let mut ends = Vec::new();
+    for round in 0..3 {
+        let end = src.with(&source, |l| {
+            l.data(
+                Compression::None,
+                (0..10)
+                    .map(|i| gen_rec(&format!("r{round}"), i, 1_700_000_000_000))
+                    .collect(),
+            );
+            l.end
+        });
+        wait_until("the range committed", || {
+            dst.position("mirror", &target) == Some(end)
+        })
+        .await;
+        ends.push(end);
+        // Past a commit interval: the source group's copy is committed too (not announced).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    fwd.shutdown().await.unwrap();
+    let problems = ledger.problems.lock().unwrap().clone();
+    assert!(
+        problems.is_empty(),
+        "commit hook out of step: {problems:#?}"
+    );
+    let announced = ledger.announced.lock().unwrap().clone();
+    for end in ends {
+        assert!(
+            announced.contains(&end),
+            "position {end} committed unannounced: {announced:?}"
+        );
+    }
 }

@@ -19,15 +19,14 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::{BatchSpec, SpecRecord, encode_batch};
-use strait_forward::observe::{
-    BatchForwarded, LossReason, Observer, OffsetPoint, Path, SkipReason,
-};
+use strait_forward::observe::{BatchForwarded, LossReason, Observer, Path, SkipReason};
 use strait_forward::pipeline::io::{
-    ErrorClass, FetchSpec, Fetched, IoError, Isolation, NoTransactions, Positions, ProduceAck,
+    FailureAction, FetchSpec, Fetched, IoError, Isolation, NoTransactions, Positions, ProduceAck,
     ProducerIdentity, Source, StartPosition, Target, TopicLimits,
 };
+use strait_forward::pipeline::{AckedBatch, CommitHook};
 use strait_forward::{
-    Compression, FetchedBatch, FetchedRecords, Forwarder, OutOfRangePolicy, RecordBatch, Route,
+    Compression, FetchedBatch, FetchedRecords, Forwarder, OffsetOutOfRange, RecordBatch, Route,
     Settings,
 };
 use strait_wire::TopicPartition;
@@ -422,7 +421,7 @@ impl SrcLog {
         }
         if spec.offset < self.log_start || spec.offset > self.end {
             return Err(IoError::new(
-                ErrorClass::OffsetOutOfRange,
+                FailureAction::OffsetOutOfRange,
                 "OFFSET_OUT_OF_RANGE",
                 format!(
                     "offset {} is outside {}..{}",
@@ -731,14 +730,14 @@ impl FakeTarget {
             |class, code: &str, msg: String| (Err(IoError::new(class, code, msg)), None, false);
         let Some(&(partitions, max_message_bytes)) = st.topics.get(tp.topic()) else {
             return err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("{tp} does not exist"),
             );
         };
         if tp.partition() >= partitions {
             return err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("{tp} does not exist"),
             );
@@ -750,7 +749,7 @@ impl FakeTarget {
         let leader = *st.leader.get(tp).unwrap_or(&1);
         if leader != node {
             return err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "NOT_LEADER_OR_FOLLOWER",
                 format!("node {node} does not lead {tp} (node {leader} does)"),
             );
@@ -762,12 +761,12 @@ impl FakeTarget {
         };
         let batch = match RecordBatch::parse(bytes.clone()) {
             Ok(b) => b,
-            Err(e) => return invalid(st, ErrorClass::Fatal, "CORRUPT_MESSAGE", e.to_string()),
+            Err(e) => return invalid(st, FailureAction::Fatal, "CORRUPT_MESSAGE", e.to_string()),
         };
         if batch.base_offset() != 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_RECORD",
                 "baseOffset should be 0".into(),
             );
@@ -778,7 +777,7 @@ impl FakeTarget {
         {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_RECORD",
                 "control batch or inconsistent offset range".into(),
             );
@@ -787,7 +786,7 @@ impl FakeTarget {
         if attrs & 0x10 != 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
                 "transactional batch without a transactional id".into(),
             );
@@ -795,7 +794,7 @@ impl FakeTarget {
         if attrs & 0x48 != 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_TIMESTAMP",
                 "LogAppendTime or delete-horizon bit left set".into(),
             );
@@ -809,22 +808,22 @@ impl FakeTarget {
                     Ok(_) => {
                         return invalid(
                             st,
-                            ErrorClass::Fatal,
+                            FailureAction::Fatal,
                             "INVALID_RECORD",
                             "offset deltas are not 0..n-1".into(),
                         );
                     }
                     Err(e) => {
-                        return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string());
+                        return invalid(st, FailureAction::Fatal, "INVALID_RECORD", e.to_string());
                     }
                 }
             }
-            Err(e) => return invalid(st, ErrorClass::Fatal, "INVALID_RECORD", e.to_string()),
+            Err(e) => return invalid(st, FailureAction::Fatal, "INVALID_RECORD", e.to_string()),
         }
         if batch.size_in_bytes() > max_message_bytes {
             // Not a violation: the pipeline may not know the limit (it splits on this answer).
             return err(
-                ErrorClass::TooLarge,
+                FailureAction::TooLarge,
                 "MESSAGE_TOO_LARGE",
                 format!(
                     "{} bytes > max.message.bytes {max_message_bytes}",
@@ -840,7 +839,7 @@ impl FakeTarget {
         if pid < 0 || seq < 0 {
             return invalid(
                 st,
-                ErrorClass::Fatal,
+                FailureAction::Fatal,
                 "INVALID_RECORD",
                 "the mirror must produce idempotently".into(),
             );
@@ -863,18 +862,18 @@ impl FakeTarget {
         }
         match fault {
             Some(Fault::Fatal(code)) => {
-                return err(ErrorClass::Fatal, code, format!("{code} (injected)"));
+                return err(FailureAction::Fatal, code, format!("{code} (injected)"));
             }
             Some(Fault::Denied) => {
                 return err(
-                    ErrorClass::Denied,
+                    FailureAction::Denied,
                     "TOPIC_AUTHORIZATION_FAILED",
                     "not authorized to write (injected)".into(),
                 );
             }
             Some(Fault::Refuse) => {
                 return err(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "NOT_ENOUGH_REPLICAS",
                     "injected".into(),
                 );
@@ -882,7 +881,7 @@ impl FakeTarget {
             // Only a broker that has state for the producer id can find its sequence wrong.
             Some(Fault::OutOfOrder) if p.producers.contains_key(&pid) => {
                 return err(
-                    ErrorClass::ProducerState,
+                    FailureAction::ProducerState,
                     "OUT_OF_ORDER_SEQUENCE_NUMBER",
                     "injected".into(),
                 );
@@ -894,7 +893,7 @@ impl FakeTarget {
         if let Some(state) = p.producers.get(&pid) {
             if epoch < state.epoch {
                 return err(
-                    ErrorClass::ProducerState,
+                    FailureAction::ProducerState,
                     "INVALID_PRODUCER_EPOCH",
                     format!("epoch {epoch} < {}", state.epoch),
                 );
@@ -910,14 +909,14 @@ impl FakeTarget {
                 }
                 if seq != seq_after(state.last_seq, 1) {
                     return err(
-                        ErrorClass::ProducerState,
+                        FailureAction::ProducerState,
                         "OUT_OF_ORDER_SEQUENCE_NUMBER",
                         format!("{tp}: expected {} got {seq}", seq_after(state.last_seq, 1)),
                     );
                 }
             } else if seq != 0 {
                 return err(
-                    ErrorClass::ProducerState,
+                    FailureAction::ProducerState,
                     "OUT_OF_ORDER_SEQUENCE_NUMBER",
                     "a new epoch starts at 0".into(),
                 );
@@ -947,7 +946,7 @@ impl FakeTarget {
         let lose = matches!(fault, Some(Fault::LoseResponse));
         match fault {
             Some(Fault::AppendedButFailed) => err(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
                 "appended, not replicated in time".into(),
             ),
@@ -984,7 +983,7 @@ impl Target for FakeTarget {
         let mut st = self.st();
         let answer = if !st.topics.contains_key(partition.topic()) {
             Err(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("target topic {} does not exist", partition.topic()),
             ))
@@ -1056,7 +1055,7 @@ impl Target for FakeTarget {
             }
             if lose {
                 return Err(IoError::new(
-                    ErrorClass::Retriable,
+                    FailureAction::Retriable,
                     "timeout",
                     "the produce response was lost",
                 ));
@@ -1072,7 +1071,7 @@ impl Target for FakeTarget {
         let st = self.st();
         let answer = match st.topics.get(topic) {
             None => Err(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 format!("target topic {topic} does not exist; create it"),
             )),
@@ -1200,9 +1199,6 @@ struct Recorder {
     blocked: Mutex<Vec<(TopicPartition, Option<String>)>>,
     /// `records_lost` calls, in order.
     lost: Mutex<Vec<(TopicPartition, LossReason, u64)>>,
-    /// (source partition, target offset) -> source offset, from the offset points of every
-    /// acknowledged batch.
-    mapped: Mutex<HashMap<(TopicPartition, i64), i64>>,
 }
 
 impl Observer for Recorder {
@@ -1214,17 +1210,6 @@ impl Observer for Recorder {
             ev.compression.to_string(),
             ev.records,
         ));
-        assert!(!ev.offsets.is_empty(), "a batch without offset points");
-        if ev.target_base_offset >= 0 {
-            let mut mapped = self.mapped.lock().unwrap();
-            for d in 0..ev.records {
-                let source = OffsetPoint::source_of(ev.offsets, d).unwrap();
-                mapped.insert(
-                    (ev.source.clone(), ev.target_base_offset + i64::from(d)),
-                    source,
-                );
-            }
-        }
     }
     fn records_lost(&self, source: &TopicPartition, reason: LossReason, records: u64) {
         self.lost
@@ -1248,6 +1233,92 @@ impl Observer for Recorder {
     }
 }
 
+// --------------------------------------------------------------------------------- commit hook
+
+/// The commit hook's view of the run, checked against the position store at every call: a
+/// batch is heard of before any commit past it, a position before it is committed, and only
+/// once every expected record below it was heard of.
+struct Ledger {
+    positions: Arc<Mutex<PosState>>,
+    src: FakeSource,
+    /// (source partition, target offset) -> source offset, from the acknowledged batches.
+    mapped: Mutex<HashMap<(TopicPartition, i64), i64>>,
+    /// The source offsets of every acknowledged batch, per partition.
+    heard: Mutex<HashMap<TopicPartition, std::collections::BTreeSet<i64>>>,
+    /// `committing` calls, in order.
+    committing: Mutex<Vec<(TopicPartition, i64)>>,
+    problems: Mutex<Vec<String>>,
+}
+
+impl Ledger {
+    fn problem(&self, p: String) {
+        self.problems.lock().unwrap().push(p);
+    }
+}
+
+impl CommitHook for Ledger {
+    fn acknowledged(&self, batch: &AckedBatch<'_>) {
+        assert!(!batch.offsets.is_empty(), "a batch without offset points");
+        let committed = self
+            .positions
+            .lock()
+            .unwrap()
+            .committed
+            .get(batch.source)
+            .copied();
+        if committed.is_some_and(|c| c > batch.source_last_offset) {
+            self.problem(format!(
+                "{} {}..={} heard of after the commit of {committed:?} covered it",
+                batch.source, batch.source_base_offset, batch.source_last_offset
+            ));
+        }
+        let mut heard = self.heard.lock().unwrap();
+        let heard = heard.entry(batch.source.clone()).or_default();
+        let mut mapped = self.mapped.lock().unwrap();
+        for d in 0..batch.records {
+            let source = batch.source_offset_of(d).unwrap();
+            heard.insert(source);
+            if batch.target_base_offset >= 0 {
+                mapped.insert(
+                    (
+                        batch.source.clone(),
+                        batch.target_base_offset + i64::from(d),
+                    ),
+                    source,
+                );
+            }
+        }
+    }
+
+    fn committing(&self, source: &TopicPartition, next: i64) {
+        self.committing.lock().unwrap().push((source.clone(), next));
+        let st = self.positions.lock().unwrap();
+        if st.committed.get(source).is_some_and(|c| *c >= next) {
+            self.problem(format!("{source}@{next} announced after it was committed"));
+        }
+        if st.unchecked {
+            return;
+        }
+        let from = st.from.get(source).copied().unwrap_or(i64::MIN);
+        drop(st);
+        let heard = self.heard.lock().unwrap();
+        let unheard: Vec<i64> = self.src.with(source, |log| {
+            log.expected
+                .iter()
+                .map(|(o, _)| *o)
+                .filter(|o| *o >= from && *o < next)
+                .filter(|o| !heard.get(source).is_some_and(|h| h.contains(o)))
+                .take(5)
+                .collect()
+        });
+        if !unheard.is_empty() {
+            self.problem(format!(
+                "{source}@{next} announced before the hook heard of records {unheard:?}"
+            ));
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------ harness
 
 type Fwd = Forwarder<FakeSource, FakeTarget, FakePositions>;
@@ -1257,6 +1328,7 @@ struct World {
     dst: FakeTarget,
     pos: FakePositions,
     obs: Arc<Recorder>,
+    ledger: Arc<Ledger>,
 }
 
 impl World {
@@ -1270,11 +1342,20 @@ impl World {
             src: src.clone(),
             dst: dst.clone(),
         };
+        let ledger = Arc::new(Ledger {
+            positions: pos.state.clone(),
+            src: src.clone(),
+            mapped: Mutex::default(),
+            heard: Mutex::default(),
+            committing: Mutex::default(),
+            problems: Mutex::default(),
+        });
         World {
             src,
             dst,
             pos,
             obs: Arc::default(),
+            ledger,
         }
     }
 
@@ -1284,12 +1365,13 @@ impl World {
 
     async fn forwarder(&self, settings: Settings) -> Arc<Fwd> {
         Arc::new(
-            Forwarder::new(
+            Forwarder::with_commit_hook(
                 self.src.clone(),
                 self.dst.clone(),
                 self.pos.clone(),
                 settings,
                 self.obs.clone(),
+                self.ledger.clone(),
             )
             .await
             .unwrap(),
@@ -1331,7 +1413,7 @@ impl World {
                 .filter(|o| *o >= from)
                 .collect()
         });
-        let mapped = self.obs.mapped.lock().unwrap();
+        let mapped = self.ledger.mapped.lock().unwrap();
         let st = self.dst.st();
         let targets = st.partitions[&tp("dst", p)]
             .batches
@@ -1360,6 +1442,11 @@ impl World {
         );
         let problems = self.pos.state.lock().unwrap().problems.clone();
         assert!(problems.is_empty(), "bad commits: {problems:#?}");
+        let problems = self.ledger.problems.lock().unwrap().clone();
+        assert!(
+            problems.is_empty(),
+            "commit hook out of step: {problems:#?}"
+        );
     }
 
     fn source_end(&self, p: i32) -> i64 {
@@ -1947,7 +2034,7 @@ async fn revoke_and_shutdown_drain_in_flight_batches_and_commit_the_final_positi
 /// from the log start, and a partition whose whole log is gone commits the new position.
 #[tokio::test(start_paused = true)]
 async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest() {
-    for policy in [OutOfRangePolicy::Fail, OutOfRangePolicy::Earliest] {
+    for policy in [OffsetOutOfRange::Fail, OffsetOutOfRange::Earliest] {
         let world = World::new(3);
         for p in 0..3 {
             fill_small(&world, p, 30);
@@ -1972,7 +2059,7 @@ async fn offset_out_of_range_stops_the_partition_unless_the_policy_says_earliest
         fwd.assign(routes(&[0, 1, 2])).await.unwrap();
         let end1 = world.source_end(1);
         match policy {
-            OutOfRangePolicy::Fail => {
+            OffsetOutOfRange::Fail => {
                 wait_until("partitions 0 and 2 to fail, 1 to finish", || {
                     fwd.failures().len() == 2
                         && fwd
@@ -2344,7 +2431,7 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     world.log(0, |l| {
         for _ in 0..5 {
             l.fetch_faults.push_back(IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "NOT_LEADER_OR_FOLLOWER",
                 "leader moved",
             ));
@@ -2352,7 +2439,7 @@ async fn fetch_errors_are_retried_or_stop_the_partition() {
     });
     world.log(1, |l| {
         l.fetch_faults.push_back(IoError::new(
-            ErrorClass::Fatal,
+            FailureAction::Fatal,
             "TOPIC_AUTHORIZATION_FAILED",
             "may not read src",
         ))
@@ -2667,7 +2754,7 @@ async fn access_denied_heals_by_itself_once_granted() {
     world.log(1, |l| {
         for _ in 0..3 {
             l.fetch_faults.push_back(IoError::new(
-                ErrorClass::Denied,
+                FailureAction::Denied,
                 "TOPIC_AUTHORIZATION_FAILED",
                 "may not read src",
             ));
@@ -2776,5 +2863,63 @@ async fn small_batches_are_merged_exactly_under_faults() {
         );
     }
     assert!(world.dst.max_outstanding() <= 5);
+    assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
+}
+
+/// The commit hook (what failover's offset maps hang on) hears of every acknowledged batch
+/// before any commit covers it, and of every position before the store commits it, with no
+/// batch missed: under lost responses, duplicates, renumbering and merges, across a revoke and
+/// a second assignment. Each hook call checks the store (see [`Ledger`]); here, every commit the
+/// store saw was announced, and every target record maps back to its source offset.
+#[tokio::test(start_paused = true)]
+async fn the_commit_hook_hears_each_batch_before_the_commit_that_covers_it() {
+    let world = World::new(2);
+    for p in 0..2 {
+        fill_small_with(&world, p, 300, 3, |b| {
+            Compression::ALL[(b / 50) % Compression::ALL.len()]
+        });
+    }
+    let mut rng = Rng(0xc0ffee);
+    world.faults(move |_, attempt| {
+        if attempt < 2 {
+            return None;
+        }
+        match rng.next() % 100 {
+            0..=7 => Some(Fault::LoseResponse),
+            8..=11 => Some(Fault::AppendedButFailed),
+            12..=14 => Some(Fault::NotLeader),
+            15..=16 => Some(Fault::ForgetProducers),
+            _ => None,
+        }
+    });
+    let mut delays = Rng(9);
+    world.ack_delay(move || Duration::from_millis(10 + delays.next() % 50));
+    let fwd = world.forwarder(settings()).await;
+    fwd.assign(routes(&[0, 1])).await.unwrap();
+    // Partition 1 changes hands halfway: revoked (final commit) and assigned again.
+    wait_until("partition 1 half mirrored", || {
+        world.pos.committed(&tp("src", 1)).is_some_and(|c| c > 150)
+    })
+    .await;
+    fwd.revoke(&[tp("src", 1)]).await.unwrap();
+    fwd.assign(routes(&[1])).await.unwrap();
+    let ends = world.wait_mirrored(&fwd, 2).await;
+    fwd.shutdown().await.unwrap();
+    for p in 0..2 {
+        world.assert_mirrored(p, 0);
+        world.assert_offsets_exact(p, 0);
+        assert_eq!(world.pos.committed(&tp("src", p)), Some(ends[p as usize]));
+    }
+    let announced = world.ledger.committing.lock().unwrap().clone();
+    let history = world.pos.state.lock().unwrap().history.clone();
+    assert!(history.len() > 2, "too few commits to judge: {history:?}");
+    for commit in &history {
+        assert!(
+            announced.contains(commit),
+            "{}@{} committed without the hook hearing of it first",
+            commit.0,
+            commit.1
+        );
+    }
     assert!(fwd.failures().is_empty(), "{:?}", fwd.failures());
 }

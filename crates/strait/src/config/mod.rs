@@ -50,8 +50,8 @@ use crate::error::{Error, Result};
 // conversion can drop a variant: where new partitions start (`mirror.start`), which source
 // records are read (`mirror.isolation`), what happens when the committed position is gone
 // (`mirror.on_offset_out_of_range`) and the group's assignors.
-pub use strait_forward::{OutOfRangePolicy as OffsetOutOfRange, pipeline::StartPosition};
-pub use strait_wire::IsolationLevel as Isolation;
+pub use strait_forward::{OffsetOutOfRange, pipeline::StartPosition};
+pub use strait_wire::Isolation;
 pub use strait_wire::group::Assignor;
 
 /// Compression of batches written to the target.

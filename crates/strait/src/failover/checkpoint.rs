@@ -15,13 +15,13 @@ use strait_wire::kafka_protocol::ResponseError;
 use strait_wire::kafka_protocol::messages::{DescribeGroupsRequest, GroupId, ListGroupsRequest};
 use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
-use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
+use strait_wire::{Client, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
 use super::format::{Checkpoint, Heartbeat, OffsetSync, Rpo};
 use super::syncs::SyncWriter;
 use super::{OffsetMaps, Sync, topic};
-use crate::config::{Config, Isolation};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
@@ -328,11 +328,8 @@ impl Checkpointer {
     /// The source end offsets of `partitions` (high watermark, or the last stable offset when
     /// mirroring `read_committed`); empty when the listing fails.
     async fn source_ends(&self, partitions: &[TopicPartition]) -> HashMap<TopicPartition, i64> {
-        let isolation = if matches!(self.config.mirror.isolation, Isolation::ReadCommitted) {
-            IsolationLevel::ReadCommitted
-        } else {
-            IsolationLevel::ReadUncommitted
-        };
+        // The config's isolation is the wire client's own type now (one name).
+        let isolation = self.config.mirror.isolation;
         let wanted: Vec<(TopicPartition, OffsetSpec)> = partitions
             .iter()
             .map(|tp| (tp.clone(), OffsetSpec::Latest))

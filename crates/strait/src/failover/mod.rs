@@ -2,8 +2,8 @@
 //!
 //! * [`format`]: MM2's OffsetSync, Checkpoint and Heartbeat records, byte for byte.
 //! * [`map`]: the per-partition source -> target mapping ([`OffsetMap`]), exact, bounded.
-//! * [`OffsetMaps`]: every mirrored partition's map, fed by [`OffsetObserver`] (the forwarder's
-//!   acknowledgements) and read by the checkpoint task ([`checkpoint`]).
+//! * [`OffsetMaps`]: every mirrored partition's map, fed by the forwarder's commit path (it is
+//!   the forwarder's [`CommitHook`]) and read by the checkpoint task ([`checkpoint`]).
 //! * [`syncs`]: the one writer of the offset-syncs topic, and the gate that commits source
 //!   positions only after the syncs mapping them are on the target.
 //! * [`command`]: `strait failover`, from what is on the target alone.
@@ -16,15 +16,15 @@ pub mod syncs;
 pub(crate) mod topic;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use strait_forward::observe::{BatchForwarded, Observer};
+use strait_forward::pipeline::{AckedBatch, CommitHook};
 use strait_wire::TopicPartition;
 
 pub use map::{Miss, OffsetMap, Sync};
 
 /// The offset maps of every partition this instance mirrors (or replayed at start), keyed by
-/// source partition. Shared by the observer (writes, on the forwarder's tasks: short critical
+/// source partition. Shared by the commit hook (writes, on the forwarder's tasks: short critical
 /// sections only) and the checkpoint task.
 #[derive(Debug, Default)]
 pub struct OffsetMaps {
@@ -161,22 +161,9 @@ impl OffsetMaps {
     }
 }
 
-/// Feeds [`OffsetMaps`] from the forwarder's acknowledgements.
-#[derive(Debug, Clone)]
-pub struct OffsetObserver {
-    maps: Arc<OffsetMaps>,
-}
-
-impl OffsetObserver {
-    /// An observer feeding `maps`.
-    pub fn new(maps: Arc<OffsetMaps>) -> OffsetObserver {
-        OffsetObserver { maps }
-    }
-}
-
 /// The (source offset, target offset) points of an acknowledged batch and its end, or `None`
 /// when the target did not say where it wrote it (a duplicate of a batch it already had).
-pub fn batch_points(ev: &BatchForwarded<'_>) -> Option<(Vec<Sync>, Sync)> {
+pub fn batch_points(ev: &AckedBatch<'_>) -> Option<(Vec<Sync>, Sync)> {
     if ev.target_base_offset < 0 || ev.records == 0 {
         return None;
     }
@@ -202,15 +189,24 @@ pub fn batch_points(ev: &BatchForwarded<'_>) -> Option<(Vec<Sync>, Sync)> {
     Some((points, end))
 }
 
-impl Observer for OffsetObserver {
-    fn batch_forwarded(&self, ev: &BatchForwarded<'_>) {
-        if let Some((points, end)) = batch_points(ev) {
-            self.maps.observe(ev.source, &points, end);
+/// The forwarder's commit path feeds the maps: acknowledged batches enter them (staged until
+/// their transaction commits when exactly-once), and the frontier moves to a position only as
+/// it is about to be committed. The one place the maps advance.
+impl CommitHook for OffsetMaps {
+    fn acknowledged(&self, batch: &AckedBatch<'_>) {
+        if let Some((points, end)) = batch_points(batch) {
+            self.observe(batch.source, &points, end);
         }
     }
 
-    fn committed(&self, source: &TopicPartition, offset: i64) {
-        self.maps.advance(source, offset);
+    fn committing(&self, source: &TopicPartition, next: i64) {
+        // Exactly-once, this is the route's transaction commit: only now do its batches count
+        // as mirrored (see `transactional`). A no-op at-least-once.
+        self.commit_staged(source);
+        // Everything below `next` was acknowledged (and passed to `acknowledged`) or skipped
+        // on purpose (markers, aborted records): the frontier may move there. The offset syncs
+        // this queues are written by `GatedPositions` before the commit itself.
+        self.advance(source, next);
     }
 }
 

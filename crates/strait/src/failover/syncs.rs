@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use strait_forward::pipeline::Positions;
-use strait_forward::pipeline::io::{ErrorClass, IoError};
+use strait_forward::pipeline::io::{FailureAction, IoError};
 use strait_wire::{Client, TopicPartition};
 
 use super::checkpoint::read_syncs;
@@ -156,7 +156,7 @@ impl<P: Positions> Positions for GatedPositions<P> {
     }
 
     async fn commit(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
-        self.persist(positions).await?;
+        self.persist().await?;
         self.inner.commit(positions).await
     }
 
@@ -165,34 +165,24 @@ impl<P: Positions> Positions for GatedPositions<P> {
     /// the gate must hold the transaction's commit.
     async fn before_transaction_commit(
         &self,
-        source: &TopicPartition,
-        next: i64,
+        _source: &TopicPartition,
+        _next: i64,
     ) -> Result<(), IoError> {
-        // Only now do the transaction's batches count as mirrored (see
-        // OffsetMaps::transactional): not at the source commit, which may run while the
-        // route's next transaction is open.
-        if let Some(writer) = &self.writer {
-            writer.maps().commit_staged(source);
-        }
-        self.persist(&[(source.clone(), next)]).await
+        self.persist().await
     }
 }
 
 impl<P> GatedPositions<P> {
-    /// Writes the offset syncs that map everything below `positions` to the target.
-    async fn persist(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {
+    /// Writes the pending offset syncs, which map everything below the positions about to be
+    /// committed: the forwarder's commit hook ([`OffsetMaps`](super::OffsetMaps) as
+    /// `CommitHook::committing`) moved the maps there right before this call.
+    async fn persist(&self) -> Result<(), IoError> {
         let Some(writer) = &self.writer else {
             return Ok(());
         };
-        // The forwarder commits a position only once everything below it was acknowledged
-        // (its batches were observed before the position moved) or skipped on purpose
-        // (markers, aborted records): the frontier may move there before the commit.
-        for (tp, next) in positions {
-            writer.maps().advance(tp, *next);
-        }
         writer.flush().await.map(drop).map_err(|e| {
             IoError::new(
-                ErrorClass::Retriable,
+                FailureAction::Retriable,
                 "offset_syncs",
                 format!(
                     "positions not committed: the offset syncs they need could not be written \

@@ -14,7 +14,7 @@ use strait_wire::kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use strait_wire::produce::{ProduceBatch, ProduceOptions};
-use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
+use strait_wire::{Client, Isolation, OffsetSpec, TopicPartition};
 
 use crate::error::{Error, Result};
 
@@ -130,7 +130,7 @@ pub(crate) async fn read_all(client: &Client, topic: &str) -> Result<Vec<(Bytes,
                 (tp.clone(), OffsetSpec::Earliest),
                 (tp.clone(), OffsetSpec::Latest),
             ],
-            IsolationLevel::ReadUncommitted,
+            Isolation::ReadUncommitted,
         )
         .await
         .map_err(|e| Error::Runtime(format!("listing the offsets of {topic}: {e}")))?;

@@ -106,7 +106,7 @@ async fn a_held_join_group_does_not_stall_fetches_to_the_same_broker() {
         .coordinator(CoordinatorType::Group, group)
         .await
         .unwrap();
-    let leader = client_b.fetch_route(&tp, false).await.unwrap().leader;
+    let leader = client_b.partition_leader(&tp, false).await.unwrap().leader;
     assert_eq!(coordinator.node_id(), Some(leader));
     let data = client_b.broker(leader).await.unwrap();
 

@@ -13,7 +13,7 @@ use common::*;
 use kafka_protocol::messages::{FetchRequest, ProduceRequest};
 use strait_testkit::{AdminOp, Cluster, KafkaVersion, Listener};
 use strait_wire::{
-    FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch, ProduceOptions,
+    FetchOptions, FetchPartition, Isolation, OffsetSpec, ProduceBatch, ProduceOptions,
 };
 
 const CODECS: [&str; 5] = ["v2_none", "v2_gzip", "v2_snappy", "v2_lz4", "v2_zstd"];
@@ -86,7 +86,7 @@ async fn kafka_3_9_broker() {
         .map(|p| FetchPartition::new(tp("codecs", p), 0))
         .collect();
     let options = FetchOptions {
-        isolation: IsolationLevel::ReadCommitted,
+        isolation: Isolation::ReadCommitted,
         ..FetchOptions::default()
     };
     let got = client.fetch(&wanted, &options).await.unwrap();
@@ -108,7 +108,7 @@ async fn kafka_3_9_broker() {
                 (tp("codecs", 3), OffsetSpec::Earliest),
                 (tp("codecs", 3), OffsetSpec::Latest),
             ],
-            IsolationLevel::ReadUncommitted,
+            Isolation::ReadUncommitted,
         )
         .await
         .unwrap();

@@ -20,7 +20,7 @@ use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest, ProduceReq
 use kafka_protocol::protocol::StrBytes;
 use strait_testkit::{AdminOp, Cluster, Listener};
 use strait_wire::{
-    Error, FetchOptions, FetchPartition, IsolationLevel, OffsetSpec, ProduceBatch, ProduceOptions,
+    Error, FetchOptions, FetchPartition, Isolation, OffsetSpec, ProduceBatch, ProduceOptions,
     ResponseError,
 };
 use tokio::task::JoinSet;
@@ -140,10 +140,7 @@ async fn codecs_round_trip(client: &strait_wire::Client) {
         assert_eq!(ack.base_offset, 0, "{name}");
     }
 
-    for isolation in [
-        IsolationLevel::ReadUncommitted,
-        IsolationLevel::ReadCommitted,
-    ] {
+    for isolation in [Isolation::ReadUncommitted, Isolation::ReadCommitted] {
         let wanted: Vec<FetchPartition> = (0..5)
             .map(|p| FetchPartition::new(tp("codecs", p), 0))
             .collect();
@@ -262,7 +259,7 @@ async fn list_offsets(client: &strait_wire::Client) {
         (tp("codecs", 2), OffsetSpec::MaxTimestamp),
     ];
     let got = client
-        .list_offsets(&asks, IsolationLevel::ReadCommitted)
+        .list_offsets(&asks, Isolation::ReadCommitted)
         .await
         .unwrap();
     assert_eq!(got[0].offset, Some(0));
@@ -473,7 +470,7 @@ async fn unknown_topics_and_partitions(client: &strait_wire::Client) {
     let e = client
         .list_offsets(
             &[(tp("no-such-topic", 0), OffsetSpec::Latest)],
-            IsolationLevel::ReadUncommitted,
+            Isolation::ReadUncommitted,
         )
         .await
         .unwrap_err();
@@ -599,7 +596,7 @@ async fn concurrent_lookups_get_their_own_answers(client: &strait_wire::Client) 
             let first = tp(&topic, 0);
             let (configs, latest, md) = tokio::join!(
                 admin.describe_topic_configs(&topic),
-                client.list_offset(&first, OffsetSpec::Latest, IsolationLevel::ReadCommitted),
+                client.list_offset(&first, OffsetSpec::Latest, Isolation::ReadCommitted),
                 client.metadata(Some(std::slice::from_ref(&topic))),
             );
             let retention = configs.unwrap().value("retention.ms").map(str::to_owned);
@@ -618,7 +615,7 @@ async fn concurrent_lookups_get_their_own_answers(client: &strait_wire::Client) 
         .list_offset(
             &tp(&name(0), 7),
             OffsetSpec::Latest,
-            IsolationLevel::ReadCommitted,
+            Isolation::ReadCommitted,
         )
         .await
         .unwrap_err();
