@@ -27,6 +27,19 @@ RUN target="$(cat /rust-target)" \
  && STRAIT_GIT_COMMIT="$STRAIT_GIT_COMMIT" cargo build --release --locked --target "$target" -p strait \
  && cp "target/$target/release/strait" /strait
 
+# `--target demo`: the traced producer and consumer of the reference scenario (strait-demo), for
+# docker-compose.yml. Not part of the strait image.
+FROM build AS demo-build
+RUN target="$(cat /rust-target)" \
+ && cargo build --release --locked --target "$target" -p strait-demo \
+ && cp "target/$target/release/strait-demo" /strait-demo
+
+FROM scratch AS demo
+COPY --from=demo-build /strait-demo /strait-demo
+USER 65534:65534
+ENTRYPOINT ["/strait-demo"]
+
+# The strait image (the default, last stage).
 FROM scratch
 COPY --from=build /strait /strait
 USER 65534:65534

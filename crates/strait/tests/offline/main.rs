@@ -8,6 +8,7 @@ mod common;
 
 mod advice;
 mod cli;
+mod compose;
 mod import_strimzi;
 mod metrics_http;
 mod status;
