@@ -52,6 +52,7 @@
 //! counts it ([`OtelStats`]).
 
 pub mod context;
+mod env;
 mod export;
 mod fanout;
 
@@ -323,13 +324,18 @@ pub fn init(cfg: &TracingConfig, flow: &Flow) -> Result<Option<OtelHandle>> {
     let runtime = Handle::try_current().map_err(|_| {
         Error::Runtime("tracing: otel::init was called outside the tokio runtime".into())
     })?;
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
+    // OTEL_EXPORTER_OTLP_{HEADERS,TIMEOUT,PROTOCOL} (env.rs); the exporter reads headers and a
+    // timeout from the process environment itself.
+    let standard = env::check(|name| std::env::var(name).ok(), EXPORT_TIMEOUT)?;
+    let builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(traces_url(endpoint))
-        .with_timeout(EXPORT_TIMEOUT)
-        .build()
-        .map_err(|e| invalid(e.to_string()))?;
+        .with_endpoint(traces_url(endpoint));
+    let builder = match standard.timeout {
+        Some(timeout) => builder.with_timeout(timeout),
+        None => builder,
+    };
+    let exporter = builder.build().map_err(|e| invalid(e.to_string()))?;
     Ok(Some(start(cfg, flow, exporter, runtime)))
 }
 
