@@ -1,6 +1,8 @@
 //! A minimal HTTP/1.1 client for the few HTTP calls SASL credentials need: an OAuth token
 //! endpoint (client credentials grant) and AWS STS. One request per connection, over TCP or
-//! TLS (rustls, trusting the system CA bundle or `SSL_CERT_FILE`), through `hyper`.
+//! TLS (rustls, trusting the system CA bundle or `SSL_CERT_FILE`, else the built-in roots),
+//! through `hyper`, directly or through the proxy `HTTPS_PROXY` / `HTTP_PROXY` name
+//! (`crate::proxy`).
 //!
 //! Nothing here logs request bodies or headers: they carry client secrets.
 
@@ -66,11 +68,24 @@ async fn post_inner(
         .to_owned();
     let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let addr = format!("{host}:{port}");
-    let tcp = TcpStream::connect(&addr)
+    // HTTPS_PROXY / HTTP_PROXY / NO_PROXY (proxy.rs), as other HTTP clients read them.
+    let scheme = if tls { "https" } else { "http" };
+    let proxy =
+        crate::proxy::for_url(|n| std::env::var(n).ok(), scheme, &host, port).map_err(fail)?;
+    let via = proxy
+        .as_ref()
+        .map(|p| format!(" through the proxy {} ({})", p.addr, p.var))
+        .unwrap_or_default();
+    let dial = proxy.as_ref().map_or(addr.as_str(), |p| p.addr.as_str());
+    let mut tcp = TcpStream::connect(dial)
         .await
-        .map_err(|e| fail(format!("cannot connect to {addr}: {e}")))?;
+        .map_err(|e| fail(format!("cannot connect to {dial}{via}: {e}")))?;
     let _ = tcp.set_nodelay(true);
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    // Plain http through a proxy: the request names the whole URL (absolute form).
+    let path = match &proxy {
+        Some(_) if !tls => url.to_owned(),
+        _ => uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+    };
     let authority = uri
         .authority()
         .map_or_else(|| host.clone(), |a| a.as_str().to_owned());
@@ -84,10 +99,18 @@ async fn post_inner(
     for (k, v) in headers {
         req = req.header(*k, v.as_str());
     }
+    if !tls && let Some(auth) = proxy.as_ref().and_then(|p| p.authorization.as_deref()) {
+        req = req.header(hyper::header::PROXY_AUTHORIZATION, auth);
+    }
     let req = req
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| fail(format!("invalid request: {e}")))?;
     if tls {
+        if let Some(p) = &proxy {
+            crate::proxy::tunnel(&mut tcp, &addr, p)
+                .await
+                .map_err(fail)?;
+        }
         let ctx = TlsContext::new(&TlsSettings::default())
             .map_err(|e| fail(format!("TLS setup: {e}")))?;
         let stream = ctx

@@ -87,6 +87,7 @@ pub(crate) mod oauth;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub(crate) mod proxy;
 pub(crate) mod route;
 pub(crate) mod sasl;
 pub(crate) mod tls;
