@@ -106,7 +106,7 @@ fn access_denied_on_the_target_heals_once_granted() {
     assert!(
         denied.contains(&format!(
             "it writes {TOPIC}: kafka-acls.sh --bootstrap-server <broker> --add \
-             --allow-principal User:{US_USER} --operation Write --topic {TOPIC}"
+             --allow-principal User:CN={US_USER} --operation Write --topic {TOPIC}"
         )),
         "{denied}"
     );
