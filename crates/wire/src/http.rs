@@ -40,7 +40,8 @@ pub(crate) async fn post_form(
     body: String,
     timeout: Duration,
 ) -> Result<Response, Failure> {
-    match tokio::time::timeout(timeout, post_inner(url, headers, body)).await {
+    let env = |name: &str| std::env::var(name).ok();
+    match tokio::time::timeout(timeout, post_inner(url, headers, body, env)).await {
         Ok(r) => r,
         Err(_) => Err(Failure {
             message: format!("no response within {} ms", timeout.as_millis()),
@@ -48,10 +49,12 @@ pub(crate) async fn post_form(
     }
 }
 
+/// [`post_form`] without its time bound; `env` looks up the proxy variables (injected in tests).
 async fn post_inner(
     url: &str,
     headers: &[(&str, String)],
     body: String,
+    env: impl Fn(&str) -> Option<String>,
 ) -> Result<Response, Failure> {
     let fail = |message: String| Failure { message };
     let uri: Uri = url
@@ -70,8 +73,7 @@ async fn post_inner(
     let addr = format!("{host}:{port}");
     // HTTPS_PROXY / HTTP_PROXY / NO_PROXY (proxy.rs), as other HTTP clients read them.
     let scheme = if tls { "https" } else { "http" };
-    let proxy =
-        crate::proxy::for_url(|n| std::env::var(n).ok(), scheme, &host, port).map_err(fail)?;
+    let proxy = crate::proxy::for_url(env, scheme, &host, port).map_err(fail)?;
     let via = proxy
         .as_ref()
         .map(|p| format!(" through the proxy {} ({})", p.addr, p.var))
@@ -162,4 +164,70 @@ pub(crate) fn form_encode(value: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A token request to an http:// endpoint goes to HTTP_PROXY in absolute form, with the
+    /// proxy's credentials; NO_PROXY sends the same request directly.
+    #[tokio::test]
+    async fn requests_go_through_the_proxy_the_environment_names() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_addr = listener.local_addr().unwrap();
+        let seen = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed early");
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&got).into_owned()
+        });
+        let proxy_url = format!("http://u:p@{proxy_addr}");
+        let env = |name: &str| (name == "HTTP_PROXY").then(|| proxy_url.clone());
+        // Nothing listens on the token endpoint's address: only the proxy can answer.
+        let resp = post_inner(
+            "http://idp.invalid:8080/oauth2/token",
+            &[],
+            "grant_type=client_credentials".into(),
+            env,
+        )
+        .await
+        .map_err(|f| f.message)
+        .unwrap();
+        assert_eq!((resp.status, &resp.body[..]), (200, &b"{}"[..]));
+        let request = seen.await.unwrap();
+        assert!(
+            request.starts_with("POST http://idp.invalid:8080/oauth2/token HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(
+            request
+                .to_ascii_lowercase()
+                .contains("proxy-authorization: basic dtpw\r\n"),
+            "{request}"
+        );
+
+        // NO_PROXY: a direct connection, which fails (nothing listens there), naming no proxy.
+        let env = |name: &str| match name {
+            "HTTP_PROXY" => Some(proxy_url.clone()),
+            "NO_PROXY" => Some("localhost".into()),
+            _ => None,
+        };
+        let err = post_inner("http://localhost:1/token", &[], String::new(), env)
+            .await
+            .err()
+            .unwrap()
+            .message;
+        assert!(err.starts_with("cannot connect to localhost:1: "), "{err}");
+    }
 }
