@@ -41,7 +41,17 @@ pub(crate) async fn post_form(
     timeout: Duration,
 ) -> Result<Response, Failure> {
     let env = |name: &str| std::env::var(name).ok();
-    match tokio::time::timeout(timeout, post_inner(url, headers, body, env)).await {
+    let mut all = vec![
+        (
+            "content-type".to_owned(),
+            "application/x-www-form-urlencoded".to_owned(),
+        ),
+        ("accept".to_owned(), "application/json".to_owned()),
+    ];
+    all.extend(headers.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    let tls = TlsSettings::default();
+    let send = post_inner(url, &all, Bytes::from(body), &tls, env);
+    match tokio::time::timeout(timeout, send).await {
         Ok(r) => r,
         Err(_) => Err(Failure {
             message: format!("no response within {} ms", timeout.as_millis()),
@@ -52,8 +62,9 @@ pub(crate) async fn post_form(
 /// [`post_form`] without its time bound; `env` looks up the proxy variables (injected in tests).
 async fn post_inner(
     url: &str,
-    headers: &[(&str, String)],
-    body: String,
+    headers: &[(String, String)],
+    body: Bytes,
+    tls_settings: &TlsSettings,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Response, Failure> {
     let fail = |message: String| Failure { message };
@@ -91,21 +102,15 @@ async fn post_inner(
     let authority = uri
         .authority()
         .map_or_else(|| host.clone(), |a| a.as_str().to_owned());
-    let mut req = Request::post(path)
-        .header(hyper::header::HOST, authority)
-        .header(
-            hyper::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .header(hyper::header::ACCEPT, "application/json");
+    let mut req = Request::post(path).header(hyper::header::HOST, authority);
     for (k, v) in headers {
-        req = req.header(*k, v.as_str());
+        req = req.header(k.as_str(), v.as_str());
     }
     if !tls && let Some(auth) = proxy.as_ref().and_then(|p| p.authorization.as_deref()) {
         req = req.header(hyper::header::PROXY_AUTHORIZATION, auth);
     }
     let req = req
-        .body(Full::new(Bytes::from(body)))
+        .body(Full::new(body))
         .map_err(|e| fail(format!("invalid request: {e}")))?;
     if tls {
         if let Some(p) = &proxy {
@@ -113,8 +118,7 @@ async fn post_inner(
                 .await
                 .map_err(fail)?;
         }
-        let ctx = TlsContext::new(&TlsSettings::default())
-            .map_err(|e| fail(format!("TLS setup: {e}")))?;
+        let ctx = TlsContext::new(tls_settings).map_err(|e| fail(format!("TLS setup: {e}")))?;
         let stream = ctx
             .connect(&host, &addr, tcp)
             .await
@@ -150,6 +154,38 @@ where
     .await;
     driver.abort();
     result
+}
+
+/// The answer to [`post`]: the status and the body (at most 1 MiB).
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// One POST of `body` with `headers` to an `http://` or `https://` URL, bounded by `timeout`,
+/// for an embedding program's own small HTTP calls (Strait's OTLP exporter): TLS as `tls` says
+/// (its `ca`, else `SSL_CERT_FILE`, the system bundle or the built-in roots), proxies as
+/// `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` say. The error says what failed, never what was
+/// sent.
+pub async fn post(
+    url: &str,
+    headers: &[(String, String)],
+    body: Bytes,
+    tls: &TlsSettings,
+    timeout: Duration,
+) -> Result<HttpResponse, String> {
+    let env = |name: &str| std::env::var(name).ok();
+    match tokio::time::timeout(timeout, post_inner(url, headers, body, tls, env)).await {
+        Ok(Ok(r)) => Ok(HttpResponse {
+            status: r.status,
+            body: r.body,
+        }),
+        Ok(Err(f)) => Err(f.message),
+        Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
+    }
 }
 
 /// `application/x-www-form-urlencoded` encoding of one value (RFC 3986 unreserved kept).
@@ -198,7 +234,8 @@ mod tests {
         let resp = post_inner(
             "http://idp.invalid:8080/oauth2/token",
             &[],
-            "grant_type=client_credentials".into(),
+            Bytes::from_static(b"grant_type=client_credentials"),
+            &TlsSettings::default(),
             env,
         )
         .await
@@ -223,11 +260,17 @@ mod tests {
             "NO_PROXY" => Some("localhost".into()),
             _ => None,
         };
-        let err = post_inner("http://localhost:1/token", &[], String::new(), env)
-            .await
-            .err()
-            .unwrap()
-            .message;
+        let err = post_inner(
+            "http://localhost:1/token",
+            &[],
+            Bytes::new(),
+            &TlsSettings::default(),
+            env,
+        )
+        .await
+        .err()
+        .unwrap()
+        .message;
         assert!(err.starts_with("cannot connect to localhost:1: "), "{err}");
     }
 }

@@ -81,7 +81,7 @@ pub mod fetch;
 pub(crate) mod frame;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod fuzzing;
-pub(crate) mod http;
+pub mod http;
 pub mod metadata;
 pub(crate) mod oauth;
 pub mod offsets;

@@ -5,8 +5,10 @@
 //! * `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`: `key=value,...` (values URL-encoded) sent with every
 //!   export, e.g. a collector's API key. The exporter reads them itself; checked for form here,
 //!   never printed (they hold credentials).
-//! * `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`: milliseconds per export. Set, it replaces Strait's
-//!   default (the exporter reads it); otherwise [`super::EXPORT_TIMEOUT`].
+//! * `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`: milliseconds per export; otherwise
+//!   [`super::EXPORT_TIMEOUT`].
+//! * `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`: the PEM file of the CA that signed an `https://`
+//!   endpoint's certificate; otherwise `SSL_CERT_FILE`, the system bundle or the built-in roots.
 //! * `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`: `http/protobuf`, the one Strait's exporter speaks;
 //!   `grpc` and `http/json` are refused with what to do instead.
 //! * `OTEL_RESOURCE_ATTRIBUTES`: `key=value,...` added to the spans' resource (read by the SDK's
@@ -17,10 +19,12 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 /// What the variables ask of the exporter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ExporterEnv {
-    /// The timeout to set, or `None` when a variable sets it (the exporter reads it itself).
-    pub timeout: Option<Duration>,
+    /// The time one export may take.
+    pub timeout: Duration,
+    /// The CA file for an `https://` endpoint, and the variable that named it.
+    pub ca: Option<(String, std::path::PathBuf)>,
 }
 
 /// The traces variable, else the general one: `(name, value)` of the first that is set.
@@ -60,9 +64,9 @@ pub(crate) fn check(
             "OTEL_EXPORTER_OTLP_TIMEOUT",
         ],
     ) {
-        None => Some(default_timeout),
+        None => default_timeout,
         Some((var, ms)) => match ms.trim().parse::<u64>() {
-            Ok(ms) if ms > 0 => None,
+            Ok(ms) if ms > 0 => Duration::from_millis(ms),
             _ => {
                 return Err(Error::Invalid {
                     key: var,
@@ -93,7 +97,15 @@ pub(crate) fn check(
             }
         }
     }
-    Ok(ExporterEnv { timeout })
+    let ca = first(
+        &get,
+        [
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        ],
+    )
+    .map(|(var, path)| (var, std::path::PathBuf::from(path.trim())));
+    Ok(ExporterEnv { timeout, ca })
 }
 
 /// An HTTP header-name character (RFC 9110 `tchar`).
@@ -121,13 +133,25 @@ mod tests {
 
     #[test]
     fn the_standard_variables_are_honoured_or_refused_by_name() {
-        assert_eq!(with(&[]).unwrap().timeout, Some(DEFAULT));
-        // A timeout from the environment is the exporter's to apply.
+        assert_eq!(with(&[]).unwrap().timeout, DEFAULT);
         assert_eq!(
             with(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")])
                 .unwrap()
                 .timeout,
-            None
+            Duration::from_millis(2500)
+        );
+        // The traces variable wins over the general one.
+        let e = with(&[
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/general.pem"),
+            ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/traces.pem"),
+        ])
+        .unwrap();
+        assert_eq!(
+            e.ca,
+            Some((
+                "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE".to_owned(),
+                "/traces.pem".into()
+            ))
         );
         let e = with(&[("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10s")]).unwrap_err();
         assert!(
