@@ -61,6 +61,12 @@ else
   say() { printf '\n== %s\n' "$*"; }
 fi
 
+# What a new machine lacks, as scripts/test.sh does: Java and Maven for the clusters and their jars
+# (Maven Central, cached in ~/.cache/strait), Go for Jaeger.
+say "prerequisites (scripts/install-prereqs.sh --demo) and the Kafka jars (scripts/kafka-jars.sh 4)"
+scripts/install-prereqs.sh --demo
+scripts/kafka-jars.sh 4 >/dev/null
+
 say "building strait, strait-demo, strait-otlp-sink ($profile) and strait-kafka"
 cargo build "${profile_flag[@]}" -p strait -p strait-demo -p strait-otlp-sink \
   --bin strait --bin strait-demo --bin strait-otlp-sink

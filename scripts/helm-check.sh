@@ -99,7 +99,13 @@ for set in "${sets[@]}"; do
   pass "helm template ($name)"
   for dir in "${schema_dirs[@]}"; do
     release=${dir##*/k8s-schemas-}
-    if validate "$rendered" "$dir" >"$out/kc.txt" 2>&1; then
+    # Rendered for that release: fields newer than the floor (unhealthyPodEvictionPolicy, 1.26)
+    # are left out on older API servers, as `helm install` does against them.
+    if ! "$helm" template strait "$chart" --namespace mirror --kube-version "$release" "${args[@]}" \
+        >"$out/$name-$release.yaml" 2>"$out/err.txt"; then
+      cat "$out/err.txt" >&2; fail "helm template --kube-version $release ($name)"; continue
+    fi
+    if validate "$out/$name-$release.yaml" "$dir" >"$out/kc.txt" 2>&1; then
       pass "kubeconform -strict, Kubernetes $release ($name): $(tail -1 "$out/kc.txt")"
     else
       cat "$out/kc.txt" >&2; fail "kubeconform -strict, Kubernetes $release ($name)"
@@ -117,6 +123,7 @@ for set in "${sets[@]}"; do
   has "$rendered" '^ +type: RuntimeDefault$' "$name: seccomp RuntimeDefault"
   has "$rendered" '^kind: PodDisruptionBudget$' "$name: a PodDisruptionBudget"
   has "$rendered" '^ +publishNotReadyAddresses: true$' "$name: metrics Service keeps not-ready pods"
+  has "$rendered" '^ +serviceAccountName: ' "$name: pods run as the chart's ServiceAccount"
 
   # The rendered configuration, as the pod strait-0 would load it: with its instance id and,
   # for every STRAIT_* variable the chart sets from a Secret (a SASL password, an OAuth client
@@ -156,6 +163,56 @@ near "$s.yaml" 'name: STRAIT_SOURCE_SASL_PASSWORD' 4 'name: my-europe-user$' "sc
 has "$s.toml" '^"security.protocol" = "SASL_SSL"$' "scram: security.protocol kept"
 has "$s.yaml" '^kind: ServiceMonitor$' "scram: ServiceMonitor rendered"
 
+# The defaults: a ServiceAccount, a startup probe, PDB eviction of unhealthy pods (on 1.26+ only:
+# the 1.25 floor's API server rejects the field), no config checksum (strait reloads the file).
+d="$out/default"
+has "$d.yaml" '^kind: ServiceAccount$' "default: a ServiceAccount"
+near "$d.yaml" 'startupProbe:' 3 'path: /healthz$' "default: /healthz startup probe"
+has "$d.yaml" '^  unhealthyPodEvictionPolicy: AlwaysAllow$' "default: the PDB lets unhealthy pods be evicted"
+if grep -q unhealthyPodEvictionPolicy "$d-v1.25.16.yaml"; then
+  fail "default: unhealthyPodEvictionPolicy rendered for Kubernetes 1.25"
+else
+  pass "default: no unhealthyPodEvictionPolicy for Kubernetes 1.25"
+fi
+if grep -q 'checksum/config' "$d.yaml"; then
+  fail "default: checksum/config set although strait reloads its configuration"
+else
+  pass "default: no checksum/config (hot reload applies changes without a rollout)"
+fi
+
+# The platform values: workload identity, extra volumes and env, alerts, dashboard, checksum.
+p="$out/platform-values"
+near "$p.yaml" '^kind: ServiceAccount$' 12 'eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/strait-msk$' "platform: ServiceAccount annotated for IRSA"
+has "$p.yaml" '^ +checksum/config: [0-9a-f]{64}$' "platform: configChecksum rolls pods on a change"
+has "$p.yaml" 'mountPath: /etc/strait/oauth$' "platform: extraVolumeMounts"
+has "$p.yaml" '^ +secretName: strait-oauth$' "platform: extraVolumes"
+near "$p.yaml" 'envFrom:' 2 'secretRef:' "platform: envFrom"
+has "$p.yaml" '^kind: PrometheusRule$' "platform: PrometheusRule rendered"
+for alert in StraitLagGrowing StraitPartitionStopped StraitPartitionBlocked StraitRecordsLost StraitCheckpointStale; do
+  has "$p.yaml" "^ +- alert: $alert$" "platform: alert $alert"
+done
+# Every metric the alerts query is one strait serves (the table in crates/strait/src/metrics.rs).
+for metric in $(awk '/^kind: PrometheusRule/{on=1} on' "$p.yaml" | grep -o 'strait_[a-z_]*' | sort -u); do
+  if grep -q "^//! | \`$metric\`" crates/strait/src/metrics.rs; then
+    pass "platform: alerts query $metric, which strait serves"
+  else
+    fail "platform: the alerts query $metric, which crates/strait/src/metrics.rs does not serve"
+  fi
+done
+has "$p.yaml" '^    grafana_dashboard: "1"$' "platform: dashboard ConfigMap labelled for Grafana's sidecar"
+if awk '/^  strait.json: \|-$/{on=1; next} on && /^    /{print substr($0, 5); next} on{exit}' "$p.yaml" \
+    | cmp -s - "$chart/dashboards/strait.json"; then
+  pass "platform: the dashboard ConfigMap carries dashboards/strait.json unchanged"
+else
+  fail "platform: the dashboard ConfigMap differs from dashboards/strait.json"
+fi
+
+# The flows values: [clusters.*] and [[flows]] rendered (strait check --offline accepted them above).
+f="$out/flows-values"
+has "$f.toml" '^\[\[flows\]\]$' "flows: [[flows]] in strait.toml"
+has "$f.toml" '^\[clusters\.europe\]$' "flows: [clusters.europe] in strait.toml"
+if grep -q '^\[source\]' "$f.toml"; then fail "flows: [source] rendered next to [[flows]]"; else pass "flows: no [source] next to [[flows]]"; fi
+
 # must_refuse WHAT MESSAGE HELM-ARGS...: `helm template` fails and says MESSAGE.
 must_refuse() {
   local what=$1 message=$2; shift 2
@@ -179,6 +236,12 @@ must_refuse "both PodMonitor and ServiceMonitor" "both enabled" \
 must_refuse "a misspelt chart key (secret for secrets)" "additional properties 'secret' not allowed" \
   --set secret.source.userCert.name=my-europe-user
 must_refuse "a string as replicas" "replicas" --set-string replicas=two
+must_refuse "secrets.source with config.flows" "secrets.source: applies to config.source (one flow)" \
+  -f "$chart/ci/flows-values.yaml" --set secrets.source.clusterCaCert.name=europe-cluster-ca-cert
+must_refuse "a misspelt [[flows]] key" "additional properties 'topic' not allowed" \
+  -f "$chart/ci/flows-values.yaml" --set 'config.flows[0].topic=x'
+must_refuse "a PrometheusRule key misspelt" "additional properties 'lagSeconds' not allowed" \
+  --set prometheusRule.lagSeconds=60
 
 # The validator rejects what Kubernetes would: a misspelt probe field, a string where an integer
 # belongs.
@@ -233,6 +296,19 @@ if grep -qx 'ENTRYPOINT \["/strait"\]' Dockerfile && grep -qx 'USER 65534:65534'
   pass "Dockerfile: ENTRYPOINT /strait and USER 65534:65534, as the chart assumes"
 else
   fail "Dockerfile's ENTRYPOINT or USER changed: update args/podSecurityContext in $chart"
+fi
+
+# The image builds for both platforms the docs name (TARGETARCH mapped to a musl target each),
+# and the build context leaves out the git history and build output.
+if grep -q 'amd64) echo x86_64-unknown-linux-musl' Dockerfile && grep -q 'arm64) echo aarch64-unknown-linux-musl' Dockerfile; then
+  pass "Dockerfile: linux/amd64 and linux/arm64 (buildx TARGETARCH)"
+else
+  fail "Dockerfile: no musl target for TARGETARCH amd64 and arm64"
+fi
+if grep -qx '.git/' .dockerignore && grep -qx 'target/' .dockerignore; then
+  pass ".dockerignore: .git/ and target/ stay out of the build context"
+else
+  fail ".dockerignore must leave out .git/ and target/"
 fi
 
 # strait refuses a bad setting passed through the values (the config check is real).

@@ -5,8 +5,8 @@
 #   - kubeconform, built with `go install`;
 #   - strict JSON schemas for kubeconform, generated offline by deploy/helm/tools/schemagen from
 #     the Kubernetes OpenAPI document inside the k8s.io/kubernetes module
-#     (api/openapi-spec/swagger.json) and from the Prometheus Operator's PodMonitor and
-#     ServiceMonitor CRDs inside its module (example/prometheus-operator-crd/).
+#     (api/openapi-spec/swagger.json) and from the Prometheus Operator's PodMonitor,
+#     ServiceMonitor and PrometheusRule CRDs inside its module (example/prometheus-operator-crd/).
 # Prints the helm binary, the kubeconform binary, then one schema directory per Kubernetes
 # release, one a line.
 # Idempotent: a stamp file marks each complete item; a changed version or generator rebuilds it.
@@ -19,6 +19,8 @@ KUBECONFORM_VERSION=v0.8.0
 # chart supports (Chart.yaml kubeVersion) and a current one.
 K8S_VERSIONS=(v1.25.16 v1.37.2)
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+# The Prometheus Operator kinds the chart can render (their CRDs give the schemas).
+PROMETHEUS_OPERATOR_CRDS=(podmonitors servicemonitors prometheusrules)
 mkdir -p "$cache"
 # One build at a time: scripts/test.sh starts this in the background at the beginning of a run,
 # and whoever needs the tools meanwhile waits here for that build instead of starting another.
@@ -82,7 +84,7 @@ schema_dirs=()
 for k8s_version in "${K8S_VERSIONS[@]}"; do
   schemas="$cache/k8s-schemas-$k8s_version"
   schema_dirs+=("$schemas")
-  stamp="$k8s_version $PROMETHEUS_OPERATOR_VERSION $gen_hash"
+  stamp="$k8s_version $PROMETHEUS_OPERATOR_VERSION $gen_hash ${PROMETHEUS_OPERATOR_CRDS[*]}"
   [ "$(cat "$schemas/.complete" 2>/dev/null)" != "$stamp" ] || continue
   t0=$(now)
   log "generating Kubernetes $k8s_version + Prometheus Operator $PROMETHEUS_OPERATOR_VERSION schemas (first time only)"
@@ -91,13 +93,14 @@ for k8s_version in "${K8S_VERSIONS[@]}"; do
     po=$(dir_of "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
     crds="$po/example/prometheus-operator-crd"
   fi
+  crd_args=()
+  for c in "${PROMETHEUS_OPERATOR_CRDS[@]}"; do crd_args+=(-crd "$crds/monitoring.coreos.com_$c.yaml"); done
   k8s=$(dir_of "k8s.io/kubernetes@$k8s_version")
   [ -f "$k8s/api/openapi-spec/swagger.json" ] || { log "no api/openapi-spec/swagger.json in k8s.io/kubernetes@$k8s_version"; exit 1; }
   rm -rf "$schemas.tmp"
   (cd "$gen" && GOFLAGS=-mod=mod go run . \
     -swagger "$k8s/api/openapi-spec/swagger.json" \
-    -crd "$crds/monitoring.coreos.com_podmonitors.yaml" \
-    -crd "$crds/monitoring.coreos.com_servicemonitors.yaml" \
+    "${crd_args[@]}" \
     -out "$schemas.tmp") >&2
   rm -rf "$schemas"; mv "$schemas.tmp" "$schemas"
   echo "$stamp" > "$schemas/.complete"

@@ -97,6 +97,20 @@ fn access_denied_on_the_target_heals_once_granted() {
     // 1. No Write anywhere: the producer id is denied; the process waits instead of exiting.
     wait_for_log(&log, "access denied", Duration::from_secs(90));
     assert!(strait.try_wait().unwrap().is_none(), "strait exited");
+    // The advice names the topic the mirror writes, as `strait check` does, not a placeholder.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let denied = text
+        .lines()
+        .find(|l| l.contains("idempotent producer id"))
+        .unwrap_or_else(|| panic!("no producer id denial in:\n{text}"));
+    assert!(
+        denied.contains(&format!(
+            "it writes {TOPIC}: kafka-acls.sh --bootstrap-server <broker> --add \
+             --allow-principal User:CN={US_USER} --operation Write --topic {TOPIC}"
+        )),
+        "{denied}"
+    );
+    assert!(!denied.contains("<topic>"), "{denied}");
     us.admin(&[AdminOp::allow(
         &format!("User:{US_USER}"),
         Resource::Topic("some-other-topic".into()),

@@ -113,7 +113,8 @@ fn check_names_the_missing_grants_and_passes_once_they_exist() {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("{stdout}{stderr}");
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    // Rights missing has its own exit code (5), distinct from a cluster that cannot be reached.
+    assert_eq!(out.status.code(), Some(5), "{stdout}{stderr}");
     let write = fix(&us, &format!("User:CN={USER}"), "Write", "--topic my-topic");
     let read_group = fix(
         &europe,
@@ -139,6 +140,35 @@ fn check_names_the_missing_grants_and_passes_once_they_exist() {
         stderr.contains("2 rights the mirror needs are missing"),
         "{stderr}"
     );
+
+    // The same findings as one JSON document for scripts.
+    let out = StraitCommand::new(["check", "--output", "json", "--config"])
+        .arg(&config)
+        .output();
+    assert_eq!(out.status.code(), Some(5));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "rights_missing", "{doc}");
+    assert_eq!(doc["exit_code"], 5);
+    let rights = doc["flows"][0]["rights"].as_array().unwrap();
+    let missing: Vec<String> = rights
+        .iter()
+        .filter(|r| r["status"] == "missing")
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["right"].as_str().unwrap(),
+                r["fix"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(missing.len(), 2, "{doc}");
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.starts_with("Write on topic my-topic kafka-acls.sh")),
+        "{missing:?}"
+    );
+    assert_eq!(doc["flows"][0]["plan"][0]["source_topic"], "my-topic");
 
     // Apply exactly the printed grants.
     apply(&us, &write);

@@ -331,6 +331,32 @@ fn a_group_fails_over_to_exactly_the_remainder() {
         .map(|((_, t, p), cp)| ((t.clone(), *p), cp.offset))
         .collect();
     assert_eq!(translated, expected, "{text}");
+    // The same table as JSON, for scripts.
+    let out = StraitCommand::new(["offsets", "translate", "--output", "json", "--config"])
+        .arg(&config)
+        .arg("--group")
+        .arg(GROUP)
+        .output();
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["applied"], false);
+    let from_json: BTreeMap<(String, i32), i64> = doc["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["group"], GROUP);
+            assert_eq!(r["action"], "-", "translate never commits: {r}");
+            (
+                (
+                    r["topic"].as_str().unwrap().to_string(),
+                    r["partition"].as_i64().unwrap() as i32,
+                ),
+                r["target_offset"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(from_json, expected, "{doc}");
 
     // Kafka's own MirrorMaker 2 client reads the same offsets from the checkpoints.
     let referee = java_translate_offsets(&target, "src", GROUP);

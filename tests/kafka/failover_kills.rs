@@ -303,13 +303,13 @@ fn assert_mm2_series(exposition: &str) {
     }
 }
 
-/// Every metric the shipped Grafana dashboard (`deploy/grafana/strait-dashboard.json`) queries
+/// Every metric the shipped Grafana dashboard (`deploy/helm/strait/dashboards/strait.json`) queries
 /// is served: with samples, or at least declared (an error counter has no sample until an
 /// error happens).
 fn assert_dashboard_series(exposition: &str) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/grafana/strait-dashboard.json"
+        "/../deploy/helm/strait/dashboards/strait.json"
     );
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -56,6 +56,9 @@ pub struct Report {
     pub missing: usize,
     /// Rights that are not granted but only degrade the run (printed as warnings).
     pub warnings: usize,
+    /// The same findings as data, for `strait check --output json`: `principals`, `rights`
+    /// (cluster, operation, resource, purpose, status, fix), `notes` and `plan`.
+    pub details: serde_json::Value,
 }
 
 /// Whether a right is needed for the mirror to work, or only for something optional.
@@ -484,6 +487,7 @@ fn render(
         };
     }
     let _ = writeln!(out, "rights:");
+    let mut json_rights = Vec::new();
     for r in rights {
         let alias = alias(config, r.side);
         let what = describe(r);
@@ -496,6 +500,8 @@ fn render(
             .and_then(|b| b.split(',').next())
             .unwrap_or("<broker>")
             .trim();
+        let fix_line = fix(r, bootstrap, principal);
+        json_rights.push(right_json(r, alias, &what, &fix_line));
         match (r.granted, &r.need) {
             (Some(true), _) => {
                 let _ = writeln!(out, "  ok       {alias}: {what} ({})", r.purpose);
@@ -505,16 +511,14 @@ fn render(
                 let _ = writeln!(
                     out,
                     "  MISSING  {alias}: {what}, needed to {}\n           fix: {}",
-                    r.purpose,
-                    fix(r, bootstrap, principal)
+                    r.purpose, fix_line
                 );
             }
             (Some(false), Need::Optional(consequence)) => {
                 warnings += 1;
                 let _ = writeln!(
                     out,
-                    "  warning  {alias}: {what} is not granted, so {consequence}\n           fix: {}",
-                    fix(r, bootstrap, principal)
+                    "  warning  {alias}: {what} is not granted, so {consequence}\n           fix: {fix_line}"
                 );
             }
             (None, _) => {
@@ -550,6 +554,7 @@ fn render(
         );
     }
     let _ = writeln!(out, "plan ({} topics):", selected.len());
+    let mut plan = Vec::new();
     for t in selected.values() {
         let state = dst.and_then(|a| a.topics.get(&t.target));
         let state = match state {
@@ -563,12 +568,59 @@ fn render(
             "  {} [{} partitions] -> {} ({state})",
             t.source, t.partitions, t.target
         );
+        plan.push(serde_json::json!({
+            "source_topic": t.source,
+            "partitions": t.partitions,
+            "target_topic": t.target,
+            "state": state,
+        }));
     }
+    let details = serde_json::json!({
+        "principals": {
+            "source": principals[0].name,
+            "target": principals[1].name,
+        },
+        "rights": json_rights,
+        "notes": notes,
+        "plan": plan,
+        "missing": missing,
+        "warnings": warnings,
+    });
     Report {
         text: out,
         missing,
         warnings,
+        details,
     }
+}
+
+/// One right as `--output json` prints it; `status` is `ok`, `missing`, `warning` (an optional
+/// right not granted) or `unknown`.
+fn right_json(r: &Right, alias: &str, what: &str, fix: &str) -> serde_json::Value {
+    let (status, consequence) = match (r.granted, &r.need) {
+        (Some(true), _) => ("ok", None),
+        (Some(false), Need::Required) => ("missing", None),
+        (Some(false), Need::Optional(c)) => ("warning", Some(c.as_str())),
+        (None, _) => ("unknown", None),
+    };
+    let (kind, name) = match &r.resource {
+        Resource::Topic(t) => ("topic", t),
+        Resource::NewTopic(t) => ("topic_or_cluster", t),
+        Resource::Group(g) => ("group", g),
+    };
+    serde_json::json!({
+        "cluster": alias,
+        "side": match r.side { Side::Source => "source", Side::Target => "target" },
+        "operation": r.operation,
+        "resource_type": kind,
+        "resource": name,
+        "right": what,
+        "purpose": r.purpose,
+        "status": status,
+        "consequence": consequence,
+        "why_unknown": r.unknown,
+        "fix": (status != "ok").then_some(fix),
+    })
 }
 
 fn alias(config: &Config, side: Side) -> &str {
@@ -582,16 +634,8 @@ impl Report {
     /// The error `strait check` exits with (after printing the report) when something the run
     /// needs is missing.
     pub fn failure(&self) -> Option<Error> {
-        (self.missing > 0).then(|| {
-            Error::Runtime(format!(
-                "{} right{} the mirror needs {} missing; grant {} with the kafka-acls.sh \
-                 command{} above, then run strait check again",
-                self.missing,
-                if self.missing == 1 { "" } else { "s" },
-                if self.missing == 1 { "is" } else { "are" },
-                if self.missing == 1 { "it" } else { "them" },
-                if self.missing == 1 { "" } else { "s" },
-            ))
+        (self.missing > 0).then_some(Error::RightsMissing {
+            missing: self.missing,
         })
     }
 }

@@ -1,7 +1,8 @@
-//! The command line: `strait run|check|mirror-maker|mm2|failover|offsets|import`.
+//! The command line: `strait run|check|status|mirror-maker|mm2|failover|offsets|import|
+//! completions|man`.
 //!
-//! Exit status: 0 success, 1 runtime error, 2 configuration or usage error (the message on
-//! stderr names the key). clap's own usage errors also exit with 2.
+//! Exit status: see [`crate::exit`] (0 success, 1 runtime error, 2 configuration or usage error,
+//! the message on stderr naming the key, ...). clap's own usage errors also exit with 2.
 
 use std::path::PathBuf;
 
@@ -21,19 +22,35 @@ Examples:
   strait mm2 mm2.properties --clusters us
   strait mm2 mm2.properties --check        # print the equivalent strait.toml
   strait import strimzi kafka-mirror-maker.yaml --output strait.toml
+  strait status --url http://localhost:9464
+  strait completions bash > /etc/bash_completion.d/strait
 
 Environment: STRAIT_<SECTION>_<KEY> overrides [mirror], [metrics], [tracing] and [log] keys
 (STRAIT_MIRROR_GROUP_ID=my-group); STRAIT_SOURCE_<PROPERTY> / STRAIT_TARGET_<PROPERTY> set
 Kafka client properties (STRAIT_SOURCE_BOOTSTRAP_SERVERS -> bootstrap.servers). RUST_LOG
 overrides log.level. OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME are used when the
 configuration does not set tracing.otlp_endpoint / tracing.service_name.
+";
 
-Exit status: 0 success, 1 runtime error, 2 configuration or usage error.";
+/// `strait --version`: the release, the git commit and the build date (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("STRAIT_GIT_COMMIT"),
+    ", built ",
+    env!("STRAIT_BUILD_DATE"),
+    ")"
+);
+
+/// The long help's epilogue: examples, environment and the exit codes of [`crate::exit`].
+fn long_help() -> String {
+    format!("{EXAMPLES}\n{}", crate::exit::help())
+}
 
 /// Strait: a single-binary Kafka cross-cluster mirror, a drop-in replacement for MirrorMaker 1
 /// and 2.
 #[derive(Debug, Parser)]
-#[command(name = "strait", version, after_long_help = EXAMPLES, after_help = "Run `strait --help` for examples.")]
+#[command(name = "strait", version = VERSION, after_long_help = long_help(), after_help = "Run `strait --help` for examples and exit codes.")]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -70,6 +87,53 @@ pub enum Command {
     /// Convert another tool's configuration into a strait.toml (and Helm values).
     #[command(subcommand)]
     Import(crate::import::ImportCommand),
+    /// Show a running instance's readiness and lag (its /readyz and /metrics) as a table.
+    #[command(
+        after_help = "Exit status: 0 ready, 1 not ready, 4 the instance cannot be reached.\n\n\
+                      Example:\n  strait status --url http://localhost:9464"
+    )]
+    Status(StatusArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  strait completions bash > /etc/bash_completion.d/strait\n  \
+                            strait completions zsh > \"${fpath[1]}/_strait\""
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of strait; with --dir, write one page per subcommand too.
+    #[command(
+        after_help = "Example:\n  strait man > /usr/local/share/man/man1/strait.1\n  \
+                            strait man --dir /usr/local/share/man/man1"
+    )]
+    Man {
+        /// Write strait.1 and strait-<subcommand>.1 into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// For people.
+    #[default]
+    Text,
+    /// One JSON document on stdout, for scripts (errors still go to stderr).
+    Json,
+}
+
+/// `status` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The instance's metrics address (metrics.listen), as http://host:port.
+    #[arg(long, default_value = "http://127.0.0.1:9464")]
+    pub url: String,
+    /// Text (a table) or JSON.
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// `strait offsets` subcommands.
@@ -92,6 +156,9 @@ pub struct TranslateArgs {
     /// A group to translate (repeat for several); default: every checkpointed group.
     #[arg(long = "group", value_name = "GROUP")]
     pub groups: Vec<String>,
+    /// Text (a tab-separated table) or JSON.
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// `failover` arguments.
@@ -106,6 +173,9 @@ pub struct FailoverArgs {
     /// Commit the translated offsets on the target.
     #[arg(long)]
     pub apply: bool,
+    /// Text (a tab-separated table) or JSON.
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// `run` / `check` arguments.
@@ -125,6 +195,9 @@ pub struct CheckArgs {
     /// Only validate and print the configuration; do not connect.
     #[arg(long)]
     pub offline: bool,
+    /// Text or JSON (the effective configuration, rights, plan and exit status as one document).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// `mirror-maker` arguments.
@@ -155,9 +228,9 @@ pub enum Action {
     /// Run the mirror.
     Run(Loaded),
     /// Print the effective configuration and exit.
-    Check(Loaded),
+    Check(Loaded, Output),
     /// Print the effective configuration, connect to both clusters and print the plan.
-    CheckConnected(Loaded),
+    CheckConnected(Loaded, Output),
     /// `strait failover`.
     Failover {
         /// The configuration.
@@ -166,9 +239,17 @@ pub enum Action {
         groups: Vec<String>,
         /// Commit, not only print.
         apply: bool,
+        /// How to print the table.
+        output: Output,
     },
     /// `strait import`: converts and prints; no configuration to load.
     Import(crate::import::ImportCommand),
+    /// `strait status`: no configuration to load.
+    Status(StatusArgs),
+    /// `strait completions <shell>`.
+    Completions(clap_complete::Shell),
+    /// `strait man [--dir DIR]`.
+    Man(Option<PathBuf>),
 }
 
 impl Command {
@@ -193,12 +274,14 @@ impl Command {
         };
         Ok(match self {
             Command::Run(args) => Action::Run(from_file(args)?),
-            Command::Check(args) if args.offline => Action::Check(from_file(&args.config)?),
-            Command::Check(args) => Action::CheckConnected(from_file(&args.config)?),
+            Command::Check(args) if args.offline => {
+                Action::Check(from_file(&args.config)?, args.output)
+            }
+            Command::Check(args) => Action::CheckConnected(from_file(&args.config)?, args.output),
             Command::MirrorMaker(args) => {
                 let loaded = mirrormaker::mm1::load(&args.options, env)?;
                 if args.check {
-                    Action::Check(loaded)
+                    Action::Check(loaded, Output::Text)
                 } else {
                     Action::Run(loaded)
                 }
@@ -207,17 +290,22 @@ impl Command {
                 loaded: from_file(&args.config)?,
                 groups: args.groups.clone(),
                 apply: args.apply,
+                output: args.output,
             },
             Command::Offsets(OffsetsCommand::Translate(args)) => Action::Failover {
                 loaded: from_file(&args.config)?,
                 groups: args.groups.clone(),
                 apply: false,
+                output: args.output,
             },
             Command::Import(command) => Action::Import(command.clone()),
+            Command::Status(args) => Action::Status(args.clone()),
+            Command::Completions { shell } => Action::Completions(*shell),
+            Command::Man { dir } => Action::Man(dir.clone()),
             Command::Mm2(args) => {
                 let loaded = mirrormaker::mm2::load(&args.options, env)?;
                 if args.check {
-                    Action::Check(loaded)
+                    Action::Check(loaded, Output::Text)
                 } else {
                     Action::Run(loaded)
                 }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::exit;
+
 /// Everything that can go wrong in the `strait` binary outside the forwarding engine.
 ///
 /// Configuration problems name the key (`section.key`, plus where the value came from when it was
@@ -164,6 +166,21 @@ pub enum Error {
     /// A Kafka client error (connection, authentication, authorization, broker error).
     #[error("{0}")]
     Wire(#[from] strait_wire::Error),
+    /// `strait check` found rights the mirror needs missing (the report printed the grants).
+    #[error(
+        "{missing} right{s} the mirror needs {are} missing; grant {them} with the kafka-acls.sh \
+         command{s} above, then run strait check again",
+        s = if *.missing == 1 { "" } else { "s" },
+        are = if *.missing == 1 { "is" } else { "are" },
+        them = if *.missing == 1 { "it" } else { "them" },
+    )]
+    RightsMissing {
+        /// How many.
+        missing: usize,
+    },
+    /// `strait status` could not read the instance.
+    #[error(transparent)]
+    Status(#[from] crate::status::StatusError),
 }
 
 impl From<strait_forward::Error> for Error {
@@ -173,24 +190,29 @@ impl From<strait_forward::Error> for Error {
 }
 
 impl Error {
-    /// The process exit code for this error: 2 for configuration errors, 1 for runtime errors.
+    /// The process exit code for this error ([`crate::exit`]): configuration errors, a cluster
+    /// that cannot be reached, missing rights and other runtime errors each have their own.
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::Connect { .. } => exit::UNREACHABLE,
+            Error::RightsMissing { .. } => exit::RIGHTS_MISSING,
+            Error::Status(crate::status::StatusError::Unreachable { .. }) => exit::UNREACHABLE,
+            Error::Status(crate::status::StatusError::Url { .. }) => exit::CONFIG,
+            Error::Status(_) => exit::RUNTIME,
             Error::Bind { .. }
             | Error::Runtime(_)
-            | Error::Connect { .. }
             | Error::Admin { .. }
             | Error::Start { .. }
             | Error::Forward(_)
             | Error::FinalCommit(_)
-            | Error::Wire(_) => 1,
-            _ => 2,
+            | Error::Wire(_) => exit::RUNTIME,
+            _ => exit::CONFIG,
         }
     }
 
     /// True for errors caused by configuration (files, environment, command line).
     pub fn is_config(&self) -> bool {
-        self.exit_code() == 2
+        self.exit_code() == exit::CONFIG
     }
 }
 

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::health::{self, Readiness};
 use crate::metrics::Metrics;
+use crate::progress::{self, Progress};
 
 /// Points kept per partition for the lag-in-seconds interpolation.
 pub const DEFAULT_POINTS: usize = 64;
@@ -259,6 +260,30 @@ impl LagBook {
     }
 }
 
+/// The catch-up progress line ([`crate::progress`]).
+fn log_progress(report: Option<progress::Report>) {
+    match report {
+        Some(progress::Report::CatchingUp {
+            lag_records,
+            rate,
+            eta,
+        }) => tracing::info!(
+            lag_records,
+            records_per_second = rate.round(),
+            eta = %progress::human(eta),
+            "catching up: {lag_records} records behind, {:.0} records/s faster than the source \
+             writes, caught up in about {}",
+            rate,
+            progress::human(eta)
+        ),
+        Some(progress::Report::CaughtUp { took }) => tracing::info!(
+            took = %progress::human(took),
+            "caught up: no lag left"
+        ),
+        None => {}
+    }
+}
+
 /// Settings of the [`Sampler`].
 #[derive(Debug, Clone, Copy)]
 pub struct SamplerSettings {
@@ -311,10 +336,14 @@ impl Sampler {
     async fn evaluate_loop(&self) {
         let mut tick = tokio::time::interval(EVALUATE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut progress = Progress::default();
         loop {
             tick.tick().await;
             let acked = self.forwarder.acknowledged_positions();
-            let lags = self.metrics.update_lag(&acked, Instant::now());
+            let now = Instant::now();
+            let lags = self.metrics.update_lag(&acked, now);
+            let total: i64 = lags.iter().filter_map(|(_, l)| l.records).sum();
+            log_progress(progress.observe(total, now));
             let problems = health::partition_problems(
                 &lags,
                 &crate::error::failure_messages(&self.forwarder.failures()),

@@ -13,6 +13,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod exit;
 pub mod failover;
 pub mod flows;
 pub mod health;
@@ -26,8 +27,10 @@ pub mod metrics;
 pub mod mirror;
 pub mod mirrormaker;
 pub mod otel;
+pub mod progress;
 pub mod reload;
 pub mod retry;
+pub mod status;
 pub mod topics;
 
 pub use config::{Config, Environment, Loaded};

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use strait::cli::{Action, Cli};
+use clap::{CommandFactory, Parser};
+use strait::cli::{Action, Cli, Output, StatusArgs};
 use strait::config::Environment;
 use strait::{Error, Result, logging};
 use tokio_util::sync::CancellationToken;
@@ -17,88 +17,21 @@ fn main() -> ExitCode {
     };
     match action {
         Action::Import(command) => strait::import::run(&command),
-        Action::Check(loaded) => {
-            for w in &loaded.warnings {
-                eprintln!("warning: {w}");
-            }
-            for (i, config) in loaded.all_flows().into_iter().enumerate() {
-                if !loaded.flows.is_empty() {
-                    let flow = strait::config::flows::flow_name(config);
-                    println!("{}# flow {flow}", if i > 0 { "\n" } else { "" });
-                }
-                print!("{}", config.to_toml(true));
-            }
-            ExitCode::SUCCESS
-        }
-        Action::CheckConnected(loaded) => {
-            for w in &loaded.warnings {
-                eprintln!("warning: {w}");
-            }
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
-            };
-            // Every flow is checked (its clusters, rights and plan); the first failure decides.
-            let mut code: Option<ExitCode> = None;
-            for (i, config) in loaded.all_flows().into_iter().enumerate() {
-                if !loaded.flows.is_empty() {
-                    let flow = strait::config::flows::flow_name(config);
-                    println!("{}# flow {flow}", if i > 0 { "\n" } else { "" });
-                }
-                print!("{}", config.to_toml(true));
-                let failed = match runtime.block_on(strait::check::check(config)) {
-                    Ok(report) => {
-                        print!("{}", report.text);
-                        report.failure().map(|e| fail(&e))
-                    }
-                    Err(e) => Some(fail(&e)),
-                };
-                code = code.or(failed);
-            }
-            code.unwrap_or(ExitCode::SUCCESS)
-        }
+        Action::Check(loaded, output) => check_offline(&loaded, output),
+        Action::CheckConnected(loaded, output) => check_connected(&loaded, output),
         Action::Failover {
             loaded,
             groups,
             apply,
-        } => {
-            if !loaded.flows.is_empty() {
-                return fail(&Error::Unsupported {
-                    what: "strait failover / strait offsets with several flows".into(),
-                    hint: "fail over one flow at a time: give it a configuration with [source] \
-                           and [target] (the flow's clusters and [mirror] settings)"
-                        .into(),
-                });
-            }
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
-            };
-            match runtime.block_on(strait::failover::command::failover(
-                &loaded.config,
-                &groups,
-                apply,
-            )) {
-                Ok(report) => {
-                    print!("{}", report.text);
-                    for (group, why) in &report.refused {
-                        eprintln!("error: {group}: {why}");
-                    }
-                    if report.refused.is_empty() {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::FAILURE
-                    }
-                }
-                Err(e) => fail(&e),
-            }
+            output,
+        } => failover(&loaded, &groups, apply, output),
+        Action::Status(args) => status(&args),
+        Action::Completions(shell) => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "strait", &mut std::io::stdout());
+            ExitCode::SUCCESS
         }
+        Action::Man(dir) => man(dir.as_deref()),
         Action::Run(loaded) => {
             if let Err(e) = logging::init(&loaded.config.log) {
                 return fail(&e);
@@ -106,12 +39,9 @@ fn main() -> ExitCode {
             for w in &loaded.warnings {
                 tracing::warn!("{w}");
             }
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
+            let runtime = match runtime() {
                 Ok(rt) => rt,
-                Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
+                Err(e) => return fail(&e),
             };
             match runtime.block_on(run(loaded, reload_source(cli.command))) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -127,6 +57,212 @@ fn main() -> ExitCode {
 fn fail(e: &Error) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(e.exit_code())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))
+}
+
+/// `# flow <name>` before each flow's part of the text output, when there are several.
+fn flow_header(loaded: &strait::Loaded, i: usize, config: &strait::Config) {
+    if !loaded.flows.is_empty() {
+        let flow = strait::config::flows::flow_name(config);
+        println!("{}# flow {flow}", if i > 0 { "\n" } else { "" });
+    }
+}
+
+/// A flow's effective configuration (secrets redacted) as JSON, for `--output json`.
+fn config_json(config: &strait::Config) -> serde_json::Value {
+    let toml = config.to_toml(true);
+    match toml::from_str::<toml::Value>(&toml) {
+        Ok(v) => serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+        Err(_) => serde_json::Value::String(toml),
+    }
+}
+
+/// The `--output json` document of `strait check`: the status the exit code says, and per
+/// flow its configuration and findings.
+fn check_json(code: u8, flows: Vec<serde_json::Value>) -> String {
+    let status = match code {
+        strait::exit::SUCCESS => "ok",
+        strait::exit::RIGHTS_MISSING => "rights_missing",
+        strait::exit::UNREACHABLE => "unreachable",
+        strait::exit::CONFIG => "config_error",
+        _ => "error",
+    };
+    let doc = serde_json::json!({ "status": status, "exit_code": code, "flows": flows });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+fn flow_json(loaded: &strait::Loaded, config: &strait::Config) -> serde_json::Value {
+    serde_json::json!({
+        "flow": (!loaded.flows.is_empty()).then(|| strait::config::flows::flow_name(config)),
+        "source": config.source.alias,
+        "target": config.target.alias,
+        "config": config_json(config),
+    })
+}
+
+/// `strait check --offline` (and `mirror-maker|mm2 --check`): the effective configuration.
+fn check_offline(loaded: &strait::Loaded, output: Output) -> ExitCode {
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let flows = loaded.all_flows();
+    match output {
+        Output::Text => {
+            for (i, config) in flows.into_iter().enumerate() {
+                flow_header(loaded, i, config);
+                print!("{}", config.to_toml(true));
+            }
+        }
+        Output::Json => {
+            let flows = flows.into_iter().map(|c| flow_json(loaded, c)).collect();
+            println!("{}", check_json(strait::exit::SUCCESS, flows));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `strait check`: every flow is checked (its clusters, rights and plan); the first failure
+/// decides the exit code (a cluster that cannot be reached: 4, missing rights: 5).
+fn check_connected(loaded: &strait::Loaded, output: Output) -> ExitCode {
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let mut code: Option<u8> = None;
+    let mut flows = Vec::new();
+    for (i, config) in loaded.all_flows().into_iter().enumerate() {
+        if output == Output::Text {
+            flow_header(loaded, i, config);
+            print!("{}", config.to_toml(true));
+        }
+        let mut json = flow_json(loaded, config);
+        let error = match runtime.block_on(strait::check::check(config)) {
+            Ok(report) => {
+                if output == Output::Text {
+                    print!("{}", report.text);
+                }
+                if let (Some(obj), serde_json::Value::Object(details)) =
+                    (json.as_object_mut(), report.details.clone())
+                {
+                    obj.extend(details);
+                }
+                report.failure()
+            }
+            Err(e) => Some(e),
+        };
+        if let Some(e) = error {
+            eprintln!("error: {e}");
+            json["error"] = serde_json::Value::String(e.to_string());
+            code = code.or(Some(e.exit_code()));
+        }
+        flows.push(json);
+    }
+    let code = code.unwrap_or(strait::exit::SUCCESS);
+    if output == Output::Json {
+        println!("{}", check_json(code, flows));
+    }
+    ExitCode::from(code)
+}
+
+/// `strait failover` / `strait offsets translate`.
+fn failover(loaded: &strait::Loaded, groups: &[String], apply: bool, output: Output) -> ExitCode {
+    if !loaded.flows.is_empty() {
+        return fail(&Error::Unsupported {
+            what: "strait failover / strait offsets with several flows".into(),
+            hint: "fail over one flow at a time: give it a configuration with [source] \
+                   and [target] (the flow's clusters and [mirror] settings)"
+                .into(),
+        });
+    }
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    match runtime.block_on(strait::failover::command::failover(
+        &loaded.config,
+        groups,
+        apply,
+    )) {
+        Ok(report) => {
+            match output {
+                Output::Text => print!("{}", report.text),
+                Output::Json => {
+                    let refused: Vec<serde_json::Value> = report
+                        .refused
+                        .iter()
+                        .map(|(group, why)| serde_json::json!({"group": group, "reason": why}))
+                        .collect();
+                    let doc = serde_json::json!({
+                        "applied": apply,
+                        "partitions": report.rows,
+                        "refused": refused,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                }
+            }
+            for (group, why) in &report.refused {
+                eprintln!("error: {group}: {why}");
+            }
+            if report.refused.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `strait status`: 0 ready, 1 not ready, 4 the instance cannot be reached.
+fn status(args: &StatusArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
+    };
+    match runtime.block_on(strait::status::fetch(&args.url)) {
+        Ok(s) => {
+            match args.output {
+                Output::Text => print!("{}", s.table()),
+                Output::Json => {
+                    println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+                }
+            }
+            if s.ready {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(strait::exit::RUNTIME)
+            }
+        }
+        Err(e) => fail(&Error::from(e)),
+    }
+}
+
+/// `strait man`: strait(1) on stdout, or every page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> ExitCode {
+    let command = Cli::command();
+    let written = match dir {
+        Some(dir) => clap_mangen::generate_to(command, dir)
+            .map_err(|e| format!("cannot write the man pages into {}: {e}", dir.display())),
+        None => clap_mangen::Man::new(command)
+            .render(&mut std::io::stdout())
+            .map_err(|e| format!("cannot write the man page: {e}")),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&Error::Runtime(e)),
+    }
 }
 
 /// How hot reload (`strait::reload`) loads the configuration again: as at start.
@@ -158,10 +294,6 @@ async fn run(loaded: strait::Loaded, reload: strait::reload::Source) -> Result<(
     strait::flows::run(flows, labelled, shutdown).await
 }
 
-/// Exit code when a shutdown did not finish within `mirror.drain_timeout` plus
-/// [`SHUTDOWN_GRACE`] (what was not committed is re-sent by the next owner: duplicates, no loss).
-const EXIT_SHUTDOWN_DEADLINE: i32 = 3;
-
 /// Time a shutdown may take beyond `mirror.drain_timeout`: the final commit, leaving the group,
 /// flushing traces.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -175,10 +307,10 @@ enum Stop {
 
 impl Stop {
     fn forced_exit_code(self) -> i32 {
-        match self {
-            Stop::Interrupt => 128 + 2,
-            Stop::Terminate => 128 + 15,
-        }
+        i32::from(match self {
+            Stop::Interrupt => strait::exit::INTERRUPTED,
+            Stop::Terminate => strait::exit::TERMINATED,
+        })
     }
 }
 
@@ -208,7 +340,7 @@ async fn next_signal() -> Stop {
 }
 
 /// Cancels `token` on the first SIGINT or SIGTERM. The shutdown that follows is bounded: after
-/// `deadline` the process exits with [`EXIT_SHUTDOWN_DEADLINE`] whatever it was waiting for,
+/// `deadline` the process exits with [`strait::exit::SHUTDOWN_DEADLINE`] whatever it was waiting for,
 /// and a second signal exits at once (128 + the signal's number).
 async fn cancel_on_signal(token: CancellationToken, deadline: std::time::Duration) {
     let first = next_signal().await;
@@ -227,7 +359,7 @@ async fn cancel_on_signal(token: CancellationToken, deadline: std::time::Duratio
             tracing::error!("the shutdown did not finish within {deadline:?}; exiting anyway; \
                 positions not committed yet are re-sent after the restart (duplicates, no loss)");
             let _ = first;
-            std::process::exit(EXIT_SHUTDOWN_DEADLINE);
+            std::process::exit(i32::from(strait::exit::SHUTDOWN_DEADLINE));
         }
     }
 }

@@ -103,6 +103,22 @@ async fn connect_cluster(
         })
 }
 
+/// The target topics the mirror will write, named in the grants a denied producer id advises
+/// (`strait check` names them the same way). Best effort: on an error the advice keeps its
+/// `<topic>` placeholder and the topic loop reports the error.
+async fn written_topics(source: &Client, target: &Client, config: &Config) -> Vec<String> {
+    match Topics::new(source.clone(), target.clone(), config.clone())
+        .discover()
+        .await
+    {
+        Ok(selected) => selected.into_values().map(|t| t.target).collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list the topics to mirror yet");
+            Vec::new()
+        }
+    }
+}
+
 /// The forwarder the mirror runs: source positions in the mirror's group on the source, gated
 /// by the offset syncs when checkpoints are on.
 pub type MirrorForwarder = Forwarder<WireSource, WireTarget, GatedPositions<GroupPositions>>;
@@ -129,10 +145,14 @@ pub async fn run(
         Some(writer) => writer.maps().clone(),
         None => Arc::new(NoCommitHook),
     };
+    let written = tokio::select! {
+        w = written_topics(&source, &target, &config) => w,
+        _ = shutdown.cancelled() => return Ok(()),
+    };
     let forwarder = tokio::select! {
         f = Forwarder::with_commit_hook(
             WireSource::new(source.clone()),
-            WireTarget::new(target.clone()),
+            WireTarget::new(target.clone()).with_written_topics(written),
             GatedPositions::new(positions.clone(), offset_syncs),
             settings(&config),
             observer.clone(),

@@ -539,6 +539,59 @@ pub fn acl_principal(principal: Option<&str>) -> AclPrincipal {
     }
 }
 
+/// The advice for a denied idempotent producer id (InitProducerId), naming the grants for
+/// `topics`, the topics the client writes (a `<topic>` placeholder when it does not know them).
+///
+/// An idempotent producer id is granted by Write on any topic since Kafka 2.8 (KIP-679);
+/// IdempotentWrite on the cluster alone would still leave every produce denied, so the useful
+/// advice is Write on the topics being written.
+pub fn producer_id_denied(
+    code: ResponseError,
+    principal: Option<&str>,
+    topics: &[String],
+) -> String {
+    /// More commands than this are summarised: the advice is one log line.
+    const SHOWN: usize = 5;
+    let p = acl_principal(principal);
+    let caveat = p
+        .caveat
+        .map(|c| format!(" ({} is {c})", p.name))
+        .unwrap_or_default();
+    let grant = |topic: &str| {
+        format!(
+            "kafka-acls.sh --bootstrap-server <broker> --add --allow-principal {} --operation \
+             Write --topic {topic}",
+            p.shell()
+        )
+    };
+    let fixes = match topics {
+        [] => format!("e.g. {}", grant("<topic>")),
+        _ => {
+            let mut fixes: Vec<String> = topics.iter().take(SHOWN).map(|t| grant(t)).collect();
+            if topics.len() > SHOWN {
+                fixes.push(format!("and {} more topics", topics.len() - SHOWN));
+            }
+            format!(
+                "it writes {}: {}",
+                topics
+                    .iter()
+                    .take(SHOWN)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                fixes.join("; ")
+            )
+        }
+    };
+    format!(
+        "not authorized ({}): {} may not get an idempotent producer id because it may not \
+         Write any topic; grant Write on the topics it produces to (since Kafka 2.8, KIP-679, \
+         that is enough: IdempotentWrite on the cluster is not needed), {fixes}{caveat}",
+        error_name(code),
+        p.name,
+    )
+}
+
 fn authorization_message(
     code: ResponseError,
     principal: Option<&str>,
@@ -551,20 +604,8 @@ fn authorization_message(
         .map(|c| format!(" ({} is {c})", p.name))
         .unwrap_or_default();
     let (kind, name) = resource.split_once(':').unwrap_or(("", resource));
-    // An idempotent producer id (InitProducerId) is granted by Write on any topic since Kafka
-    // 2.8 (KIP-679); IdempotentWrite on the cluster alone would still leave every produce
-    // denied, so the useful advice is Write on the topics being written.
     if operation == "IdempotentWrite" && kind == "Cluster" {
-        return format!(
-            "not authorized ({}): {} may not get an idempotent producer id because it may not \
-             Write any topic; grant Write on the topics it produces to (since Kafka 2.8, KIP-679, \
-             that is enough: IdempotentWrite on the cluster is not needed), e.g. kafka-acls.sh \
-             --bootstrap-server <broker> --add --allow-principal {} --operation Write --topic \
-             <topic>{caveat}",
-            error_name(code),
-            p.name,
-            p.shell()
-        );
+        return producer_id_denied(code, principal, &[]);
     }
     // Every transactional request checks Write on the id (FindCoordinator Describe, which
     // Write implies); the produce and offset requests check the topics and the group.
@@ -760,6 +801,20 @@ mod tests {
             "{m}"
         );
         assert!(!m.contains("--operation IdempotentWrite"), "{m}");
+        // A client that knows the topics it writes names them.
+        let topics: Vec<String> = (0..7).map(|i| format!("orders-{i}")).collect();
+        let m = producer_id_denied(
+            ResponseError::ClusterAuthorizationFailed,
+            Some("User:mirror"),
+            &topics,
+        );
+        assert!(!m.contains("<topic>"), "{m}");
+        assert!(m.contains("it writes orders-0, orders-1, orders-2, orders-3, orders-4: "));
+        assert!(m.contains(
+            "kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:mirror \
+             --operation Write --topic orders-0; kafka-acls.sh"
+        ));
+        assert!(m.contains("--topic orders-4; and 2 more topics"), "{m}");
     }
 
     #[test]

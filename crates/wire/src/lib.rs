@@ -82,12 +82,13 @@ pub(crate) mod frame;
 // Also built for the unit tests: they run the entry points over the fuzz seeds on stable.
 #[cfg(any(test, feature = "unstable-fuzzing"))]
 pub mod fuzzing;
-pub(crate) mod http;
+pub mod http;
 pub mod metadata;
 pub(crate) mod oauth;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub(crate) mod proxy;
 pub(crate) mod resource_config;
 pub(crate) mod route;
 pub(crate) mod sasl;

@@ -465,24 +465,39 @@ fn load_roots(ca: Option<&PemSetting>) -> Result<RootCertStore> {
         Some(setting) => (read_pem(setting)?, setting.key, describe(setting)),
         None => {
             let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
-            let found = from_env
-                .into_iter()
-                .chain(SYSTEM_CA_BUNDLES.iter().map(std::path::PathBuf::from))
-                .find_map(|p| std::fs::read(&p).ok().map(|b| (b, p)));
-            match found {
-                Some((bytes, path)) => (bytes, "ssl.ca.location", path.display().to_string()),
-                None => {
-                    return Err(Error::config(
-                        "ssl.ca.location",
-                        "is not set and no system CA bundle was found; set ssl.ca.location to the \
-                         PEM file of the CA that signed the broker certificates",
-                    ));
-                }
-            }
+            return default_roots(
+                from_env
+                    .into_iter()
+                    .chain(SYSTEM_CA_BUNDLES.iter().map(std::path::PathBuf::from)),
+            );
         }
     };
     not_a_store(&pem, key, &what)?;
     roots_from_pem(&pem, key, &what)
+}
+
+/// The roots without `ssl.ca.location`: the first readable bundle of `candidates`
+/// (`SSL_CERT_FILE`, then the system's), else the Mozilla roots compiled into the binary
+/// (webpki-roots). A scratch container image has no system bundle, and public-CA endpoints
+/// (MSK, Confluent Cloud, an OAuth token endpoint, AWS STS) must still verify there.
+fn default_roots(
+    mut candidates: impl Iterator<Item = std::path::PathBuf>,
+) -> Result<RootCertStore> {
+    match candidates.find_map(|p| std::fs::read(&p).ok().map(|b| (b, p))) {
+        Some((pem, path)) => {
+            let what = path.display().to_string();
+            not_a_store(&pem, "ssl.ca.location", &what)?;
+            roots_from_pem(&pem, "ssl.ca.location", &what)
+        }
+        None => {
+            tracing::debug!(
+                "no system CA bundle and no SSL_CERT_FILE: trusting the Mozilla roots built in"
+            );
+            let mut roots = RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            Ok(roots)
+        }
+    }
 }
 
 fn roots_from_pem(pem: &[u8], key: &str, what: &str) -> Result<RootCertStore> {
@@ -1590,5 +1605,22 @@ pDIL2XlLzIkaA/pockYF2odsis6hRANCAAQvlnZg2bskvjP8W1KehTDbXSCyfOOU
             ),
             TlsFailure::BrokerHostnameMismatch
         );
+    }
+
+    /// A scratch image has no CA bundle: without ssl.ca.location the built-in roots are trusted,
+    /// so public-CA endpoints verify; a bundle that exists still wins.
+    #[test]
+    fn without_a_ca_file_or_system_bundle_the_built_in_roots_are_trusted() {
+        let nowhere = std::path::PathBuf::from("/nonexistent/strait/ca-bundle.crt");
+        let roots = default_roots(std::iter::once(nowhere.clone())).unwrap();
+        assert_eq!(roots.len(), webpki_roots::TLS_SERVER_ROOTS.len());
+        assert!(roots.len() > 100, "{}", roots.len());
+        let dir = temp_dir("bundle");
+        let bundle = dir.join("one.pem");
+        let ca = rcgen::generate_simple_self_signed(vec!["ca".into()]).unwrap();
+        std::fs::write(&bundle, ca.cert.pem()).unwrap();
+        let roots = default_roots([nowhere, bundle].into_iter()).unwrap();
+        assert_eq!(roots.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -149,6 +149,9 @@ pub struct WireTarget {
     admin: Admin,
     /// Topics whose configuration we were not allowed to read (warned about once each).
     unreadable: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// The topics the embedding program expects to write, named in the advice when the
+    /// producer id is denied (before any partition runs, the pipeline knows none).
+    written: Arc<[String]>,
 }
 
 impl WireTarget {
@@ -159,16 +162,39 @@ impl WireTarget {
             client,
             admin,
             unreadable: Arc::default(),
+            written: Arc::from([]),
         }
+    }
+
+    /// The topics this target will be written, for the grants a denied producer id advises.
+    pub fn with_written_topics(mut self, topics: Vec<String>) -> Self {
+        self.written = topics.into();
+        self
     }
 }
 
 impl Target for WireTarget {
     async fn init_producer_id(&self) -> Result<ProducerIdentity, IoError> {
-        self.client
-            .init_producer_id()
-            .await
-            .map_err(|e| classify(&e))
+        self.client.init_producer_id().await.map_err(|e| {
+            let mut io = classify(&e);
+            // The wire client's advice has a `<topic>` placeholder; name the real ones.
+            if let WireError::Authorization {
+                code,
+                principal,
+                operation,
+                ..
+            } = &e
+                && operation == "IdempotentWrite"
+                && !self.written.is_empty()
+            {
+                io.message = strait_wire::error::producer_id_denied(
+                    *code,
+                    principal.as_deref(),
+                    &self.written,
+                );
+            }
+            io
+        })
     }
 
     async fn leader(&self, partition: &TopicPartition, refresh: bool) -> Result<i32, IoError> {

@@ -130,8 +130,9 @@ fn every_accepted_key_is_in_examples_strait_toml() {
 }
 
 /// The chart renders `.Values.config` section by section into strait.toml (templates/_helpers.tpl
-/// `strait.config`), so its schema lists the single-flow sections, and the keys of the fixed
-/// ones, exactly as strait accepts them. Cluster sections hold free-form client properties.
+/// `strait.config`), so its schema lists the sections (single-flow and `clusters`/`flows`), and
+/// the keys of the fixed ones and of a `[[flows]]` entry, exactly as strait accepts them. Cluster
+/// sections hold free-form client properties.
 #[test]
 fn the_helm_schema_lists_the_accepted_keys() {
     let schema: serde_json::Value =
@@ -145,8 +146,29 @@ fn the_helm_schema_lists_the_accepted_keys() {
             .unwrap_or_default()
     };
     let sections = listed(config);
-    let expected: BTreeSet<String> = SECTIONS.iter().map(|s| s.to_string()).collect();
+    let expected: BTreeSet<String> = SECTIONS
+        .iter()
+        .chain(&["clusters", "flows"])
+        .map(|s| s.to_string())
+        .collect();
     assert_eq!(sections, expected, "values.schema.json config.properties");
+    // A [[flows]] entry: its own keys and every [mirror] key, nothing else.
+    let flow = &schema["definitions"]["flow"];
+    assert_eq!(flow["additionalProperties"], false);
+    assert_eq!(
+        config["properties"]["flows"]["items"]["$ref"],
+        "#/definitions/flow"
+    );
+    let expected: BTreeSet<String> = super::flows::FLOW_KEYS
+        .iter()
+        .chain(Section::Mirror.keys())
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        listed(flow),
+        expected,
+        "values.schema.json definitions.flow"
+    );
     for section in Section::ALL {
         let body = &config["properties"][section.name()];
         let body = match body["$ref"].as_str() {

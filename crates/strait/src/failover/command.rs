@@ -23,6 +23,29 @@ pub struct Report {
     pub text: String,
     /// Groups that were not applied, with why.
     pub refused: Vec<(String, String)>,
+    /// The table's rows, for `--output json`.
+    pub rows: Vec<Row>,
+}
+
+/// One row of the table: a checkpointed partition of a group.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// The consumer group.
+    pub group: String,
+    /// The target topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The group's committed offset on the source.
+    pub source_offset: i64,
+    /// The translated offset on the target.
+    pub target_offset: i64,
+    /// Records the mirror was behind when the checkpoint was written (none without an RPO).
+    pub behind_records: Option<i64>,
+    /// Age of the checkpoint in seconds (none without an RPO).
+    pub checkpoint_age_seconds: Option<f64>,
+    /// `-` (printed only), `committed`, `kept: target ahead` or `refused: active`.
+    pub action: String,
 }
 
 /// The latest checkpoint per (group, target topic, partition) on the target.
@@ -47,7 +70,11 @@ pub async fn latest_checkpoints(
 pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result<Report> {
     let target = Client::connect(config.target.client_config().map_err(Error::Wire)?)
         .await
-        .map_err(|e| Error::Runtime(format!("target cluster {}: {e}", config.target.alias)))?;
+        .map_err(|e| Error::Connect {
+            side: "target",
+            alias: config.target.alias.clone(),
+            source: Box::new(e),
+        })?;
     let latest = latest_checkpoints(&target, &config.source.alias).await?;
     let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
     for ((group, _, _), c) in latest {
@@ -124,18 +151,31 @@ pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result
         for (c, action) in cps.iter().zip(actions) {
             // "-" when the checkpoint carries no RPO (written by MirrorMaker 2, or the source's
             // end offsets could not be listed then).
-            let (behind, age) = match Rpo::split(&c.metadata).0 {
-                Some(r) => (
-                    r.behind().to_string(),
-                    format!("{:.1}", (now - r.timestamp_ms).max(0) as f64 / 1000.0),
-                ),
-                None => ("-".to_string(), "-".to_string()),
-            };
+            let rpo = Rpo::split(&c.metadata).0;
+            let behind = rpo.map(|r| r.behind());
+            let age = rpo.map(|r| ((now - r.timestamp_ms).max(0) as f64 / 100.0).round() / 10.0);
             let _ = writeln!(
                 report.text,
                 "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                c.group, c.topic, c.partition, c.upstream_offset, c.offset, behind, age, action
+                c.group,
+                c.topic,
+                c.partition,
+                c.upstream_offset,
+                c.offset,
+                behind.map_or_else(|| "-".to_string(), |b| b.to_string()),
+                age.map_or_else(|| "-".to_string(), |a| format!("{a:.1}")),
+                action
             );
+            report.rows.push(Row {
+                group: c.group.clone(),
+                topic: c.topic.clone(),
+                partition: c.partition,
+                source_offset: c.upstream_offset,
+                target_offset: c.offset,
+                behind_records: behind,
+                checkpoint_age_seconds: age,
+                action: action.to_string(),
+            });
         }
     }
     Ok(report)

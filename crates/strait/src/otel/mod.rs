@@ -52,8 +52,10 @@
 //! counts it ([`OtelStats`]).
 
 pub mod context;
+mod env;
 mod export;
 mod fanout;
+mod http_client;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -67,7 +69,7 @@ use opentelemetry::trace::{
     TracerProvider as _,
 };
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider, SpanExporter,
@@ -299,9 +301,19 @@ impl Drop for OtelHandle {
 /// while the mirror does (exports run on it).
 ///
 /// The endpoint is the OTLP/HTTP base URL (`http://127.0.0.1:4318`); `/v1/traces` is appended
-/// unless the URL already ends with it. Only `http://` works: the exporter's HTTP client has no
-/// TLS, so `https://` is refused here (send to a local collector or agent instead).
+/// unless the URL already ends with it. `https://` is verified with the CA of
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`, else `SSL_CERT_FILE`, the system bundle or the built-in
+/// roots (`strait-wire`'s client, which also honours `HTTPS_PROXY` / `NO_PROXY`).
 pub fn init(cfg: &TracingConfig, flow: &Flow) -> Result<Option<OtelHandle>> {
+    init_with(cfg, flow, |name| std::env::var(name).ok())
+}
+
+/// [`init`] with the `OTEL_*` variables from `env` (tests inject them).
+fn init_with(
+    cfg: &TracingConfig,
+    flow: &Flow,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<OtelHandle>> {
     let Some(endpoint) = cfg.otlp_endpoint.as_deref() else {
         return Ok(None);
     };
@@ -310,24 +322,39 @@ pub fn init(cfg: &TracingConfig, flow: &Flow) -> Result<Option<OtelHandle>> {
     }
     let invalid = |why: String| Error::Invalid {
         key: "tracing.otlp_endpoint".into(),
-        expected: "the http:// URL of an OTLP/HTTP receiver, e.g. \"http://127.0.0.1:4318\"".into(),
+        expected: "the http:// or https:// URL of an OTLP/HTTP receiver, e.g. \
+                   \"http://127.0.0.1:4318\""
+            .into(),
         got: format!("{endpoint:?} ({why})"),
     };
-    if !endpoint.starts_with("http://") {
-        return Err(invalid(
-            "https is not supported by the built-in exporter; export to a local OpenTelemetry \
-             Collector or agent over http"
-                .into(),
-        ));
-    }
     let runtime = Handle::try_current().map_err(|_| {
         Error::Runtime("tracing: otel::init was called outside the tokio runtime".into())
     })?;
+    // OTEL_EXPORTER_OTLP_{HEADERS,TIMEOUT,PROTOCOL,CERTIFICATE} (env.rs); the exporter reads the
+    // headers from the process environment itself.
+    let standard = env::check(env, EXPORT_TIMEOUT)?;
+    let mut tls = strait_wire::config::TlsSettings::default();
+    if let Some((var, path)) = standard.ca {
+        tls.ca = Some(strait_wire::config::PemSetting {
+            source: strait_wire::config::PemSource::File(path),
+            key: if var.contains("TRACES") {
+                "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"
+            } else {
+                "OTEL_EXPORTER_OTLP_CERTIFICATE"
+            },
+        });
+    }
+    // strait-wire's client: https (rustls) and HTTPS_PROXY / NO_PROXY (http_client.rs).
+    let client = http_client::WireHttp {
+        tls,
+        timeout: standard.timeout,
+    };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(client)
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(traces_url(endpoint))
-        .with_timeout(EXPORT_TIMEOUT)
+        .with_timeout(standard.timeout)
         .build()
         .map_err(|e| invalid(e.to_string()))?;
     Ok(Some(start(cfg, flow, exporter, runtime)))

@@ -456,16 +456,92 @@ async fn a_full_job_queue_counts_batches_not_traced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn init_is_off_without_an_endpoint_or_with_mode_off_and_refuses_https() {
+async fn init_is_off_without_an_endpoint_or_with_mode_off() {
     let mut cfg = config(TracingMode::Off, 1.0, 100);
     assert!(init(&cfg, &flow()).unwrap().is_none());
     cfg.mode = TracingMode::Batch;
     cfg.otlp_endpoint = None;
     assert!(init(&cfg, &flow()).unwrap().is_none());
+    // A protocol the exporter does not speak is refused by name.
     cfg.otlp_endpoint = Some("https://collector:4318".into());
-    let err = init(&cfg, &flow()).unwrap_err();
+    let grpc = |n: &str| (n == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "grpc".to_owned());
+    let err = init_with(&cfg, &flow(), grpc).unwrap_err();
     assert!(err.is_config(), "{err}");
-    assert!(err.to_string().contains("tracing.otlp_endpoint"), "{err}");
+    assert!(
+        err.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+        "{err}"
+    );
+}
+
+/// An `https://` endpoint whose certificate is signed by the CA of
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`: a TLS front (rustls, a certificate for localhost) relays to
+/// the OTLP receiver, and the span arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_https_receiver_trusting_otel_exporter_otlp_certificate() {
+    let sink = strait_otlp_sink::Sink::start("127.0.0.1:0").await.unwrap();
+    let plain = sink.endpoint().trim_start_matches("http://").to_owned();
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &issuer)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let tls = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![server.der().clone()],
+        rustls_pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = front.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = front.accept().await {
+            let (acceptor, plain) = (acceptor.clone(), plain.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut back) = tokio::net::TcpStream::connect(&plain).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut back).await;
+            });
+        }
+    });
+
+    let mut cfg = config(TracingMode::Records, 1.0, 100);
+    cfg.otlp_endpoint = Some(format!("https://localhost:{port}"));
+    cfg.service_name = "my-mirror-maker".into();
+    let ca_path = ca_file.to_str().unwrap().to_owned();
+    let env = move |n: &str| (n == "OTEL_EXPORTER_OTLP_CERTIFICATE").then(|| ca_path.clone());
+    let handle = init_with(&cfg, &flow(), env).unwrap().unwrap();
+    let bytes = batch(&[(Some("Hello world - 1"), &[("traceparent", TP_SAMPLED)])]);
+    handle.observer.submit(job(Some(bytes), 1));
+    let stats = handle.shutdown().await.unwrap();
+    assert_eq!(stats.spans_exported, 1, "{stats:?}");
+    let spans = sink
+        .wait_for(|s| !s.is_empty(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(spans[0].service_name, "my-mirror-maker");
+    assert_eq!(
+        spans[0].trace_id.to_string(),
+        "4bf92f3577b34da6a3ce929d0e0e4736"
+    );
 }
 
 #[test]

@@ -52,13 +52,129 @@ group_id = "my-group"
 "#;
 
 #[test]
-fn version() {
+fn version_names_the_commit_and_the_build_date() {
     let o = strait(&["--version"], &[]);
     assert!(o.status.success());
-    assert_eq!(
-        stdout(&o).trim(),
-        format!("strait {}", env!("CARGO_PKG_VERSION"))
+    let out = stdout(&o);
+    let rest = out
+        .trim()
+        .strip_prefix(&format!("strait {} (commit ", env!("CARGO_PKG_VERSION")))
+        .unwrap_or_else(|| panic!("{out}"));
+    let (commit, date) = rest
+        .strip_suffix(')')
+        .and_then(|r| r.split_once(", built "))
+        .unwrap_or_else(|| panic!("{out}"));
+    // This test runs from a git checkout: the commit is a hash, not the fallback.
+    assert!(
+        commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{out}"
     );
+    let d: Vec<&str> = date.split('-').collect();
+    assert!(
+        d.len() == 3 && d[0].len() == 4 && d.iter().all(|p| p.parse::<u32>().is_ok()),
+        "{out}"
+    );
+}
+
+#[test]
+fn help_lists_every_exit_code_the_binary_uses() {
+    let o = strait(&["--help"], &[]);
+    let out = stdout(&o);
+    for (code, meaning) in strait::exit::TABLE {
+        assert!(
+            out.contains(&format!("{code:>3}  {meaning}")),
+            "{code} missing from:\n{out}"
+        );
+    }
+    for code in [3, 4, 5, 130, 143] {
+        assert!(
+            strait::exit::TABLE.iter().any(|(c, _)| *c == code),
+            "exit code {code} is not documented"
+        );
+    }
+}
+
+#[test]
+fn completions_and_man_page() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = strait(&["completions", shell], &[]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let out = stdout(&o);
+        // Every subcommand is completed.
+        for sub in ["run", "check", "mirror-maker", "status", "failover"] {
+            assert!(out.contains(sub), "{shell}: {sub} missing");
+        }
+    }
+    assert_eq!(strait(&["completions", "tcsh"], &[]).status.code(), Some(2));
+    let o = strait(&["man"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains(".TH strait 1"), "{out}");
+    assert!(out.contains("mirror\\-maker"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let o = strait(&["man", "--dir", dir.path().to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for page in ["strait.1", "strait-check.1", "strait-status.1"] {
+        assert!(dir.path().join(page).exists(), "{page} not written");
+    }
+}
+
+#[test]
+fn check_exits_4_when_a_cluster_cannot_be_reached() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "strait.toml",
+        &VALID
+            .replace("europe:9092", &format!("127.0.0.1:{port}"))
+            .replace("\"security.protocol\" = \"SASL_SSL\"\n", "")
+            .replace("\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n", "")
+            .replace("\"sasl.username\" = \"my-us-user\"\n", "")
+            .replace("\"sasl.password\" = \"hunter2\"\n", ""),
+    );
+    let o = strait(&["check", "--config", &path], &[]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("source cluster europe: cannot connect"),
+        "{}",
+        stderr(&o)
+    );
+    let o = strait(&["check", "--config", &path, "--output", "json"], &[]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["status"], "unreachable", "{doc}");
+    assert_eq!(doc["exit_code"], 4);
+    assert_eq!(doc["flows"][0]["source"], "europe");
+    assert!(
+        doc["flows"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot connect"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn check_offline_json_is_the_effective_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "strait.toml", VALID);
+    let o = strait(
+        &["check", "--offline", "--output", "json", "--config", &path],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["status"], "ok");
+    let config = &doc["flows"][0]["config"];
+    assert_eq!(config["mirror"]["group_id"], "my-group");
+    assert_eq!(config["target"]["sasl.password"], "<redacted>");
+    assert!(!stdout(&o).contains("hunter2"));
 }
 
 #[test]

@@ -9,5 +9,7 @@ mod common;
 
 mod advice;
 mod cli;
+mod compose;
 mod import_strimzi;
 mod metrics_http;
+mod status;

@@ -103,6 +103,18 @@ paths). mirror.instance_id is not written: each pod sets it from its own name
 {{- end -}}
 {{- $_ := set $metrics "listen" (printf "0.0.0.0:%d" (int .Values.metrics.port)) -}}
 {{- $_ := set $cfg "metrics" $metrics -}}
+{{- $flowsForm := or (hasKey $cfg "flows") (hasKey $cfg "clusters") -}}
+{{- if $flowsForm -}}
+{{- if or (hasKey $cfg "source") (hasKey $cfg "target") -}}
+{{- fail "config: either source/target (one flow) or clusters with flows (several flows), not both" -}}
+{{- end -}}
+{{- range $side := list "source" "target" -}}
+{{- $s := get $.Values.secrets $side | default dict -}}
+{{- if or ($s.clusterCaCert | default dict).name ($s.userCert | default dict).name ($s.saslPassword | default dict).name -}}
+{{- fail (printf "secrets.%s: applies to config.%s (one flow); with config.flows mount Secrets with extraVolumes/extraVolumeMounts, set ssl.*.location under config.clusters.<alias>, and pass passwords as STRAIT_CLUSTER_<ALIAS>_SASL_PASSWORD through extraEnv" $side $side) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
 {{- range $side := list "source" "target" -}}
 {{- $cluster := get $cfg $side | default dict -}}
 {{- $s := get $.Values.secrets $side | default dict -}}
@@ -130,10 +142,11 @@ paths). mirror.instance_id is not written: each pod sets it from its own name
 {{- end -}}
 {{- $_ := set $cfg $side $cluster -}}
 {{- end -}}
+{{- end -}}
 # strait.toml rendered by the {{ .Chart.Name }} Helm chart {{ .Chart.Version }} from .Values.config;
 # keys: examples/strait.toml.
 {{- if .Values.staticMembership }} mirror.instance_id comes from each pod's name (STRAIT_MIRROR_INSTANCE_ID).{{ end }}
-{{- range $section := keys $cfg | sortAlpha }}
+{{- range $section := keys (omit $cfg "clusters" "flows") | sortAlpha }}
 {{- $body := get $cfg $section }}
 {{- if not (kindIs "map" $body) }}
 {{- fail (printf "config.%s: expected a map of keys (a TOML section such as [mirror])" $section) }}
@@ -142,6 +155,20 @@ paths). mirror.instance_id is not written: each pod sets it from its own name
 [{{ $section }}]
 {{- range $key := keys $body | sortAlpha }}
 {{ include "strait.tomlKey" $key }} = {{ include "strait.tomlValue" (get $body $key) }}
+{{- end }}
+{{- end }}
+{{- range $alias, $body := (get $cfg "clusters" | default dict) }}
+
+[clusters.{{ include "strait.tomlKey" $alias }}]
+{{- range $key := keys $body | sortAlpha }}
+{{ include "strait.tomlKey" $key }} = {{ include "strait.tomlValue" (get $body $key) }}
+{{- end }}
+{{- end }}
+{{- range $flow := (get $cfg "flows" | default list) }}
+
+[[flows]]
+{{- range $key := keys $flow | sortAlpha }}
+{{ include "strait.tomlKey" $key }} = {{ include "strait.tomlValue" (get $flow $key) }}
 {{- end }}
 {{- end }}
 {{ end }}
@@ -159,5 +186,17 @@ before it exits by itself (code 3). The kubelet's SIGKILL must come later than t
 {{- if lt (int .Values.terminationGracePeriodSeconds) (int $need) -}}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least mirror.drain_timeout + 15 s (%d s): strait drains for drain_timeout, then takes up to 10 s more to commit and leave the group; the kubelet kills it after the grace period" (int .Values.terminationGracePeriodSeconds) (int $need)) -}}
 {{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The ServiceAccount the pods run as: the chart's own (serviceAccount.create), a given one, or the
+namespace's default.
+*/}}
+{{- define "strait.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "strait.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end }}
