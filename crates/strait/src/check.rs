@@ -34,8 +34,8 @@ use strait_wire::{Client, Error as WireError};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::mirror::connect;
-use crate::topics::{SelectedTopic, Topics};
+use crate::run::mirror::connect;
+use crate::run::topics::{SelectedTopic, Topics};
 
 /// Kafka's ACL operation codes (`AclOperation`), as bit positions in authorized-operation sets.
 mod op {

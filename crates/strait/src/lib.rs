@@ -8,27 +8,14 @@
 //! Does not own: the Kafka protocol (`strait-wire`) or moving record batches (`strait-forward`).
 //! This crate turns configuration into the inputs those crates need and reports what they do.
 
-pub mod acls;
 pub mod check;
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod failover;
-pub mod flows;
-pub mod health;
-pub mod http;
 pub mod import;
-pub mod lag;
-pub mod log_limit;
-pub mod logging;
-pub mod memory;
-pub mod metrics;
-pub mod mirror;
-pub mod mirrormaker;
-pub mod otel;
-pub mod reload;
-pub mod retry;
-pub mod topics;
+pub mod observe;
+pub mod run;
 
 pub use config::{Config, Environment, Loaded};
 pub use error::{Error, Result};

@@ -1,7 +1,7 @@
 //! The validated configuration of one mirror (one source cluster -> one target cluster).
 //!
 //! Sources, lowest precedence first: built-in defaults, the strait.toml file (or the
-//! MirrorMaker 1/2 files, see [`crate::mirrormaker`]), then the environment ([`mod@env`]).
+//! MirrorMaker 1/2 files, see [`crate::import::mirrormaker`]), then the environment ([`mod@env`]).
 //! Everything is validated in `Config::from_raw`: a bad value is an error naming the key and
 //! the expected form, an unknown key in a non-client section is an error with a suggestion.
 //!
@@ -25,6 +25,7 @@
 
 pub mod env;
 pub mod flows;
+pub mod properties;
 pub mod providers;
 pub(crate) mod raw;
 pub mod topics;

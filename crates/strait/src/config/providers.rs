@@ -26,7 +26,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::Environment;
-use crate::mirrormaker::properties::Properties;
+use crate::config::properties::Properties;
 
 /// Kafka's variable pattern (`ConfigTransformer.DEFAULT_PATTERN`): `${provider:[path:]key}`.
 static REFERENCE: LazyLock<Option<Regex>> =

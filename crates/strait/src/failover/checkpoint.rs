@@ -23,7 +23,7 @@ use super::syncs::SyncWriter;
 use super::{OffsetMaps, Sync, topic};
 use crate::config::{Config, Isolation};
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// MirrorMaker 2's checkpoints topic for checkpoints of groups of `source_alias`.
 pub fn checkpoints_topic(source_alias: &str) -> String {
@@ -117,7 +117,7 @@ impl Checkpointer {
     /// offset syncs into `maps`. Call before the mirror starts, so that replayed history never
     /// lands after live acknowledgements.
     pub async fn start(config: Config, maps: Arc<OffsetMaps>) -> Result<Checkpointer> {
-        let (source, target) = crate::mirror::connect(&config).await?;
+        let (source, target) = crate::run::mirror::connect(&config).await?;
         let rf = config.mirror.replication_factor;
         let syncs_topic = offset_syncs_topic(&config.target.alias);
         for name in [
@@ -206,8 +206,8 @@ impl Checkpointer {
         )
         .await?;
 
-        // Hot reload (crate::reload): the group filters follow the live configuration.
-        let live = crate::reload::live_for(&self.config).map(|rx| rx.borrow().clone());
+        // Hot reload (crate::run::reload): the group filters follow the live configuration.
+        let live = crate::run::reload::live_for(&self.config).map(|rx| rx.borrow().clone());
         let config = live.as_deref().unwrap_or(&self.config);
         let Some(selection) = &config.mirror.groups else {
             return Ok(round);

@@ -15,8 +15,8 @@
 
 use std::path::PathBuf;
 
-use super::properties::Properties;
 use super::{Report, Role, ignored_warning, map_client_setting};
+use crate::config::properties::Properties;
 use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};

@@ -3,7 +3,7 @@
 //! Strait runs every enabled flow (`A->B.enabled = true`) in one process, as MirrorMaker 2
 //! does, or only those whose target `--clusters` names (MM2's meaning of the option: the target
 //! clusters this node drives). Each flow has its own consumer group, metrics labels
-//! (`source`, `target`) and checkpoints; see [`crate::flows`]. Active-active (`A->B` and `B->A`)
+//! (`source`, `target`) and checkpoints; see [`crate::run::flows`]. Active-active (`A->B` and `B->A`)
 //! with the default prefix naming never mirrors a topic back to the cluster it came from
 //! (MirrorMaker 2's cycle rule, [`crate::config::Rename::is_cycle`]).
 //!
@@ -36,8 +36,8 @@
 
 use std::path::PathBuf;
 
-use super::properties::{Properties, Property};
 use super::{Report, Role, ignored_warning, is_client_key, map_client_setting};
+use crate::config::properties::{Properties, Property};
 use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};

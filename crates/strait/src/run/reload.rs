@@ -240,7 +240,7 @@ impl Reloader {
                 false => k,
             };
             if c.applied.iter().any(|k| k == "log.level") {
-                crate::logging::set_level(&effective.log)?;
+                crate::observe::logging::set_level(&effective.log)?;
             }
             changes.restart.extend(c.restart.into_iter().map(name));
             updates.push((!c.applied.is_empty()).then_some(effective));
@@ -297,7 +297,7 @@ impl Reloader {
                 Err(e)
             }
         };
-        crate::metrics::record_config_reload(match &result {
+        crate::observe::metrics::record_config_reload(match &result {
             Ok(c) if c.applied.is_empty() => "unchanged",
             Ok(_) => "applied",
             Err(_) => "invalid",
@@ -522,7 +522,7 @@ mod tests {
             ])
         });
         let initial = Config::load(&path, &Environment::default()).unwrap().config;
-        let metrics = crate::metrics::Metrics::new();
+        let metrics = crate::observe::metrics::Metrics::new();
         let mut reloader = Reloader::new(vec![initial.clone()], source);
         let live = reloader.subscribe(0).unwrap();
         assert!(live_for(&initial).is_some(), "the mirror finds its channel");

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::log_limit::{self, LogLimiter, Verdict};
+use crate::observe::log_limit::{self, LogLimiter, Verdict};
 
 /// Retry delays: `base` doubling on every consecutive failure up to `max`, each scaled by a
 /// random factor in [0.5, 1.0] ("equal jitter": never less than half the nominal delay).

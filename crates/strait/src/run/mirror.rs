@@ -23,12 +23,12 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::failover::syncs::{GatedPositions, SyncWriter};
-use crate::http::Readiness;
-use crate::lag::{Sampler, SamplerSettings};
-use crate::log_limit::{self, LogLimiter, Verdict};
-use crate::metrics::Metrics;
-use crate::retry::RefreshRetry;
-use crate::topics::{SelectedTopic, Topics};
+use crate::observe::http::Readiness;
+use crate::observe::lag::{Sampler, SamplerSettings};
+use crate::observe::log_limit::{self, LogLimiter, Verdict};
+use crate::observe::metrics::Metrics;
+use crate::run::retry::RefreshRetry;
+use crate::run::topics::{SelectedTopic, Topics};
 
 /// The forwarder settings a config asks for.
 pub fn settings(config: &Config) -> Settings {
@@ -137,10 +137,10 @@ pub async fn run(
         alias: config.target.alias.clone(),
         source: Box::new(source),
     })?;
-    // Hot reload (crate::reload): the topic filters follow the live configuration.
+    // Hot reload (crate::run::reload): the topic filters follow the live configuration.
     let topics = Topics::new(source.clone(), target, config.clone())
         .with_metrics(metrics.clone())
-        .with_live(crate::reload::live_for(&config));
+        .with_live(crate::run::reload::live_for(&config));
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
     let sampler = tokio::spawn(

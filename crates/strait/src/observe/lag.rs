@@ -22,7 +22,7 @@
 //!
 //! [`LagBook`] is the pure, time-passed-in part (tested table-driven below); [`Sampler`] is the
 //! thin async driver that lists end offsets, evaluates the book every second, publishes the
-//! gauges and decides readiness ([`crate::health`]).
+//! gauges and decides readiness ([`crate::observe::health`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -32,8 +32,8 @@ use strait_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::health::{self, Readiness};
-use crate::metrics::Metrics;
+use crate::observe::health::{self, Readiness};
+use crate::observe::metrics::Metrics;
 
 /// Points kept per partition for the lag-in-seconds interpolation.
 pub const DEFAULT_POINTS: usize = 64;
@@ -275,7 +275,7 @@ pub struct SamplerSettings {
 /// evaluates the lag of the forwarder's partitions into the gauges and readiness.
 pub struct Sampler {
     source: Client,
-    forwarder: crate::mirror::MirrorForwarder,
+    forwarder: crate::run::mirror::MirrorForwarder,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     settings: SamplerSettings,
@@ -285,7 +285,7 @@ impl Sampler {
     /// A sampler over the mirror's source client and forwarder.
     pub fn new(
         source: Client,
-        forwarder: crate::mirror::MirrorForwarder,
+        forwarder: crate::run::mirror::MirrorForwarder,
         metrics: Arc<Metrics>,
         readiness: Readiness,
         settings: SamplerSettings,
