@@ -33,8 +33,8 @@ use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::{Client, Error as WireError};
 
 use crate::config::Config;
+use crate::config::connect::connect;
 use crate::error::{Error, Result};
-use crate::run::mirror::connect;
 use crate::run::topics::{SelectedTopic, Topics};
 
 /// Kafka's ACL operation codes (`AclOperation`), as bit positions in authorized-operation sets.

@@ -23,8 +23,10 @@
 //! Client properties are kept as ordered `(key, value)` strings and validated by
 //! `strait_wire::ClientConfig::from_properties` when the mirror connects.
 
+pub mod connect;
 pub mod env;
 pub mod flows;
+pub mod live;
 pub mod properties;
 pub mod providers;
 pub(crate) mod raw;

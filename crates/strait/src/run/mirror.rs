@@ -20,6 +20,7 @@ use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::connect::connect;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::failover::syncs::{GatedPositions, SyncWriter};
@@ -78,30 +79,6 @@ fn sampler_settings(config: &Config) -> SamplerSettings {
     }
 }
 
-/// Connects to both clusters (fails fast with the connection error if one is unreachable or
-/// refuses the credentials).
-pub async fn connect(config: &Config) -> Result<(Client, Client)> {
-    let source_cfg = config.source.client_config().map_err(Error::Wire)?;
-    let target_cfg = config.target.client_config().map_err(Error::Wire)?;
-    let source = connect_cluster("source", &config.source.alias, source_cfg).await?;
-    let target = connect_cluster("target", &config.target.alias, target_cfg).await?;
-    Ok((source, target))
-}
-
-async fn connect_cluster(
-    side: &'static str,
-    alias: &str,
-    config: strait_wire::ClientConfig,
-) -> Result<Client> {
-    Client::connect(config)
-        .await
-        .map_err(|source| Error::Connect {
-            side,
-            alias: alias.to_string(),
-            source: Box::new(source),
-        })
-}
-
 /// The forwarder the mirror runs: source positions in the mirror's group on the source, gated
 /// by the offset syncs when checkpoints are on.
 pub type MirrorForwarder = Forwarder<WireSource, WireTarget, GatedPositions<GroupPositions>>;
@@ -140,7 +117,7 @@ pub async fn run(
     // Hot reload (crate::run::reload): the topic filters follow the live configuration.
     let topics = Topics::new(source.clone(), target, config.clone())
         .with_metrics(metrics.clone())
-        .with_live(crate::run::reload::live_for(&config));
+        .with_live(crate::config::live::live_for(&config));
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
     let sampler = tokio::spawn(

@@ -218,7 +218,7 @@ pub struct Topics {
     target_admin: Admin,
     config: Config,
     /// The live configuration (`crate::run::reload`): its topic filters replace those of `config`.
-    live: Option<Mutex<crate::run::reload::Live>>,
+    live: Option<Mutex<crate::config::live::Live>>,
     metrics: Option<Arc<Metrics>>,
     history: Mutex<TargetHistory>,
     /// Replication factor of each selected source topic, from the last discovery.
@@ -259,7 +259,7 @@ impl Topics {
     }
 
     /// Takes the topic filters from `live` (hot reload) instead of the start configuration.
-    pub fn with_live(mut self, live: Option<crate::run::reload::Live>) -> Self {
+    pub fn with_live(mut self, live: Option<crate::config::live::Live>) -> Self {
         self.live = live.map(Mutex::new);
         self
     }
