@@ -25,9 +25,9 @@ use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::observe::http::Readiness;
-use crate::observe::lag::{Sampler, SamplerSettings};
 use crate::observe::log_limit::{self, LogLimiter, Verdict};
 use crate::observe::metrics::Metrics;
+use crate::observe::sampler::{Sampler, SamplerSettings};
 use crate::run::retry::RefreshRetry;
 use crate::run::topics::{SelectedTopic, Topics};
 
