@@ -10,3 +10,4 @@ mod advice;
 mod cli;
 mod import_strimzi;
 mod metrics_http;
+mod module_layout;
