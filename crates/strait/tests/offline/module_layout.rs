@@ -361,10 +361,10 @@ fn without_tests(text: &str) -> (String, Vec<String>) {
             }
             (_, Some(s)) => {
                 let words: Vec<&str> = item[..s].split_whitespace().collect();
-                if let Some(p) = words.iter().position(|w| *w == "mod") {
-                    if let Some(name) = words.get(p + 1) {
-                        test_modules.push(name.to_string());
-                    }
+                if let Some(p) = words.iter().position(|w| *w == "mod")
+                    && let Some(name) = words.get(p + 1)
+                {
+                    test_modules.push(name.to_string());
                 }
                 rest = &item[s + 1..];
             }
