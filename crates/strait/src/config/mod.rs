@@ -1,7 +1,7 @@
 //! The validated configuration of one mirror (one source cluster -> one target cluster).
 //!
 //! Sources, lowest precedence first: built-in defaults, the strait.toml file (or the
-//! MirrorMaker 1/2 files, see [`crate::import::mirrormaker`]), then the environment ([`mod@env`]).
+//! MirrorMaker 1/2 files, see `crate::import::mirrormaker`), then the environment ([`mod@env`]).
 //! Everything is validated in `Config::from_raw`: a bad value is an error naming the key and
 //! the expected form, an unknown key in a non-client section is an error with a suggestion.
 //!
@@ -23,10 +23,10 @@
 //! Client properties are kept as ordered `(key, value)` strings and validated by
 //! `strait_wire::ClientConfig::from_properties` when the mirror connects.
 
-pub mod connect;
+pub(crate) mod connect;
 pub mod env;
 pub mod flows;
-pub mod live;
+pub(crate) mod live;
 pub mod properties;
 pub mod providers;
 pub(crate) mod raw;

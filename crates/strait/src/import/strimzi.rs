@@ -2,12 +2,12 @@
 //!
 //! A `KafkaMirrorMaker` (v1beta1, v1beta2) is MirrorMaker 1 with its options in YAML: its consumer
 //! and producer become the properties `strait mirror-maker` reads, and go through the same mapping
-//! ([`crate::import::mirrormaker::mm1`]). A `KafkaMirrorMaker2` (v1beta2 with `clusters`/`connectCluster`
+//! (`import::mirrormaker::mm1`). A `KafkaMirrorMaker2` (v1beta2 with `clusters`/`connectCluster`
 //! or with `target`/`mirrors[].source`, v1 with the latter) becomes the mm2.properties of its
 //! mirrors (`A.bootstrap.servers`, `A->B.topics`, the connectors' `config`...; several mirrors
 //! become `[[flows]]`, whose Secret values are `${env:STRAIT_CLUSTER_<ALIAS>_...}` references)
 //! and goes through
-//! `strait mm2`'s mapping ([`crate::import::mirrormaker::mm2`]). The keys of that mapping's warnings are
+//! `strait mm2`'s mapping (`import::mirrormaker::mm2`). The keys of that mapping's warnings are
 //! therefore mm2.properties keys: `<alias>.<key>` is `config.<key>` of that cluster,
 //! `<source>-><target>.<key>` is `config.<key>` of one of the mirror's connectors.
 //!

@@ -3,7 +3,7 @@
 //!
 //! Two inputs feed it:
 //! * **End offsets.** Every fetch reports the source high watermark (cheap and fresh), and the
-//!   [`Sampler`](crate::observe::sampler::Sampler) lists the end offsets of every assigned
+//!   `observe::sampler::Sampler` lists the end offsets of every assigned
 //!   partition every `metrics.lag_interval` (ListOffsets latest, the last stable offset with
 //!   `read_committed`), one request per source leader. The listing keeps the figures true while fetching is held back: when the target is
 //!   down, the memory budget fills and the partitions stop fetching, so fetch answers alone would
@@ -21,7 +21,7 @@
 //! the figure is then a lower bound, the time since Strait first saw that data waiting.
 //!
 //! [`LagBook`] is the pure, time-passed-in part (tested table-driven below);
-//! [`Sampler`](crate::observe::sampler::Sampler) is the thin async driver that lists end
+//! `observe::sampler::Sampler` is the thin async driver that lists end
 //! offsets, evaluates the book every second, publishes the gauges and decides readiness
 //! ([`crate::observe::health`]).
 

@@ -7,4 +7,4 @@ pub mod log_limit;
 pub mod logging;
 pub mod metrics;
 pub mod otel;
-pub mod sampler;
+pub(crate) mod sampler;

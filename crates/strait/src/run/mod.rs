@@ -1,9 +1,9 @@
 //! The run loop: every flow, its mirror, topic and ACL sync, and hot reload.
 
-pub mod acls;
+pub(crate) mod acls;
 pub mod flows;
 pub mod memory;
-pub mod mirror;
+pub(crate) mod mirror;
 pub mod reload;
-pub mod retry;
-pub mod topics;
+pub(crate) mod retry;
+pub(crate) mod topics;

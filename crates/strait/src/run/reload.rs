@@ -21,11 +21,11 @@
 //! inotify: it needs no dependency, works on every file system, and sees Kubernetes ConfigMap
 //! updates (a symbolic link swapped atomically) like any other write.
 //!
-//! The running mirror reads its live configuration from a [`Live`] receiver (a
-//! `tokio::sync::watch` channel, [`crate::config::live`]) it finds with [`live_for`](crate::config::live::live_for): one per flow, matched by the flow's
-//! source alias, target alias and group id, so that no signature between the process and the
-//! mirror changes. A reload that adds or removes flows, or changes what identifies one, names
-//! them as needing a restart.
+//! The running mirror reads its live configuration from a `Live` receiver (a
+//! `tokio::sync::watch` channel, `config::live`) it finds with `live_for`: one per flow, matched
+//! by the flow's source alias, target alias and group id, so that no signature between the
+//! process and the mirror changes. A reload that adds or removes flows, or changes what
+//! identifies one, names them as needing a restart.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -170,7 +170,7 @@ pub struct Reloader {
 
 impl Reloader {
     /// A reloader for the flows a process started with (one, without flows); registers
-    /// their live configurations for [`live_for`](crate::config::live::live_for).
+    /// their live configurations for `config::live::live_for`.
     pub fn new(flows: Vec<Config>, source: Source) -> Reloader {
         let seen = read_all(&source.files);
         let flows = flows.into_iter().map(live::publish).collect();
