@@ -1057,6 +1057,213 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             .map(|e| e.origin.describe(&format!("mirror.{key}")))
             .unwrap_or_else(|| format!("mirror.{key}"))
     };
+    let (topics, rename) = topic_naming(raw, source, target, &described)?;
+    let max_in_flight = get(raw, s, "max_in_flight", |f| {
+        small_count(
+            f,
+            5,
+            "an integer from 1 to 5 (the idempotent producer's limit)",
+        )
+    })?
+    .unwrap_or(defaults::MAX_IN_FLIGHT);
+    let produce_connections = get(raw, s, "produce_connections", |f| {
+        small_count(f, 8, "an integer from 1 to 8")
+    })?
+    .unwrap_or(defaults::PRODUCE_CONNECTIONS);
+    let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
+        None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
+        Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
+    };
+    // Opt-in: checkpointing reads every matching group's offsets on the source (Describe on
+    // the groups) and writes to the target. An empty list is the same as no key.
+    let groups = match get(raw, s, "groups", |f| f.list())? {
+        Some(include) if !include.is_empty() => Some(TopicSelection::new(
+            include,
+            &described("groups"),
+            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
+            &described("groups_exclude"),
+        )?),
+        _ => None,
+    };
+    const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
+    const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
+    let checkpoint_interval = at_least(raw, "checkpoint_interval", MS_100, AT_LEAST_100MS_5S)?
+        .unwrap_or(defaults::CHECKPOINT_INTERVAL);
+    let sync_group_offsets_interval = at_least(
+        raw,
+        "sync_group_offsets_interval",
+        MS_100,
+        AT_LEAST_100MS_5S,
+    )?
+    .unwrap_or(defaults::SYNC_GROUP_OFFSETS_INTERVAL);
+    // "source" (the default) = the source topic's factor; None here.
+    let replication_factor = get(raw, s, "replication_factor", replication_factor)?.flatten();
+    let topic_configs_exclude = ConfigExclude::new(
+        get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
+            DEFAULT_CONFIGS_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        }),
+        &described("topic_configs_exclude"),
+    )?;
+    let isolation =
+        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
+    let exactly_once = exactly_once(raw, isolation, &described)?;
+    let flag = |key: &str, default: bool| -> Result<bool> {
+        Ok(get(raw, s, key, |f| f.boolean())?.unwrap_or(default))
+    };
+    Ok(Mirror {
+        exactly_once,
+        groups,
+        checkpoint_interval,
+        sync_group_offsets: flag("sync_group_offsets", false)?,
+        sync_group_offsets_interval,
+        sync_topic_acls: flag("sync_topic_acls", false)?,
+        sync_topic_acls_interval: at_least(
+            raw,
+            "sync_topic_acls_interval",
+            MS_100,
+            AT_LEAST_100MS_10M,
+        )?
+        .unwrap_or(defaults::SYNC_TOPIC_ACLS_INTERVAL),
+        protect_mirrors: flag("protect_mirrors", false)?,
+        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
+        topics,
+        rename,
+        start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
+        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
+            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
+        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
+        memory_budget: at_least_1mib(raw, "memory_budget")?.unwrap_or(defaults::MEMORY_BUDGET),
+        max_decompressed_batch_bytes: at_least_1mib(raw, "max_decompressed_batch_bytes")?
+            .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
+        refresh_interval: at_least(
+            raw,
+            "refresh_interval",
+            MS_100,
+            "a duration of at least 100ms, e.g. \"10s\"",
+        )?
+        .unwrap_or(defaults::REFRESH_INTERVAL),
+        commit_interval: at_least(
+            raw,
+            "commit_interval",
+            Duration::from_millis(10),
+            "a duration of at least 10ms, e.g. \"5s\"",
+        )?
+        .unwrap_or(defaults::COMMIT_INTERVAL),
+        session_timeout: at_least(
+            raw,
+            "session_timeout",
+            Duration::from_secs(1),
+            "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
+        )?
+        .unwrap_or(defaults::SESSION_TIMEOUT),
+        drain_timeout: get(raw, s, "drain_timeout", |f| {
+            let d = f.duration()?;
+            if d < MS_100 || d > Duration::from_secs(600) {
+                return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
+            }
+            Ok(d)
+        })?
+        .unwrap_or(defaults::DRAIN_TIMEOUT),
+        replication_factor: replication_factor.unwrap_or(-1),
+        replication_factor_from_source: replication_factor.is_none(),
+        create_topics: flag("create_topics", true)?,
+        sync_topic_configs: flag("sync_topic_configs", true)?,
+        sync_topic_configs_interval: at_least(
+            raw,
+            "sync_topic_configs_interval",
+            MS_100,
+            AT_LEAST_100MS_10M,
+        )?
+        .unwrap_or(defaults::SYNC_TOPIC_CONFIGS_INTERVAL),
+        topic_configs_exclude,
+        isolation,
+        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
+            .unwrap_or(Compression::Keep),
+        on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
+            .unwrap_or(OffsetOutOfRange::Fail),
+        max_in_flight,
+        produce_connections,
+        batch_size: get(raw, s, "batch_size", |f| {
+            let b = f.byte_size()?;
+            if b.0 > (64 << 20) {
+                return Err(f.invalid("a size from 0 (never merge) to 64MiB, e.g. \"256KiB\""));
+            }
+            Ok(b)
+        })?
+        .unwrap_or(defaults::BATCH_SIZE),
+        partition_assignment_strategy,
+        replicate_heartbeats: flag("replicate_heartbeats", false)?,
+    })
+}
+
+/// The shortest interval most `mirror.*` durations accept.
+const MS_100: Duration = Duration::from_millis(100);
+
+/// `mirror.<key>` as a duration of at least `min` (`expected` says so when it is shorter).
+fn at_least(
+    raw: &RawConfig,
+    key: &str,
+    min: Duration,
+    expected: &'static str,
+) -> Result<Option<Duration>> {
+    get(raw, Section::Mirror, key, |f| {
+        let d = f.duration()?;
+        if d < min {
+            return Err(f.invalid(expected));
+        }
+        Ok(d)
+    })
+}
+
+/// `mirror.<key>` as a size of at least 1 MiB.
+fn at_least_1mib(raw: &RawConfig, key: &str) -> Result<Option<ByteSize>> {
+    get(raw, Section::Mirror, key, |f| {
+        let b = f.byte_size()?;
+        if b.0 < (1 << 20) {
+            return Err(f.invalid("a size of at least 1MiB"));
+        }
+        Ok(b)
+    })
+}
+
+/// An integer from 1 to `max` (`expected` says so otherwise).
+fn small_count(f: &Field<'_>, max: u8, expected: &str) -> Result<u8> {
+    let n = f.integer(&format!("an integer from 1 to {max}"))?;
+    u8::try_from(n)
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| f.invalid(expected))
+}
+
+/// `mirror.replication_factor`: `None` for "source" (the source topic's factor).
+fn replication_factor(f: &Field<'_>) -> Result<Option<i16>> {
+    const EXPECTED: &str = "\"source\" (the source topic's factor, capped by the target's \
+                            broker count), -1 (the target broker's default) or a positive integer";
+    if f.string()
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("source"))
+    {
+        return Ok(None);
+    }
+    let n = f.integer(EXPECTED)?;
+    i16::try_from(n)
+        .ok()
+        .filter(|n| *n == -1 || *n > 0)
+        .map(Some)
+        .ok_or_else(|| f.invalid(EXPECTED))
+}
+
+/// Which topics are mirrored (`mirror.topics`, `mirror.topics_exclude`) and how they are named
+/// on the target (`mirror.rename`, `mirror.separator`).
+fn topic_naming(
+    raw: &RawConfig,
+    source: &Cluster,
+    target: &Cluster,
+    described: &dyn Fn(&str) -> String,
+) -> Result<(TopicSelection, Rename)> {
+    let s = Section::Mirror;
     let include = get(raw, s, "topics", |f| f.list())?
         .unwrap_or_else(|| DEFAULT_INCLUDE.iter().map(|s| s.to_string()).collect());
     let exclude = get(raw, s, "topics_exclude", |f| f.list())?
@@ -1103,187 +1310,7 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             }
         }
     }
-    let max_in_flight = match get(raw, s, "max_in_flight", |f| {
-        let n = f.integer("an integer from 1 to 5")?;
-        u8::try_from(n)
-            .ok()
-            .filter(|n| (1..=5).contains(n))
-            .ok_or_else(|| f.invalid("an integer from 1 to 5 (the idempotent producer's limit)"))
-    })? {
-        Some(n) => n,
-        None => defaults::MAX_IN_FLIGHT,
-    };
-    let produce_connections = get(raw, s, "produce_connections", |f| {
-        let n = f.integer("an integer from 1 to 8")?;
-        u8::try_from(n)
-            .ok()
-            .filter(|n| (1..=8).contains(n))
-            .ok_or_else(|| f.invalid("an integer from 1 to 8"))
-    })?
-    .unwrap_or(defaults::PRODUCE_CONNECTIONS);
-    let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
-        None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
-        Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
-    };
-    // Opt-in: checkpointing reads every matching group's offsets on the source (Describe on
-    // the groups) and writes to the target. An empty list is the same as no key.
-    let groups = match get(raw, s, "groups", |f| f.list())? {
-        Some(include) if !include.is_empty() => Some(TopicSelection::new(
-            include,
-            &described("groups"),
-            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
-            &described("groups_exclude"),
-        )?),
-        _ => None,
-    };
-    let checkpoint_interval = get(raw, s, "checkpoint_interval", |f| {
-        let d = f.duration()?;
-        if d < Duration::from_millis(100) {
-            return Err(f.invalid("a duration of at least 100ms, e.g. \"5s\""));
-        }
-        Ok(d)
-    })?
-    .unwrap_or(defaults::CHECKPOINT_INTERVAL);
-    let sync_group_offsets_interval = get(raw, s, "sync_group_offsets_interval", |f| {
-        let d = f.duration()?;
-        if d < Duration::from_millis(100) {
-            return Err(f.invalid("a duration of at least 100ms, e.g. \"5s\""));
-        }
-        Ok(d)
-    })?
-    .unwrap_or(defaults::SYNC_GROUP_OFFSETS_INTERVAL);
-    // "source" (the default) = the source topic's factor; None here.
-    let replication_factor = get(raw, s, "replication_factor", |f| {
-        const EXPECTED: &str = "\"source\" (the source topic's factor, capped by the target's \
-                                broker count), -1 (the target broker's default) or a positive integer";
-        if f.string().is_ok_and(|v| v.trim().eq_ignore_ascii_case("source")) {
-            return Ok(None);
-        }
-        let n = f.integer(EXPECTED)?;
-        i16::try_from(n)
-            .ok()
-            .filter(|n| *n == -1 || *n > 0)
-            .map(Some)
-            .ok_or_else(|| f.invalid(EXPECTED))
-    })?
-    .flatten();
-    let topic_configs_exclude = ConfigExclude::new(
-        get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
-            DEFAULT_CONFIGS_EXCLUDE
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        }),
-        &described("topic_configs_exclude"),
-    )?;
-    let isolation =
-        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
-    let exactly_once = exactly_once(raw, isolation, &described)?;
-    Ok(Mirror {
-        exactly_once,
-        groups,
-        checkpoint_interval,
-        sync_group_offsets: get(raw, s, "sync_group_offsets", |f| f.boolean())?.unwrap_or(false),
-        sync_group_offsets_interval,
-        sync_topic_acls: get(raw, s, "sync_topic_acls", |f| f.boolean())?.unwrap_or(false),
-        sync_topic_acls_interval: get(raw, s, "sync_topic_acls_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) {
-                return Err(f.invalid("a duration of at least 100ms, e.g. \"10m\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::SYNC_TOPIC_ACLS_INTERVAL),
-        protect_mirrors: get(raw, s, "protect_mirrors", |f| f.boolean())?.unwrap_or(false),
-        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
-        topics,
-        rename,
-        start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
-        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
-            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
-        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
-        memory_budget: get(raw, s, "memory_budget", |f| {
-            let b = f.byte_size()?;
-            if b.0 < (1 << 20) {
-                return Err(f.invalid("a size of at least 1MiB"));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::MEMORY_BUDGET),
-        max_decompressed_batch_bytes: get(raw, s, "max_decompressed_batch_bytes", |f| {
-            let b = f.byte_size()?;
-            if b.0 < (1 << 20) {
-                return Err(f.invalid("a size of at least 1MiB"));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
-        refresh_interval: get(raw, s, "refresh_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) {
-                return Err(f.invalid("a duration of at least 100ms, e.g. \"10s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::REFRESH_INTERVAL),
-        commit_interval: get(raw, s, "commit_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(10) {
-                return Err(f.invalid("a duration of at least 10ms, e.g. \"5s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::COMMIT_INTERVAL),
-        session_timeout: get(raw, s, "session_timeout", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_secs(1) {
-                return Err(f.invalid(
-                    "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
-                ));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::SESSION_TIMEOUT),
-        drain_timeout: get(raw, s, "drain_timeout", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
-                return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::DRAIN_TIMEOUT),
-        replication_factor: replication_factor.unwrap_or(-1),
-        replication_factor_from_source: replication_factor.is_none(),
-        create_topics: get(raw, s, "create_topics", |f| f.boolean())?.unwrap_or(true),
-        sync_topic_configs: get(raw, s, "sync_topic_configs", |f| f.boolean())?.unwrap_or(true),
-        sync_topic_configs_interval: get(raw, s, "sync_topic_configs_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) {
-                return Err(f.invalid("a duration of at least 100ms, e.g. \"10m\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::SYNC_TOPIC_CONFIGS_INTERVAL),
-        topic_configs_exclude,
-        isolation,
-        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
-            .unwrap_or(Compression::Keep),
-        on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
-            .unwrap_or(OffsetOutOfRange::Fail),
-        max_in_flight,
-        produce_connections,
-        batch_size: get(raw, s, "batch_size", |f| {
-            let b = f.byte_size()?;
-            if b.0 > (64 << 20) {
-                return Err(f.invalid("a size from 0 (never merge) to 64MiB, e.g. \"256KiB\""));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::BATCH_SIZE),
-        partition_assignment_strategy,
-        replicate_heartbeats: get(raw, s, "replicate_heartbeats", |f| f.boolean())?
-            .unwrap_or(false),
-    })
+    Ok((topics, rename))
 }
 
 /// `["roundrobin", "range"]`, `"roundrobin"` or `"roundrobin,range"` (also Java class names):
