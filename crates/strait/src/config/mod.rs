@@ -649,187 +649,13 @@ impl Config {
     /// The effective configuration as strait.toml text. With `redact`, secret values
     /// (passwords, inline keys, JAAS configs, tokens) are replaced by `"<redacted>"`.
     pub fn to_toml(&self, redact: bool) -> String {
-        fn cluster_table(c: &Cluster, redact: bool) -> toml::Table {
-            let mut t = toml::Table::new();
-            t.insert("alias".into(), c.alias.clone().into());
-            for (k, v) in &c.properties {
-                let reference = c.references.iter().find(|(r, _)| r == k);
-                let v = if let (true, Some((_, written))) = (redact, reference) {
-                    written.clone()
-                } else if redact && is_secret_property(k) {
-                    REDACTED.to_string()
-                } else {
-                    v.clone()
-                };
-                t.insert(k.clone(), v.into());
-            }
-            t
-        }
-        fn strings(v: &[String]) -> toml::Value {
-            toml::Value::Array(v.iter().map(|s| s.clone().into()).collect())
-        }
-        let m = &self.mirror;
-        let mut mirror = toml::Table::new();
-        mirror.insert("topics".into(), strings(m.topics.include()));
-        mirror.insert("topics_exclude".into(), strings(m.topics.exclude()));
-        mirror.insert("rename".into(), m.rename.as_str().into());
-        if m.replicate_heartbeats {
-            mirror.insert("replicate_heartbeats".into(), true.into());
-        }
-        if let Rename::Prefix { separator } = &m.rename {
-            mirror.insert("separator".into(), separator.clone().into());
-        }
-        mirror.insert("start".into(), m.start.as_str().into());
-        mirror.insert("group_id".into(), m.group_id.clone().into());
-        if let Some(id) = &m.instance_id {
-            mirror.insert("instance_id".into(), id.clone().into());
-        }
-        mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
-        mirror.insert(
-            "max_decompressed_batch_bytes".into(),
-            m.max_decompressed_batch_bytes.to_string().into(),
-        );
-        mirror.insert(
-            "refresh_interval".into(),
-            format_duration(m.refresh_interval).into(),
-        );
-        mirror.insert(
-            "commit_interval".into(),
-            format_duration(m.commit_interval).into(),
-        );
-        mirror.insert(
-            "session_timeout".into(),
-            format_duration(m.session_timeout).into(),
-        );
-        mirror.insert(
-            "drain_timeout".into(),
-            format_duration(m.drain_timeout).into(),
-        );
-        mirror.insert(
-            "replication_factor".into(),
-            match m.replication_factor_from_source {
-                true => "source".into(),
-                false => i64::from(m.replication_factor).into(),
-            },
-        );
-        mirror.insert("create_topics".into(), m.create_topics.into());
-        mirror.insert("sync_topic_configs".into(), m.sync_topic_configs.into());
-        mirror.insert(
-            "sync_topic_configs_interval".into(),
-            format_duration(m.sync_topic_configs_interval).into(),
-        );
-        mirror.insert(
-            "topic_configs_exclude".into(),
-            strings(m.topic_configs_exclude.patterns()),
-        );
-        mirror.insert("isolation".into(), m.isolation.as_str().into());
-        mirror.insert("compression".into(), m.compression.as_str().into());
-        mirror.insert(
-            "on_offset_out_of_range".into(),
-            m.on_offset_out_of_range.as_str().into(),
-        );
-        mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
-        mirror.insert(
-            "produce_connections".into(),
-            i64::from(m.produce_connections).into(),
-        );
-        mirror.insert("batch_size".into(), m.batch_size.to_string().into());
-        if m.sync_topic_acls || m.protect_mirrors {
-            mirror.insert("sync_topic_acls".into(), m.sync_topic_acls.into());
-            mirror.insert(
-                "sync_topic_acls_interval".into(),
-                format_duration(m.sync_topic_acls_interval).into(),
-            );
-            mirror.insert("protect_mirrors".into(), m.protect_mirrors.into());
-            if let Some(p) = &m.target_principal {
-                mirror.insert("target_principal".into(), p.clone().into());
-            }
-        }
-        if let Some(eos) = &m.exactly_once {
-            mirror.insert("exactly_once".into(), true.into());
-            mirror.insert(
-                "transaction_interval".into(),
-                format_duration(eos.transaction_interval).into(),
-            );
-            mirror.insert(
-                "transaction_max_bytes".into(),
-                eos.transaction_max_bytes.to_string().into(),
-            );
-            mirror.insert(
-                "transaction_timeout".into(),
-                format_duration(eos.transaction_timeout).into(),
-            );
-            mirror.insert(
-                "position_refresh_interval".into(),
-                format_duration(eos.position_refresh_interval).into(),
-            );
-        }
-        if let Some(groups) = &m.groups {
-            mirror.insert("groups".into(), strings(groups.include()));
-            mirror.insert("groups_exclude".into(), strings(groups.exclude()));
-            mirror.insert(
-                "checkpoint_interval".into(),
-                format_duration(m.checkpoint_interval).into(),
-            );
-            mirror.insert("sync_group_offsets".into(), m.sync_group_offsets.into());
-            mirror.insert(
-                "sync_group_offsets_interval".into(),
-                format_duration(m.sync_group_offsets_interval).into(),
-            );
-        }
-        mirror.insert(
-            "partition_assignment_strategy".into(),
-            toml::Value::Array(
-                m.partition_assignment_strategy
-                    .iter()
-                    .map(|a| a.as_str().into())
-                    .collect(),
-            ),
-        );
-
-        let mut metrics = toml::Table::new();
-        metrics.insert(
-            "listen".into(),
-            self.metrics
-                .listen
-                .map(|a| a.to_string())
-                .unwrap_or_default()
-                .into(),
-        );
-        metrics.insert(
-            "lag_interval".into(),
-            format_duration(self.metrics.lag_interval).into(),
-        );
-        if self.metrics.mm2_compat {
-            metrics.insert("mm2_compat".into(), true.into());
-        }
-        metrics.insert(
-            "stall_timeout".into(),
-            format_duration(self.metrics.stall_timeout).into(),
-        );
-        let t = &self.tracing;
-        let mut tracing = toml::Table::new();
-        if let Some(ep) = &t.otlp_endpoint {
-            tracing.insert("otlp_endpoint".into(), ep.clone().into());
-        }
-        tracing.insert("mode".into(), t.mode.as_str().into());
-        tracing.insert("sample_ratio".into(), t.sample_ratio.into());
-        tracing.insert(
-            "records_per_second".into(),
-            i64::from(t.records_per_second).into(),
-        );
-        tracing.insert("service_name".into(), t.service_name.clone().into());
-        let mut log = toml::Table::new();
-        log.insert("format".into(), self.log.format.as_str().into());
-        log.insert("level".into(), self.log.level.clone().into());
-
         let mut doc = toml::Table::new();
         doc.insert("source".into(), cluster_table(&self.source, redact).into());
         doc.insert("target".into(), cluster_table(&self.target, redact).into());
-        doc.insert("mirror".into(), mirror.into());
-        doc.insert("metrics".into(), metrics.into());
-        doc.insert("tracing".into(), tracing.into());
-        doc.insert("log".into(), log.into());
+        doc.insert("mirror".into(), mirror_table(&self.mirror).into());
+        doc.insert("metrics".into(), metrics_table(&self.metrics).into());
+        doc.insert("tracing".into(), tracing_table(&self.tracing).into());
+        doc.insert("log".into(), log_table(&self.log).into());
         let mut out = String::new();
         if self.tracing.otlp_endpoint.is_none() {
             out.push_str("# tracing.otlp_endpoint is not set: no spans are exported\n");
@@ -837,6 +663,204 @@ impl Config {
         out.push_str(&toml::to_string(&doc).unwrap_or_else(|e| format!("# cannot render: {e}\n")));
         out
     }
+}
+
+// The sections of `Config::to_toml`, each as it is written back.
+
+fn cluster_table(c: &Cluster, redact: bool) -> toml::Table {
+    let mut t = toml::Table::new();
+    t.insert("alias".into(), c.alias.clone().into());
+    for (k, v) in &c.properties {
+        let reference = c.references.iter().find(|(r, _)| r == k);
+        let v = if let (true, Some((_, written))) = (redact, reference) {
+            written.clone()
+        } else if redact && is_secret_property(k) {
+            REDACTED.to_string()
+        } else {
+            v.clone()
+        };
+        t.insert(k.clone(), v.into());
+    }
+    t
+}
+
+fn strings(v: &[String]) -> toml::Value {
+    toml::Value::Array(v.iter().map(|s| s.clone().into()).collect())
+}
+
+/// `[mirror]`: every setting, then the optional features' settings when they are on.
+fn mirror_table(m: &Mirror) -> toml::Table {
+    let mut mirror = mirror_settings(m);
+    mirror_features(m, &mut mirror);
+    mirror.insert(
+        "partition_assignment_strategy".into(),
+        toml::Value::Array(
+            m.partition_assignment_strategy
+                .iter()
+                .map(|a| a.as_str().into())
+                .collect(),
+        ),
+    );
+    mirror
+}
+
+/// The `[mirror]` settings written whatever is on.
+fn mirror_settings(m: &Mirror) -> toml::Table {
+    let mut mirror = toml::Table::new();
+    mirror.insert("topics".into(), strings(m.topics.include()));
+    mirror.insert("topics_exclude".into(), strings(m.topics.exclude()));
+    mirror.insert("rename".into(), m.rename.as_str().into());
+    if m.replicate_heartbeats {
+        mirror.insert("replicate_heartbeats".into(), true.into());
+    }
+    if let Rename::Prefix { separator } = &m.rename {
+        mirror.insert("separator".into(), separator.clone().into());
+    }
+    mirror.insert("start".into(), m.start.as_str().into());
+    mirror.insert("group_id".into(), m.group_id.clone().into());
+    if let Some(id) = &m.instance_id {
+        mirror.insert("instance_id".into(), id.clone().into());
+    }
+    mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
+    mirror.insert(
+        "max_decompressed_batch_bytes".into(),
+        m.max_decompressed_batch_bytes.to_string().into(),
+    );
+    mirror.insert(
+        "refresh_interval".into(),
+        format_duration(m.refresh_interval).into(),
+    );
+    mirror.insert(
+        "commit_interval".into(),
+        format_duration(m.commit_interval).into(),
+    );
+    mirror.insert(
+        "session_timeout".into(),
+        format_duration(m.session_timeout).into(),
+    );
+    mirror.insert(
+        "drain_timeout".into(),
+        format_duration(m.drain_timeout).into(),
+    );
+    mirror.insert(
+        "replication_factor".into(),
+        match m.replication_factor_from_source {
+            true => "source".into(),
+            false => i64::from(m.replication_factor).into(),
+        },
+    );
+    mirror.insert("create_topics".into(), m.create_topics.into());
+    mirror.insert("sync_topic_configs".into(), m.sync_topic_configs.into());
+    mirror.insert(
+        "sync_topic_configs_interval".into(),
+        format_duration(m.sync_topic_configs_interval).into(),
+    );
+    mirror.insert(
+        "topic_configs_exclude".into(),
+        strings(m.topic_configs_exclude.patterns()),
+    );
+    mirror.insert("isolation".into(), m.isolation.as_str().into());
+    mirror.insert("compression".into(), m.compression.as_str().into());
+    mirror.insert(
+        "on_offset_out_of_range".into(),
+        m.on_offset_out_of_range.as_str().into(),
+    );
+    mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
+    mirror.insert(
+        "produce_connections".into(),
+        i64::from(m.produce_connections).into(),
+    );
+    mirror.insert("batch_size".into(), m.batch_size.to_string().into());
+    mirror
+}
+
+/// The settings of ACL sync, exactly-once and checkpoints, when they are on.
+fn mirror_features(m: &Mirror, mirror: &mut toml::Table) {
+    if m.sync_topic_acls || m.protect_mirrors {
+        mirror.insert("sync_topic_acls".into(), m.sync_topic_acls.into());
+        mirror.insert(
+            "sync_topic_acls_interval".into(),
+            format_duration(m.sync_topic_acls_interval).into(),
+        );
+        mirror.insert("protect_mirrors".into(), m.protect_mirrors.into());
+        if let Some(p) = &m.target_principal {
+            mirror.insert("target_principal".into(), p.clone().into());
+        }
+    }
+    if let Some(eos) = &m.exactly_once {
+        mirror.insert("exactly_once".into(), true.into());
+        mirror.insert(
+            "transaction_interval".into(),
+            format_duration(eos.transaction_interval).into(),
+        );
+        mirror.insert(
+            "transaction_max_bytes".into(),
+            eos.transaction_max_bytes.to_string().into(),
+        );
+        mirror.insert(
+            "transaction_timeout".into(),
+            format_duration(eos.transaction_timeout).into(),
+        );
+        mirror.insert(
+            "position_refresh_interval".into(),
+            format_duration(eos.position_refresh_interval).into(),
+        );
+    }
+    if let Some(groups) = &m.groups {
+        mirror.insert("groups".into(), strings(groups.include()));
+        mirror.insert("groups_exclude".into(), strings(groups.exclude()));
+        mirror.insert(
+            "checkpoint_interval".into(),
+            format_duration(m.checkpoint_interval).into(),
+        );
+        mirror.insert("sync_group_offsets".into(), m.sync_group_offsets.into());
+        mirror.insert(
+            "sync_group_offsets_interval".into(),
+            format_duration(m.sync_group_offsets_interval).into(),
+        );
+    }
+}
+
+fn metrics_table(m: &MetricsConfig) -> toml::Table {
+    let mut metrics = toml::Table::new();
+    metrics.insert(
+        "listen".into(),
+        m.listen.map(|a| a.to_string()).unwrap_or_default().into(),
+    );
+    metrics.insert(
+        "lag_interval".into(),
+        format_duration(m.lag_interval).into(),
+    );
+    if m.mm2_compat {
+        metrics.insert("mm2_compat".into(), true.into());
+    }
+    metrics.insert(
+        "stall_timeout".into(),
+        format_duration(m.stall_timeout).into(),
+    );
+    metrics
+}
+
+fn tracing_table(t: &TracingConfig) -> toml::Table {
+    let mut tracing = toml::Table::new();
+    if let Some(ep) = &t.otlp_endpoint {
+        tracing.insert("otlp_endpoint".into(), ep.clone().into());
+    }
+    tracing.insert("mode".into(), t.mode.as_str().into());
+    tracing.insert("sample_ratio".into(), t.sample_ratio.into());
+    tracing.insert(
+        "records_per_second".into(),
+        i64::from(t.records_per_second).into(),
+    );
+    tracing.insert("service_name".into(), t.service_name.clone().into());
+    tracing
+}
+
+fn log_table(l: &LogConfig) -> toml::Table {
+    let mut log = toml::Table::new();
+    log.insert("format".into(), l.format.as_str().into());
+    log.insert("level".into(), l.level.clone().into());
+    log
 }
 
 /// A TOML syntax error as "line L, column C: what". The parser's own Display quotes the
