@@ -853,108 +853,10 @@ fn convert_mm2(
             hint: "add the mirror to convert (source cluster, topicsPattern...)".into(),
         });
     }
-
-    // Every mirror as (source cluster, target cluster, mirror fields).
-    let mut flows: Vec<(ClusterSpec, ClusterSpec, Node)> = Vec::new();
-    if current {
-        let mut target = spec.node("target")?.ok_or_else(|| Error::Missing {
-            field: "spec.target".into(),
-            hint: "describe the target cluster".into(),
-        })?;
-        let alias = target.text("alias")?.unwrap_or_else(|| "target".into());
-        for (key, why) in [
-            (
-                "groupId",
-                "Kafka Connect's group; Strait keeps its positions in mirror.group_id on the source",
-            ),
-            (
-                "configStorageTopic",
-                "a Kafka Connect internal topic; Strait needs none",
-            ),
-            (
-                "statusStorageTopic",
-                "a Kafka Connect internal topic; Strait needs none",
-            ),
-            (
-                "offsetStorageTopic",
-                "a Kafka Connect internal topic; Strait commits its positions to the source cluster",
-            ),
-        ] {
-            if target.text(key)?.is_some() {
-                ctx.unmapped(target.name(key), why);
-            }
-        }
-        let target = ClusterSpec {
-            alias,
-            node: target,
-        };
-        for mut m in mirrors {
-            let mut source = m.node("source")?.ok_or_else(|| Error::Missing {
-                field: m.name("source"),
-                hint: "describe the mirror's source cluster (alias, bootstrapServers...)".into(),
-            })?;
-            let alias = source.required_text("alias", "name the source cluster")?;
-            flows.push((
-                ClusterSpec {
-                    alias,
-                    node: source,
-                },
-                target.clone(),
-                m,
-            ));
-        }
-    } else {
-        let mut clusters: Vec<ClusterSpec> = Vec::new();
-        for mut c in spec.list("clusters")? {
-            let alias = c.required_text("alias", "name the cluster")?;
-            clusters.push(ClusterSpec { alias, node: c });
-        }
-        let connect = spec.text("connectCluster")?;
-        for mut m in mirrors {
-            let source =
-                m.required_text("sourceCluster", "name the alias of the source cluster")?;
-            let target = m
-                .text("targetCluster")?
-                .or_else(|| connect.clone())
-                .ok_or_else(|| Error::Missing {
-                    field: m.name("targetCluster"),
-                    hint: "name the alias of the target cluster".into(),
-                })?;
-            let find = |alias: &str, field: String, clusters: &[ClusterSpec]| {
-                clusters
-                    .iter()
-                    .find(|c| c.alias == alias)
-                    .cloned()
-                    .ok_or_else(|| Error::Invalid {
-                        field,
-                        expected: format!(
-                            "an alias listed in spec.clusters ({})",
-                            clusters
-                                .iter()
-                                .map(|c| c.alias.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        got: format!("{alias:?}"),
-                    })
-            };
-            let s = find(&source, m.name("sourceCluster"), &clusters)?;
-            let t = find(&target, m.name("targetCluster"), &clusters)?;
-            flows.push((s, t, m));
-        }
-        let used: Vec<&str> = flows
-            .iter()
-            .flat_map(|(s, t, _)| [s.alias.as_str(), t.alias.as_str()])
-            .collect();
-        for c in &clusters {
-            if !used.contains(&c.alias.as_str()) {
-                ctx.unmapped(
-                    display(&c.node.path),
-                    format!("cluster {} is used by no mirror", c.alias),
-                );
-            }
-        }
-    }
+    let flows = match current {
+        true => target_flows(&mut spec, mirrors, ctx)?,
+        false => cluster_list_flows(&mut spec, mirrors, ctx)?,
+    };
     spec.rest(ctx, "no equivalent in Strait");
 
     let all = options.mirror.is_none() && flows.len() > 1;
@@ -962,6 +864,145 @@ fn convert_mm2(
         true => flows,
         false => vec![select_mirror(flows, options, ctx)?],
     };
+    let entries = flow_properties(flows, all, ctx)?;
+    let props = Properties {
+        path: path.to_path_buf(),
+        entries: entries
+            .into_iter()
+            .map(|(key, value, field)| Property {
+                key,
+                value,
+                line: locator.line(&field),
+            })
+            .collect(),
+    };
+    let (env, placeholders) = validation_env(ctx);
+    let loaded = mm2::from_properties(&props, &[], &env).map_err(config_error)?;
+    Ok((loaded, placeholders))
+}
+
+/// One mirror to convert: (source cluster, target cluster, the mirror's fields).
+type MirrorFlow = (ClusterSpec, ClusterSpec, Node);
+
+/// The mirrors of the current form: one `spec.target`, each mirror with its own `source`.
+fn target_flows(
+    spec: &mut Node,
+    mirrors: Vec<Node>,
+    ctx: &mut Ctx,
+) -> Result<Vec<MirrorFlow>, Error> {
+    let mut flows: Vec<MirrorFlow> = Vec::new();
+    let mut target = spec.node("target")?.ok_or_else(|| Error::Missing {
+        field: "spec.target".into(),
+        hint: "describe the target cluster".into(),
+    })?;
+    let alias = target.text("alias")?.unwrap_or_else(|| "target".into());
+    for (key, why) in [
+        (
+            "groupId",
+            "Kafka Connect's group; Strait keeps its positions in mirror.group_id on the source",
+        ),
+        (
+            "configStorageTopic",
+            "a Kafka Connect internal topic; Strait needs none",
+        ),
+        (
+            "statusStorageTopic",
+            "a Kafka Connect internal topic; Strait needs none",
+        ),
+        (
+            "offsetStorageTopic",
+            "a Kafka Connect internal topic; Strait commits its positions to the source cluster",
+        ),
+    ] {
+        if target.text(key)?.is_some() {
+            ctx.unmapped(target.name(key), why);
+        }
+    }
+    let target = ClusterSpec {
+        alias,
+        node: target,
+    };
+    for mut m in mirrors {
+        let mut source = m.node("source")?.ok_or_else(|| Error::Missing {
+            field: m.name("source"),
+            hint: "describe the mirror's source cluster (alias, bootstrapServers...)".into(),
+        })?;
+        let alias = source.required_text("alias", "name the source cluster")?;
+        flows.push((
+            ClusterSpec {
+                alias,
+                node: source,
+            },
+            target.clone(),
+            m,
+        ));
+    }
+    Ok(flows)
+}
+
+/// The mirrors of the deprecated form: `spec.clusters` named by each mirror's `sourceCluster`
+/// and `targetCluster` (default `spec.connectCluster`).
+fn cluster_list_flows(
+    spec: &mut Node,
+    mirrors: Vec<Node>,
+    ctx: &mut Ctx,
+) -> Result<Vec<MirrorFlow>, Error> {
+    let mut flows: Vec<MirrorFlow> = Vec::new();
+    let mut clusters: Vec<ClusterSpec> = Vec::new();
+    for mut c in spec.list("clusters")? {
+        let alias = c.required_text("alias", "name the cluster")?;
+        clusters.push(ClusterSpec { alias, node: c });
+    }
+    let connect = spec.text("connectCluster")?;
+    for mut m in mirrors {
+        let source = m.required_text("sourceCluster", "name the alias of the source cluster")?;
+        let target = m
+            .text("targetCluster")?
+            .or_else(|| connect.clone())
+            .ok_or_else(|| Error::Missing {
+                field: m.name("targetCluster"),
+                hint: "name the alias of the target cluster".into(),
+            })?;
+        let find = |alias: &str, field: String, clusters: &[ClusterSpec]| {
+            clusters
+                .iter()
+                .find(|c| c.alias == alias)
+                .cloned()
+                .ok_or_else(|| Error::Invalid {
+                    field,
+                    expected: format!(
+                        "an alias listed in spec.clusters ({})",
+                        clusters
+                            .iter()
+                            .map(|c| c.alias.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    got: format!("{alias:?}"),
+                })
+        };
+        let s = find(&source, m.name("sourceCluster"), &clusters)?;
+        let t = find(&target, m.name("targetCluster"), &clusters)?;
+        flows.push((s, t, m));
+    }
+    let used: Vec<&str> = flows
+        .iter()
+        .flat_map(|(s, t, _)| [s.alias.as_str(), t.alias.as_str()])
+        .collect();
+    for c in &clusters {
+        if !used.contains(&c.alias.as_str()) {
+            ctx.unmapped(
+                display(&c.node.path),
+                format!("cluster {} is used by no mirror", c.alias),
+            );
+        }
+    }
+    Ok(flows)
+}
+
+/// The mm2.properties entries of `flows`: each cluster once, then each flow's settings; with
+/// `all` (several flows), every cluster under its alias and secrets as `${env:...}`.
+fn flow_properties(flows: Vec<MirrorFlow>, all: bool, ctx: &mut Ctx) -> Result<ClientProps, Error> {
     let mut entries: ClientProps = Vec::new();
     let mut aliases: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
@@ -1013,28 +1054,15 @@ fn convert_mm2(
         ));
     }
 
-    let props = Properties {
-        path: path.to_path_buf(),
-        entries: entries
-            .into_iter()
-            .map(|(key, value, field)| Property {
-                key,
-                value,
-                line: locator.line(&field),
-            })
-            .collect(),
-    };
-    let (env, placeholders) = validation_env(ctx);
-    let loaded = mm2::from_properties(&props, &[], &env).map_err(config_error)?;
-    Ok((loaded, placeholders))
+    Ok(entries)
 }
 
 /// `--mirror <alias>` (or the only mirror): the flow to convert; the others are listed.
 fn select_mirror(
-    mut flows: Vec<(ClusterSpec, ClusterSpec, Node)>,
+    mut flows: Vec<MirrorFlow>,
     options: &Options,
     ctx: &mut Ctx,
-) -> Result<(ClusterSpec, ClusterSpec, Node), Error> {
+) -> Result<MirrorFlow, Error> {
     let index = match &options.mirror {
         Some(want) => flows
             .iter()
