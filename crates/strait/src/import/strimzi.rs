@@ -1225,135 +1225,12 @@ fn security(
     let mut tls = false;
     if let Some(mut t) = node.node("tls")? {
         tls = true;
-        let mut cas = Vec::new();
-        for mut cert in t.list("trustedCertificates")? {
-            let secret =
-                cert.required_text("secretName", "name the Secret holding the CA certificate")?;
-            let key = match (cert.text("certificate")?, cert.text("pattern")?) {
-                (Some(c), _) => c,
-                (None, Some(pattern)) => {
-                    // Strimzi's cluster CA Secret holds ca.crt (and ca.p12, ca.password).
-                    if glob_matches(&pattern, "ca.crt") {
-                        ctx.notes.push(format!(
-                            "{}: pattern {pattern:?} is read as the Secret's ca.crt; during a CA \
-                             renewal Strimzi adds older certificates to the Secret, which Strait \
-                             does not read",
-                            cert.name("pattern")
-                        ));
-                        "ca.crt".to_string()
-                    } else {
-                        ctx.unmapped(
-                            cert.name("pattern"),
-                            format!("{pattern:?}: Strait reads one CA file; name the key with certificate:"),
-                        );
-                        continue;
-                    }
-                }
-                (None, None) => {
-                    return Err(Error::Missing {
-                        field: cert.name("certificate"),
-                        hint: "name the Secret key holding the CA certificate, e.g. certificate: ca.crt".into(),
-                    });
-                }
-            };
-            cas.push((secret, key, cert.field("secretName")));
-            cert.rest(ctx, "no equivalent in Strait's TLS settings");
-        }
-        let mut cas = cas.into_iter();
-        if let Some((secret, key, field)) = cas.next() {
-            let path = ctx.secret_file(side, "ca", &secret, &key);
-            props.push(("ssl.ca.location".into(), path, field));
-        }
-        for (secret, key, field) in cas {
-            ctx.unmapped(
-                display(&field).replace(".secretName", ""),
-                format!(
-                    "Secret {secret} key {key}: Strait reads one CA file per cluster; put all the \
-                     certificates into one PEM bundle in one Secret key and list only that one"
-                ),
-            );
-        }
+        trusted_certificates(&mut t, side, props, ctx)?;
         t.rest(ctx, "no equivalent in Strait's TLS settings");
     }
     let mut sasl = false;
     if let Some(mut auth) = node.node("authentication")? {
-        let kind =
-            auth.required_text("type", "tls, scram-sha-512, scram-sha-256, plain or oauth")?;
-        let auth_path = display(&auth.path);
-        match kind.as_str() {
-            "tls" => {
-                let mut ck = auth.node("certificateAndKey")?.ok_or_else(|| Error::Missing {
-                    field: auth.name("certificateAndKey"),
-                    hint: "name the Secret with the client certificate and key (secretName, certificate, key)".into(),
-                })?;
-                let secret = ck.required_text(
-                    "secretName",
-                    "name the Secret (the KafkaUser's, for Strimzi users)",
-                )?;
-                let cert = ck.required_text(
-                    "certificate",
-                    "the Secret key of the certificate, e.g. user.crt",
-                )?;
-                let key =
-                    ck.required_text("key", "the Secret key of the private key, e.g. user.key")?;
-                let cert_path = ctx.secret_file(side, "user", &secret, &cert);
-                let key_path = ctx.secret_file(side, "user", &secret, &key);
-                props.push((
-                    "ssl.certificate.location".into(),
-                    cert_path,
-                    ck.field("certificate"),
-                ));
-                props.push(("ssl.key.location".into(), key_path, ck.field("key")));
-                ck.rest(ctx, "no equivalent in Strait's TLS settings");
-                if !tls {
-                    // Strimzi refuses this too: a client certificate needs TLS.
-                    tls = true;
-                    ctx.notes.push(format!(
-                        "{auth_path}: type tls without a tls section; the connection uses TLS \
-                         with the system's trusted CAs"
-                    ));
-                }
-            }
-            "scram-sha-512" | "scram-sha-256" | "plain" => {
-                sasl = true;
-                let mechanism = kind.to_ascii_uppercase();
-                props.push(("sasl.mechanism".into(), mechanism, auth.field("type")));
-                let user =
-                    auth.required_text("username", "the SASL user name (the KafkaUser's name)")?;
-                props.push(("sasl.username".into(), user, auth.field("username")));
-                let mut ps = auth.node("passwordSecret")?.ok_or_else(|| Error::Missing {
-                    field: auth.name("passwordSecret"),
-                    hint: "name the Secret with the password (secretName, password)".into(),
-                })?;
-                let secret =
-                    ps.required_text("secretName", "name the Secret holding the password")?;
-                let key = ps.required_text(
-                    "password",
-                    "the Secret key holding the password, e.g. password",
-                )?;
-                let field = ps.field("password");
-                ps.rest(ctx, "no equivalent in Strait's SASL settings");
-                ctx.secret_property(side, "sasl.password", (secret, key), field, props);
-            }
-            "oauth" => {
-                sasl = true;
-                props.push((
-                    "sasl.mechanism".into(),
-                    "OAUTHBEARER".into(),
-                    auth.field("type"),
-                ));
-                oauth(&mut auth, side, props, ctx)?;
-            }
-            other => {
-                let why = format!(
-                    "authentication type {other:?} is not supported by Strait (it supports \
-                     tls, scram-sha-512, scram-sha-256, plain and oauth)"
-                );
-                ctx.unmapped(format!("{auth_path} (type {other})"), why);
-                // The rest of an unsupported authentication is covered by the line above.
-                auth.map.clear();
-            }
-        }
+        sasl = authentication(&mut auth, side, props, ctx, &mut tls)?;
         auth.rest(ctx, "no equivalent in Strait's authentication settings");
     }
     let protocol = match (tls, sasl) {
@@ -1369,6 +1246,190 @@ fn security(
             ("security.protocol".into(), p.into(), field),
         );
     }
+    Ok(())
+}
+
+/// `tls.trustedCertificates`: the first one becomes `ssl.ca.location`; Strait reads one CA file
+/// per cluster, so the others are listed as not converted.
+fn trusted_certificates(
+    t: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    let mut cas = Vec::new();
+    for mut cert in t.list("trustedCertificates")? {
+        let secret =
+            cert.required_text("secretName", "name the Secret holding the CA certificate")?;
+        let Some(key) = trusted_certificate_key(&mut cert, ctx)? else {
+            continue;
+        };
+        cas.push((secret, key, cert.field("secretName")));
+        cert.rest(ctx, "no equivalent in Strait's TLS settings");
+    }
+    let mut cas = cas.into_iter();
+    if let Some((secret, key, field)) = cas.next() {
+        let path = ctx.secret_file(side, "ca", &secret, &key);
+        props.push(("ssl.ca.location".into(), path, field));
+    }
+    for (secret, key, field) in cas {
+        ctx.unmapped(
+            display(&field).replace(".secretName", ""),
+            format!(
+                "Secret {secret} key {key}: Strait reads one CA file per cluster; put all the \
+                 certificates into one PEM bundle in one Secret key and list only that one"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The Secret key of one trusted certificate (`certificate`, or a `pattern` matching Strimzi's
+/// `ca.crt`); `None` when the pattern cannot be read as one file (listed as not converted).
+fn trusted_certificate_key(cert: &mut Node, ctx: &mut Ctx) -> Result<Option<String>, Error> {
+    let key = match (cert.text("certificate")?, cert.text("pattern")?) {
+        (Some(c), _) => c,
+        (None, Some(pattern)) => {
+            // Strimzi's cluster CA Secret holds ca.crt (and ca.p12, ca.password).
+            if glob_matches(&pattern, "ca.crt") {
+                ctx.notes.push(format!(
+                    "{}: pattern {pattern:?} is read as the Secret's ca.crt; during a CA \
+                     renewal Strimzi adds older certificates to the Secret, which Strait \
+                     does not read",
+                    cert.name("pattern")
+                ));
+                "ca.crt".to_string()
+            } else {
+                ctx.unmapped(
+                    cert.name("pattern"),
+                    format!(
+                        "{pattern:?}: Strait reads one CA file; name the key with certificate:"
+                    ),
+                );
+                return Ok(None);
+            }
+        }
+        (None, None) => {
+            return Err(Error::Missing {
+                field: cert.name("certificate"),
+                hint: "name the Secret key holding the CA certificate, e.g. certificate: ca.crt"
+                    .into(),
+            });
+        }
+    };
+    Ok(Some(key))
+}
+
+/// `authentication`: client certificate, SCRAM/PLAIN or OAuth; returns whether it is SASL.
+/// A client certificate without a `tls` section turns TLS on (`tls`).
+fn authentication(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+    tls: &mut bool,
+) -> Result<bool, Error> {
+    let kind = auth.required_text("type", "tls, scram-sha-512, scram-sha-256, plain or oauth")?;
+    let auth_path = display(&auth.path);
+    match kind.as_str() {
+        "tls" => {
+            client_certificate(auth, side, props, ctx)?;
+            if !*tls {
+                // Strimzi refuses this too: a client certificate needs TLS.
+                *tls = true;
+                ctx.notes.push(format!(
+                    "{auth_path}: type tls without a tls section; the connection uses TLS \
+                     with the system's trusted CAs"
+                ));
+            }
+            Ok(false)
+        }
+        "scram-sha-512" | "scram-sha-256" | "plain" => {
+            password(&kind, auth, side, props, ctx)?;
+            Ok(true)
+        }
+        "oauth" => {
+            props.push((
+                "sasl.mechanism".into(),
+                "OAUTHBEARER".into(),
+                auth.field("type"),
+            ));
+            oauth(auth, side, props, ctx)?;
+            Ok(true)
+        }
+        other => {
+            let why = format!(
+                "authentication type {other:?} is not supported by Strait (it supports \
+                 tls, scram-sha-512, scram-sha-256, plain and oauth)"
+            );
+            ctx.unmapped(format!("{auth_path} (type {other})"), why);
+            // The rest of an unsupported authentication is covered by the line above.
+            auth.map.clear();
+            Ok(false)
+        }
+    }
+}
+
+/// `type: tls`: the client certificate and key from `certificateAndKey`.
+fn client_certificate(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    let mut ck = auth
+        .node("certificateAndKey")?
+        .ok_or_else(|| Error::Missing {
+            field: auth.name("certificateAndKey"),
+            hint:
+                "name the Secret with the client certificate and key (secretName, certificate, key)"
+                    .into(),
+        })?;
+    let secret = ck.required_text(
+        "secretName",
+        "name the Secret (the KafkaUser's, for Strimzi users)",
+    )?;
+    let cert = ck.required_text(
+        "certificate",
+        "the Secret key of the certificate, e.g. user.crt",
+    )?;
+    let key = ck.required_text("key", "the Secret key of the private key, e.g. user.key")?;
+    let cert_path = ctx.secret_file(side, "user", &secret, &cert);
+    let key_path = ctx.secret_file(side, "user", &secret, &key);
+    props.push((
+        "ssl.certificate.location".into(),
+        cert_path,
+        ck.field("certificate"),
+    ));
+    props.push(("ssl.key.location".into(), key_path, ck.field("key")));
+    ck.rest(ctx, "no equivalent in Strait's TLS settings");
+    Ok(())
+}
+
+/// `type: scram-sha-512 | scram-sha-256 | plain`: mechanism, user, and the password's Secret.
+fn password(
+    kind: &str,
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    let mechanism = kind.to_ascii_uppercase();
+    props.push(("sasl.mechanism".into(), mechanism, auth.field("type")));
+    let user = auth.required_text("username", "the SASL user name (the KafkaUser's name)")?;
+    props.push(("sasl.username".into(), user, auth.field("username")));
+    let mut ps = auth.node("passwordSecret")?.ok_or_else(|| Error::Missing {
+        field: auth.name("passwordSecret"),
+        hint: "name the Secret with the password (secretName, password)".into(),
+    })?;
+    let secret = ps.required_text("secretName", "name the Secret holding the password")?;
+    let key = ps.required_text(
+        "password",
+        "the Secret key holding the password, e.g. password",
+    )?;
+    let field = ps.field("password");
+    ps.rest(ctx, "no equivalent in Strait's SASL settings");
+    ctx.secret_property(side, "sasl.password", (secret, key), field, props);
     Ok(())
 }
 
