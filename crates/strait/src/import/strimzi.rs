@@ -1760,60 +1760,48 @@ fn tracing(
             format!("{kind:?} tracing is not supported; Strait exports OpenTelemetry traces over OTLP/HTTP"),
         );
     }
-    let mut endpoint: Option<String> = None;
-    let mut service = None;
-    let mut sampler: Option<(String, String)> = None; // (type, field)
-    let mut sampler_param: Option<String> = None;
+    let mut read = TracingEnv::default();
     for (name, value, _) in env {
         let value = value.unwrap_or_default();
-        let v = value.trim().to_string();
-        match name.as_str() {
-            "JAEGER_SERVICE_NAME" | "OTEL_SERVICE_NAME" => service = Some(v),
+        read.variable(&name, value.trim(), &field(&name), ctx);
+    }
+    read.apply(kind, env_field, ctx);
+}
+
+/// What the tracing variables of a Strimzi resource say, read one variable at a time.
+#[derive(Default)]
+struct TracingEnv {
+    endpoint: Option<String>,
+    service: Option<String>,
+    /// (sampler type, the variable's field).
+    sampler: Option<(String, String)>,
+    sampler_param: Option<String>,
+}
+
+impl TracingEnv {
+    /// Reads the variable `name` = `v` (written at `field`).
+    fn variable(&mut self, name: &str, v: &str, field: &str, ctx: &mut Ctx) {
+        match name {
+            "JAEGER_SERVICE_NAME" | "OTEL_SERVICE_NAME" => self.service = Some(v.to_string()),
             "OTEL_EXPORTER_OTLP_ENDPOINT" | "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => {
-                let url = if v.starts_with("http://") || v.starts_with("https://") {
-                    v.clone()
-                } else {
-                    format!("http://{v}")
-                };
-                let (url, rewritten) = with_port(&url, 4317, OTLP_HTTP_PORT);
-                if rewritten {
-                    ctx.notes.push(format!(
-                        "{}: {v} is OTLP/gRPC (port 4317); Strait exports OTLP over HTTP, so \
-                         tracing.otlp_endpoint is {url}; check the collector listens there",
-                        field(&name)
-                    ));
-                }
-                endpoint = Some(url);
+                self.endpoint = Some(otlp_endpoint(v, field, ctx));
             }
             "OTEL_EXPORTER_OTLP_PROTOCOL" | "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" => {
                 if v != "http/protobuf" {
                     ctx.notes.push(format!(
-                        "{}: {v:?}: Strait always exports OTLP over HTTP (http/protobuf)",
-                        field(&name)
+                        "{field}: {v:?}: Strait always exports OTLP over HTTP (http/protobuf)"
                     ));
                 }
             }
             "OTEL_TRACES_EXPORTER" => {
                 if v != "otlp" {
-                    ctx.unmapped(field(&name), format!("{v:?}: Strait exports OTLP only"));
+                    ctx.unmapped(field, format!("{v:?}: Strait exports OTLP only"));
                 }
             }
             "JAEGER_AGENT_HOST" => {
-                // The Jaeger agent takes UDP Thrift, not OTLP. The Jaeger operator names the
-                // collector next to it `<name>-collector`, which accepts OTLP/HTTP on 4318.
-                let host = match v.strip_suffix("-agent") {
-                    Some(base) => format!("{base}-collector"),
-                    None => v.clone(),
-                };
-                let url = format!("http://{host}:{OTLP_HTTP_PORT}");
-                ctx.notes.push(format!(
-                    "{}: {v} is a Jaeger agent (UDP), which does not take OTLP; \
-                     tracing.otlp_endpoint is {url} (the Jaeger collector's OTLP/HTTP port); \
-                     change it if your collector is elsewhere",
-                    field(&name)
-                ));
-                if endpoint.is_none() {
-                    endpoint = Some(url);
+                let url = jaeger_agent_endpoint(v, field, ctx);
+                if self.endpoint.is_none() {
+                    self.endpoint = Some(url);
                 }
             }
             "JAEGER_ENDPOINT" => {
@@ -1821,65 +1809,109 @@ fn tracing(
                 let host = v
                     .split("://")
                     .nth(1)
-                    .unwrap_or(&v)
+                    .unwrap_or(v)
                     .split(['/', ':'])
                     .next()
                     .unwrap_or("")
                     .to_string();
                 let url = format!("http://{host}:{OTLP_HTTP_PORT}");
                 ctx.notes.push(format!(
-                    "{}: {v} takes Jaeger Thrift; tracing.otlp_endpoint is {url} (the same \
-                     host's OTLP/HTTP port)",
-                    field(&name)
+                    "{field}: {v} takes Jaeger Thrift; tracing.otlp_endpoint is {url} (the same \
+                     host's OTLP/HTTP port)"
                 ));
-                endpoint = Some(url);
+                self.endpoint = Some(url);
             }
             "JAEGER_AGENT_PORT" => ctx.notes.push(format!(
-                "{}: {v}: the agent port is not used (Strait sends OTLP/HTTP to port {OTLP_HTTP_PORT})",
-                field(&name)
+                "{field}: {v}: the agent port is not used (Strait sends OTLP/HTTP to port {OTLP_HTTP_PORT})"
             )),
-            "JAEGER_SAMPLER_TYPE" | "OTEL_TRACES_SAMPLER" => sampler = Some((v, field(&name))),
-            "JAEGER_SAMPLER_PARAM" | "OTEL_TRACES_SAMPLER_ARG" => sampler_param = Some(v),
+            "JAEGER_SAMPLER_TYPE" | "OTEL_TRACES_SAMPLER" => {
+                self.sampler = Some((v.to_string(), field.to_string()))
+            }
+            "JAEGER_SAMPLER_PARAM" | "OTEL_TRACES_SAMPLER_ARG" => {
+                self.sampler_param = Some(v.to_string())
+            }
             _ => ctx.unmapped(
-                field(&name),
+                field,
                 "not a tracing setting Strait reads; set it through the Helm chart's environment",
             ),
         }
     }
-    if let Some((kind, field)) = sampler {
-        let param: Option<f64> = sampler_param.as_deref().and_then(|p| p.parse().ok());
-        let ratio = match kind.as_str() {
-            "const" => param.map(|p| if p >= 1.0 { 1.0 } else { 0.0 }),
-            "probabilistic" | "traceidratio" | "parentbased_traceidratio" => param,
-            "always_on" | "parentbased_always_on" => Some(1.0),
-            "always_off" | "parentbased_always_off" => Some(0.0),
-            _ => None,
-        };
-        match ratio {
-            Some(r) if (0.0..=1.0).contains(&r) => {
-                ctx.env
-                    .push(("STRAIT_TRACING_SAMPLE_RATIO".into(), r.to_string()));
-            }
-            _ => ctx.unmapped(
-                field,
-                format!(
-                    "sampler {kind:?} with parameter {:?} has no equivalent; Strait samples a \
-                     fixed ratio (tracing.sample_ratio, default 1)",
-                    sampler_param.unwrap_or_default()
+
+    /// Turns what was read into Strait's tracing variables (or notes on what is missing).
+    fn apply(self, kind: &str, env_field: &str, ctx: &mut Ctx) {
+        if let Some((sampler, field)) = self.sampler {
+            match sample_ratio(&sampler, self.sampler_param.as_deref()) {
+                Some(r) => {
+                    ctx.env
+                        .push(("STRAIT_TRACING_SAMPLE_RATIO".into(), r.to_string()));
+                }
+                None => ctx.unmapped(
+                    field,
+                    format!(
+                        "sampler {sampler:?} with parameter {:?} has no equivalent; Strait samples a \
+                         fixed ratio (tracing.sample_ratio, default 1)",
+                        self.sampler_param.unwrap_or_default()
+                    ),
                 ),
-            ),
+            }
+        }
+        if let Some(s) = self.service.filter(|s| !s.is_empty()) {
+            ctx.env.push(("STRAIT_TRACING_SERVICE_NAME".into(), s));
+        }
+        match self.endpoint {
+            Some(url) => ctx.env.push(("STRAIT_TRACING_OTLP_ENDPOINT".into(), url)),
+            None => ctx.notes.push(format!(
+                "spec.tracing.type is {kind} but no collector address was found in {env_field}; \
+                 set tracing.otlp_endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT in the pod) to export spans"
+            )),
         }
     }
-    if let Some(s) = service.filter(|s| !s.is_empty()) {
-        ctx.env.push(("STRAIT_TRACING_SERVICE_NAME".into(), s));
+}
+
+/// An OTLP endpoint variable as Strait's OTLP/HTTP endpoint (gRPC's port 4317 becomes 4318).
+fn otlp_endpoint(v: &str, field: &str, ctx: &mut Ctx) -> String {
+    let url = if v.starts_with("http://") || v.starts_with("https://") {
+        v.to_string()
+    } else {
+        format!("http://{v}")
+    };
+    let (url, rewritten) = with_port(&url, 4317, OTLP_HTTP_PORT);
+    if rewritten {
+        ctx.notes.push(format!(
+            "{field}: {v} is OTLP/gRPC (port 4317); Strait exports OTLP over HTTP, so \
+             tracing.otlp_endpoint is {url}; check the collector listens there"
+        ));
     }
-    match endpoint {
-        Some(url) => ctx.env.push(("STRAIT_TRACING_OTLP_ENDPOINT".into(), url)),
-        None => ctx.notes.push(format!(
-            "spec.tracing.type is {kind} but no collector address was found in {env_field}; \
-             set tracing.otlp_endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT in the pod) to export spans"
-        )),
-    }
+    url
+}
+
+/// The Jaeger agent takes UDP Thrift, not OTLP. The Jaeger operator names the collector next to
+/// it `<name>-collector`, which accepts OTLP/HTTP on 4318.
+fn jaeger_agent_endpoint(v: &str, field: &str, ctx: &mut Ctx) -> String {
+    let host = match v.strip_suffix("-agent") {
+        Some(base) => format!("{base}-collector"),
+        None => v.to_string(),
+    };
+    let url = format!("http://{host}:{OTLP_HTTP_PORT}");
+    ctx.notes.push(format!(
+        "{field}: {v} is a Jaeger agent (UDP), which does not take OTLP; \
+         tracing.otlp_endpoint is {url} (the Jaeger collector's OTLP/HTTP port); \
+         change it if your collector is elsewhere"
+    ));
+    url
+}
+
+/// The fixed sampling ratio a Jaeger or OpenTelemetry sampler amounts to, if any.
+fn sample_ratio(sampler: &str, param: Option<&str>) -> Option<f64> {
+    let param: Option<f64> = param.and_then(|p| p.parse().ok());
+    let ratio = match sampler {
+        "const" => param.map(|p| if p >= 1.0 { 1.0 } else { 0.0 }),
+        "probabilistic" | "traceidratio" | "parentbased_traceidratio" => param,
+        "always_on" | "parentbased_always_on" => Some(1.0),
+        "always_off" | "parentbased_always_off" => Some(0.0),
+        _ => None,
+    };
+    ratio.filter(|r| (0.0..=1.0).contains(r))
 }
 
 /// Replaces an explicit `:from` port of a URL's authority by `:to`.
