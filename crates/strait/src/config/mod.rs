@@ -1081,6 +1081,9 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             .map(|e| e.origin.describe(&format!("mirror.{key}")))
             .unwrap_or_else(|| format!("mirror.{key}"))
     };
+    let interval = |key: &str, min: Duration, expected: &'static str, default: Duration| {
+        at_least(raw, key, min, expected).map(|d| d.unwrap_or(default))
+    };
     let (topics, rename) = topic_naming(raw, source, target, &described)?;
     let max_in_flight = get(raw, s, "max_in_flight", |f| {
         small_count(
@@ -1098,28 +1101,21 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
         Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
     };
-    // Opt-in: checkpointing reads every matching group's offsets on the source (Describe on
-    // the groups) and writes to the target. An empty list is the same as no key.
-    let groups = match get(raw, s, "groups", |f| f.list())? {
-        Some(include) if !include.is_empty() => Some(TopicSelection::new(
-            include,
-            &described("groups"),
-            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
-            &described("groups_exclude"),
-        )?),
-        _ => None,
-    };
+    let groups = groups(raw, &described)?;
     const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
     const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
-    let checkpoint_interval = at_least(raw, "checkpoint_interval", MS_100, AT_LEAST_100MS_5S)?
-        .unwrap_or(defaults::CHECKPOINT_INTERVAL);
-    let sync_group_offsets_interval = at_least(
-        raw,
+    let checkpoint_interval = interval(
+        "checkpoint_interval",
+        MS_100,
+        AT_LEAST_100MS_5S,
+        defaults::CHECKPOINT_INTERVAL,
+    )?;
+    let sync_group_offsets_interval = interval(
         "sync_group_offsets_interval",
         MS_100,
         AT_LEAST_100MS_5S,
-    )?
-    .unwrap_or(defaults::SYNC_GROUP_OFFSETS_INTERVAL);
+        defaults::SYNC_GROUP_OFFSETS_INTERVAL,
+    )?;
     // "source" (the default) = the source topic's factor; None here.
     let replication_factor = get(raw, s, "replication_factor", replication_factor)?.flatten();
     let topic_configs_exclude = ConfigExclude::new(
@@ -1144,13 +1140,12 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         sync_group_offsets: flag("sync_group_offsets", false)?,
         sync_group_offsets_interval,
         sync_topic_acls: flag("sync_topic_acls", false)?,
-        sync_topic_acls_interval: at_least(
-            raw,
+        sync_topic_acls_interval: interval(
             "sync_topic_acls_interval",
             MS_100,
             AT_LEAST_100MS_10M,
-        )?
-        .unwrap_or(defaults::SYNC_TOPIC_ACLS_INTERVAL),
+            defaults::SYNC_TOPIC_ACLS_INTERVAL,
+        )?,
         protect_mirrors: flag("protect_mirrors", false)?,
         target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
         topics,
@@ -1162,46 +1157,36 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         memory_budget: at_least_1mib(raw, "memory_budget")?.unwrap_or(defaults::MEMORY_BUDGET),
         max_decompressed_batch_bytes: at_least_1mib(raw, "max_decompressed_batch_bytes")?
             .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
-        refresh_interval: at_least(
-            raw,
+        refresh_interval: interval(
             "refresh_interval",
             MS_100,
             "a duration of at least 100ms, e.g. \"10s\"",
-        )?
-        .unwrap_or(defaults::REFRESH_INTERVAL),
-        commit_interval: at_least(
-            raw,
+            defaults::REFRESH_INTERVAL,
+        )?,
+        commit_interval: interval(
             "commit_interval",
             Duration::from_millis(10),
             "a duration of at least 10ms, e.g. \"5s\"",
-        )?
-        .unwrap_or(defaults::COMMIT_INTERVAL),
-        session_timeout: at_least(
-            raw,
+            defaults::COMMIT_INTERVAL,
+        )?,
+        session_timeout: interval(
             "session_timeout",
             Duration::from_secs(1),
             "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
-        )?
-        .unwrap_or(defaults::SESSION_TIMEOUT),
-        drain_timeout: get(raw, s, "drain_timeout", |f| {
-            let d = f.duration()?;
-            if d < MS_100 || d > Duration::from_secs(600) {
-                return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::DRAIN_TIMEOUT),
+            defaults::SESSION_TIMEOUT,
+        )?,
+        drain_timeout: get(raw, s, "drain_timeout", drain_timeout)?
+            .unwrap_or(defaults::DRAIN_TIMEOUT),
         replication_factor: replication_factor.unwrap_or(-1),
         replication_factor_from_source: replication_factor.is_none(),
         create_topics: flag("create_topics", true)?,
         sync_topic_configs: flag("sync_topic_configs", true)?,
-        sync_topic_configs_interval: at_least(
-            raw,
+        sync_topic_configs_interval: interval(
             "sync_topic_configs_interval",
             MS_100,
             AT_LEAST_100MS_10M,
-        )?
-        .unwrap_or(defaults::SYNC_TOPIC_CONFIGS_INTERVAL),
+            defaults::SYNC_TOPIC_CONFIGS_INTERVAL,
+        )?,
         topic_configs_exclude,
         isolation,
         compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
@@ -1210,14 +1195,7 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             .unwrap_or(OffsetOutOfRange::Fail),
         max_in_flight,
         produce_connections,
-        batch_size: get(raw, s, "batch_size", |f| {
-            let b = f.byte_size()?;
-            if b.0 > (64 << 20) {
-                return Err(f.invalid("a size from 0 (never merge) to 64MiB, e.g. \"256KiB\""));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::BATCH_SIZE),
+        batch_size: get(raw, s, "batch_size", batch_size)?.unwrap_or(defaults::BATCH_SIZE),
         partition_assignment_strategy,
         replicate_heartbeats: flag("replicate_heartbeats", false)?,
     })
@@ -1225,6 +1203,40 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
 
 /// The shortest interval most `mirror.*` durations accept.
 const MS_100: Duration = Duration::from_millis(100);
+
+/// `mirror.groups` / `mirror.groups_exclude`. Opt-in: checkpointing reads every matching group's
+/// offsets on the source (Describe on the groups) and writes to the target. An empty list is the
+/// same as no key.
+fn groups(raw: &RawConfig, described: &dyn Fn(&str) -> String) -> Result<Option<TopicSelection>> {
+    let s = Section::Mirror;
+    Ok(match get(raw, s, "groups", |f| f.list())? {
+        Some(include) if !include.is_empty() => Some(TopicSelection::new(
+            include,
+            &described("groups"),
+            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
+            &described("groups_exclude"),
+        )?),
+        _ => None,
+    })
+}
+
+/// `mirror.drain_timeout`: 100 ms to 10 min.
+fn drain_timeout(f: &Field<'_>) -> Result<Duration> {
+    let d = f.duration()?;
+    if d < MS_100 || d > Duration::from_secs(600) {
+        return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
+    }
+    Ok(d)
+}
+
+/// `mirror.batch_size`: 0 (never merge) to 64 MiB.
+fn batch_size(f: &Field<'_>) -> Result<ByteSize> {
+    let b = f.byte_size()?;
+    if b.0 > (64 << 20) {
+        return Err(f.invalid("a size from 0 (never merge) to 64MiB, e.g. \"256KiB\""));
+    }
+    Ok(b)
+}
 
 /// `mirror.<key>` as a duration of at least `min` (`expected` says so when it is shorter).
 fn at_least(
