@@ -503,6 +503,59 @@ type ClientProps = Vec<(String, String, Vec<Seg>)>;
 
 /// Converts the resource in `text` (`path` is used in messages).
 pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, Error> {
+    let (kinds, mirrors) = mirror_documents(text, path)?;
+    let (document, kind, name, doc) = choose_resource(mirrors, &kinds, path, options)?;
+    let Value::Mapping(mut top) = doc else {
+        return Err(no_resource(path, &kinds));
+    };
+    let locator = Locator::new(text, document);
+    let api_version = top
+        .shift_remove("apiVersion")
+        .as_ref()
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    top.shift_remove("kind");
+    let expected: &[&str] = if kind == "KafkaMirrorMaker" {
+        &["kafka.strimzi.io/v1beta1", "kafka.strimzi.io/v1beta2"]
+    } else {
+        &["kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1"]
+    };
+    if !expected.contains(&api_version.as_str()) {
+        return Err(Error::ApiVersion {
+            kind,
+            name,
+            got: api_version,
+            expected: expected.join(" or "),
+        });
+    }
+    let mut resource = Node {
+        path: Vec::new(),
+        map: top,
+    };
+    let mut ctx = Ctx::default();
+    // metadata and status describe the Kubernetes object, not the mirror.
+    resource.take("metadata");
+    resource.take("status");
+    let spec = spec_of(&mut resource)?;
+    resource.rest(&mut ctx, "not part of a mirror resource's definition");
+
+    let (loaded, placeholder_env) = if kind == "KafkaMirrorMaker" {
+        convert_mm1(spec, path, &locator, &mut ctx)?
+    } else {
+        convert_mm2(spec, path, &locator, options, &mut ctx)?
+    };
+    let mut loaded = loaded;
+    ctx.notes.append(&mut loaded.warnings);
+    render(loaded, kind, name, api_version, path, ctx, placeholder_env)
+}
+
+/// A mirror resource of the input: (document index, kind, name, document).
+type MirrorDocument = (usize, String, String, Value);
+
+/// Every document's kind, and the mirror resources among them (with their document index, for
+/// line numbers).
+fn mirror_documents(text: &str, path: &Path) -> Result<(Vec<String>, Vec<MirrorDocument>), Error> {
     let yaml_error = |e: yaml_serde::Error| Error::Yaml {
         path: path.to_path_buf(),
         message: if looks_unindented(text) {
@@ -541,6 +594,16 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             mirrors.push((i, kind, name, doc));
         }
     }
+    Ok((kinds, mirrors))
+}
+
+/// The mirror resource to convert: the one `--name` names, or the only one.
+fn choose_resource(
+    mut mirrors: Vec<MirrorDocument>,
+    kinds: &[String],
+    path: &Path,
+    options: &Options,
+) -> Result<MirrorDocument, Error> {
     let listed = |m: &[(usize, String, String, Value)]| {
         m.iter()
             .map(|(_, k, n, _)| format!("{k}/{n}"))
@@ -553,7 +616,7 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             match pos {
                 Some(p) => mirrors.swap_remove(p),
                 None if mirrors.is_empty() => {
-                    return Err(no_resource(path, &kinds));
+                    return Err(no_resource(path, kinds));
                 }
                 None => {
                     return Err(Error::Choose {
@@ -565,7 +628,7 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             }
         }
         None => match mirrors.len() {
-            0 => return Err(no_resource(path, &kinds)),
+            0 => return Err(no_resource(path, kinds)),
             1 => mirrors.remove(0),
             _ => {
                 return Err(Error::Choose {
@@ -576,48 +639,20 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             }
         },
     };
-    let (document, kind, name, doc) = chosen;
-    let Value::Mapping(mut top) = doc else {
-        return Err(no_resource(path, &kinds));
-    };
-    let locator = Locator::new(text, document);
-    let api_version = top
-        .shift_remove("apiVersion")
-        .as_ref()
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    top.shift_remove("kind");
-    let expected: &[&str] = if kind == "KafkaMirrorMaker" {
-        &["kafka.strimzi.io/v1beta1", "kafka.strimzi.io/v1beta2"]
-    } else {
-        &["kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1"]
-    };
-    if !expected.contains(&api_version.as_str()) {
-        return Err(Error::ApiVersion {
-            kind,
-            name,
-            got: api_version,
-            expected: expected.join(" or "),
-        });
-    }
-    let mut resource = Node {
-        path: Vec::new(),
-        map: top,
-    };
-    let mut ctx = Ctx::default();
-    // metadata and status describe the Kubernetes object, not the mirror.
-    resource.take("metadata");
-    resource.take("status");
-    let spec = match resource.node("spec")? {
-        Some(spec) => spec,
+    Ok(chosen)
+}
+
+/// The resource's `spec`; without one, says whether the YAML lost its indentation.
+fn spec_of(resource: &mut Node) -> Result<Node, Error> {
+    match resource.node("spec")? {
+        Some(spec) => Ok(spec),
         None => {
             // A copy from a web page often loses its indentation: the spec's fields then sit at
             // the top level and `spec:` is empty.
             let flattened = ["replicas", "consumer", "mirrors", "clusters"]
                 .iter()
                 .any(|k| resource.map.contains_key(*k));
-            return Err(Error::Missing {
+            Err(Error::Missing {
                 field: "spec".into(),
                 hint: if flattened {
                     "the spec's fields are at the top level of the document: the YAML lost its \
@@ -626,19 +661,9 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
                 } else {
                     "the resource has no spec; pass the complete custom resource".into()
                 },
-            });
+            })
         }
-    };
-    resource.rest(&mut ctx, "not part of a mirror resource's definition");
-
-    let (loaded, placeholder_env) = if kind == "KafkaMirrorMaker" {
-        convert_mm1(spec, path, &locator, &mut ctx)?
-    } else {
-        convert_mm2(spec, path, &locator, options, &mut ctx)?
-    };
-    let mut loaded = loaded;
-    ctx.notes.append(&mut loaded.warnings);
-    render(loaded, kind, name, api_version, path, ctx, placeholder_env)
+    }
 }
 
 /// `spec:` (or `metadata:`) followed by a line that is not indented.
