@@ -724,28 +724,7 @@ fn convert_mm1(
     let file = path.display().to_string();
     let mut opts = Mm1Options::default();
     deployment(&mut spec, "mirrorMakerContainer", ctx)?;
-
-    let include = spec.text("include")?;
-    let whitelist = spec.text("whitelist")?;
-    opts.include = match (include, whitelist) {
-        (Some(i), Some(_)) => {
-            ctx.unmapped(
-                "spec.whitelist",
-                "spec.include is set too and wins (whitelist is its deprecated name)",
-            );
-            Some(i)
-        }
-        (Some(i), None) => Some(i),
-        (None, Some(w)) => Some(w),
-        (None, None) => {
-            return Err(Error::Missing {
-                field: "spec.include".into(),
-                hint: "give the topics to mirror as a regular expression, e.g. include: \"orders|payments.*\" \
-                       (spec.whitelist in v1beta1)"
-                    .into(),
-            });
-        }
-    };
+    opts.include = Some(mm1_include(&mut spec, ctx)?);
 
     let mut consumer = spec.node("consumer")?.ok_or_else(|| Error::Missing {
         field: "spec.consumer".into(),
@@ -755,7 +734,63 @@ fn convert_mm1(
         field: "spec.producer".into(),
         hint: "describe the target cluster (bootstrapServers...)".into(),
     })?;
+    let consumer_props = mm1_consumer(&mut consumer, &mut opts, ctx)?;
+    consumer.rest(ctx, "no equivalent in Strait's source settings");
+    let producer_props = mm1_producer(&mut producer, &mut opts, ctx)?;
+    producer.rest(ctx, "no equivalent in Strait's target settings");
+    spec.rest(ctx, "no equivalent in Strait");
 
+    let properties = |props: ClientProps, what: &str| Properties {
+        // Only used in messages: `file.yaml#spec.consumer:12 group.id`.
+        path: PathBuf::from(format!("{file}#{what}")),
+        entries: props
+            .into_iter()
+            .map(|(key, value, field)| Property {
+                key,
+                value,
+                line: locator.line(&field),
+            })
+            .collect(),
+    };
+    mm1_aliases(&consumer_props, &producer_props, ctx);
+    let consumer = properties(consumer_props, "spec.consumer");
+    let producer = properties(producer_props, "spec.producer");
+    opts.consumer_config = consumer.path.clone();
+    opts.producer_config = producer.path.clone();
+    let (env, placeholders) = validation_env(ctx);
+    let loaded = mm1::from_properties(&opts, &consumer, &producer, &env).map_err(config_error)?;
+    Ok((loaded, placeholders))
+}
+
+/// `spec.include` (or its deprecated name `spec.whitelist`): the topics pattern.
+fn mm1_include(spec: &mut Node, ctx: &mut Ctx) -> Result<String, Error> {
+    let include = spec.text("include")?;
+    let whitelist = spec.text("whitelist")?;
+    match (include, whitelist) {
+        (Some(i), Some(_)) => {
+            ctx.unmapped(
+                "spec.whitelist",
+                "spec.include is set too and wins (whitelist is its deprecated name)",
+            );
+            Ok(i)
+        }
+        (Some(i), None) => Ok(i),
+        (None, Some(w)) => Ok(w),
+        (None, None) => Err(Error::Missing {
+                field: "spec.include".into(),
+                hint: "give the topics to mirror as a regular expression, e.g. include: \"orders|payments.*\" \
+                       (spec.whitelist in v1beta1)"
+                    .into(),
+        }),
+    }
+}
+
+/// `spec.consumer`: the source cluster's client properties (and the commit interval).
+fn mm1_consumer(
+    consumer: &mut Node,
+    opts: &mut Mm1Options,
+    ctx: &mut Ctx,
+) -> Result<ClientProps, Error> {
     let mut consumer_props: ClientProps = Vec::new();
     let servers =
         consumer.required_text("bootstrapServers", "the source cluster's host:port list")?;
@@ -780,10 +815,17 @@ fn convert_mm1(
             got: format!("{ms:?}"),
         })?);
     }
-    security(&mut consumer, &Side::Source, &mut consumer_props, ctx)?;
+    security(consumer, &Side::Source, &mut consumer_props, ctx)?;
     consumer_props.extend(consumer.config("config", ctx)?);
-    consumer.rest(ctx, "no equivalent in Strait's source settings");
+    Ok(consumer_props)
+}
 
+/// `spec.producer`: the target cluster's client properties (and abortOnSendFailure).
+fn mm1_producer(
+    producer: &mut Node,
+    opts: &mut Mm1Options,
+    ctx: &mut Ctx,
+) -> Result<ClientProps, Error> {
     let mut producer_props: ClientProps = Vec::new();
     let servers =
         producer.required_text("bootstrapServers", "the target cluster's host:port list")?;
@@ -795,28 +837,17 @@ fn convert_mm1(
     if let Some(abort) = producer.text("abortOnSendFailure")? {
         opts.abort_on_send_failure = Some(abort.trim().eq_ignore_ascii_case("true"));
     }
-    security(&mut producer, &Side::Target, &mut producer_props, ctx)?;
+    security(producer, &Side::Target, &mut producer_props, ctx)?;
     producer_props.extend(producer.config("config", ctx)?);
-    producer.rest(ctx, "no equivalent in Strait's target settings");
-    spec.rest(ctx, "no equivalent in Strait");
+    Ok(producer_props)
+}
 
-    let properties = |props: ClientProps, what: &str| Properties {
-        // Only used in messages: `file.yaml#spec.consumer:12 group.id`.
-        path: PathBuf::from(format!("{file}#{what}")),
-        entries: props
-            .into_iter()
-            .map(|(key, value, field)| Property {
-                key,
-                value,
-                line: locator.line(&field),
-            })
-            .collect(),
-    };
-    // MirrorMaker 1 has no cluster names; Strimzi's bootstrap Service `<cluster>-kafka-bootstrap`
-    // gives one (a metrics label; names are kept, so it prefixes nothing).
+/// MirrorMaker 1 has no cluster names; Strimzi's bootstrap Service `<cluster>-kafka-bootstrap`
+/// gives one (a metrics label; names are kept, so it prefixes nothing).
+fn mm1_aliases(consumer_props: &ClientProps, producer_props: &ClientProps, ctx: &mut Ctx) {
     for (props, var) in [
-        (&consumer_props, "STRAIT_SOURCE_ALIAS"),
-        (&producer_props, "STRAIT_TARGET_ALIAS"),
+        (consumer_props, "STRAIT_SOURCE_ALIAS"),
+        (producer_props, "STRAIT_TARGET_ALIAS"),
     ] {
         if let Some(alias) = props
             .first()
@@ -825,13 +856,6 @@ fn convert_mm1(
             ctx.env.push((var.into(), alias));
         }
     }
-    let consumer = properties(consumer_props, "spec.consumer");
-    let producer = properties(producer_props, "spec.producer");
-    opts.consumer_config = consumer.path.clone();
-    opts.producer_config = producer.path.clone();
-    let (env, placeholders) = validation_env(ctx);
-    let loaded = mm1::from_properties(&opts, &consumer, &producer, &env).map_err(config_error)?;
-    Ok((loaded, placeholders))
 }
 
 /// `europe` for `europe-kafka-bootstrap:9093` (or `europe-kafka-bootstrap.ns.svc:9093`).
