@@ -777,10 +777,10 @@ fn mm1_include(spec: &mut Node, ctx: &mut Ctx) -> Result<String, Error> {
         (Some(i), None) => Ok(i),
         (None, Some(w)) => Ok(w),
         (None, None) => Err(Error::Missing {
-                field: "spec.include".into(),
-                hint: "give the topics to mirror as a regular expression, e.g. include: \"orders|payments.*\" \
-                       (spec.whitelist in v1beta1)"
-                    .into(),
+            field: "spec.include".into(),
+            hint: "give the topics to mirror as a regular expression, e.g. include: \"orders|payments.*\" \
+                   (spec.whitelist in v1beta1)"
+                .into(),
         }),
     }
 }
