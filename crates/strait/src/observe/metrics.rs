@@ -659,16 +659,14 @@ impl Metrics {
                 t.duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
             };
-            mm2.record_batch(
-                ev.target_topic,
-                ev.source_partition,
-                ev.records,
-                ev.bytes,
-                ev.max_timestamp_ms,
-                epoch_ms(ev.fetched_at),
-                epoch_ms(ev.acked_at),
-                Instant::now(),
-            );
+            let batch = mm2::AckedBatch {
+                records: ev.records,
+                bytes: ev.bytes,
+                newest_timestamp_ms: ev.max_timestamp_ms,
+                fetched_ms: epoch_ms(ev.fetched_at),
+                acked_ms: epoch_ms(ev.acked_at),
+            };
+            mm2.record_batch(ev.target_topic, ev.source_partition, batch, Instant::now());
         }
     }
 
