@@ -1491,6 +1491,36 @@ fn oauth(
     props: &mut ClientProps,
     ctx: &mut Ctx,
 ) -> Result<(), Error> {
+    oauth_grant(auth, side, props, ctx)?;
+    if let Some(scope) = auth.text("scope")? {
+        props.push(("sasl.oauthbearer.scope".into(), scope, auth.field("scope")));
+    }
+    for (key, property) in [
+        ("connectTimeoutSeconds", "sasl.login.connect.timeout.ms"),
+        ("readTimeoutSeconds", "sasl.login.read.timeout.ms"),
+    ] {
+        if let Some(secs) = auth.text(key)? {
+            let ms = secs.trim().parse::<u64>().map_err(|_| Error::Invalid {
+                field: auth.name(key),
+                expected: "whole seconds".into(),
+                got: format!("{secs:?}"),
+            })? * 1000;
+            props.push((property.into(), ms.to_string(), auth.field(key)));
+        }
+    }
+    oauth_trusted_certificates(auth, side, ctx)?;
+    oauth_unsupported(auth, ctx);
+    Ok(())
+}
+
+/// How the token is obtained: a static `accessToken` Secret, or the client credentials grant
+/// (`tokenEndpointUri`, `clientId`, `clientSecret`).
+fn oauth_grant(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
     if let Some((secret, key, _)) = secret_ref(auth, "accessToken", ctx)? {
         // Java's `file:` token URL: the token is read again at every refresh, so a rotated
         // Secret is picked up.
@@ -1535,23 +1565,11 @@ fn oauth(
             }
         }
     }
-    if let Some(scope) = auth.text("scope")? {
-        props.push(("sasl.oauthbearer.scope".into(), scope, auth.field("scope")));
-    }
-    for (key, property) in [
-        ("connectTimeoutSeconds", "sasl.login.connect.timeout.ms"),
-        ("readTimeoutSeconds", "sasl.login.read.timeout.ms"),
-    ] {
-        if let Some(secs) = auth.text(key)? {
-            let ms = secs.trim().parse::<u64>().map_err(|_| Error::Invalid {
-                field: auth.name(key),
-                expected: "whole seconds".into(),
-                got: format!("{secs:?}"),
-            })? * 1000;
-            props.push((property.into(), ms.to_string(), auth.field(key)));
-        }
-    }
-    // The token endpoint's CA: Strait's token requests trust the system CAs or SSL_CERT_FILE.
+    Ok(())
+}
+
+/// The token endpoint's CA: Strait's token requests trust the system CAs or SSL_CERT_FILE.
+fn oauth_trusted_certificates(auth: &mut Node, side: &Side, ctx: &mut Ctx) -> Result<(), Error> {
     for (i, mut cert) in auth.list("tlsTrustedCertificates")?.into_iter().enumerate() {
         let secret = cert.required_text("secretName", "name the Secret holding the CA")?;
         let key = cert.required_text("certificate", "the Secret key of the CA certificate")?;
@@ -1571,6 +1589,11 @@ fn oauth(
             ),
         }
     }
+    Ok(())
+}
+
+/// The OAuth settings Strait has no equivalent for, each listed with why.
+fn oauth_unsupported(auth: &mut Node, ctx: &mut Ctx) {
     for (key, why) in [
         (
             "audience",
@@ -1595,7 +1618,6 @@ fn oauth(
             ctx.unmapped(auth.name(key), why);
         }
     }
-    Ok(())
 }
 
 /// A `{secretName, key}` field of an OAuth authentication: (Secret, key, the key's field).
