@@ -1670,6 +1670,43 @@ fn deployment(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<(), Err
                 .into(),
         );
     }
+    jvm_pod_settings(spec, ctx);
+    // Metrics: Strait always serves its own (and the probes need the listener), so the listener
+    // is opened for the pod whether or not Strimzi exported metrics.
+    for key in ["metricsConfig", "metrics"] {
+        if spec.take(key).is_some() {
+            ctx.unmapped(
+                format!("spec.{key}"),
+                format!(
+                    "the JMX exporter configuration does not apply: Strait serves its own \
+                     Prometheus metrics at {POD_METRICS_LISTEN}/metrics (metrics.listen); \
+                     dashboards need Strait's metric names"
+                ),
+            );
+        }
+    }
+    ctx.env
+        .push(("STRAIT_METRICS_LISTEN".into(), POD_METRICS_LISTEN.into()));
+    logging(spec, ctx)?;
+
+    // The container's environment carries the tracing settings (JAEGER_*, OTEL_*).
+    let env = container_env(spec, container, ctx)?;
+    let env_field = format!("spec.template.{container}.env");
+    let tracing_type = match spec.node("tracing")? {
+        Some(mut t) => {
+            let kind = t.required_text("type", "jaeger or opentelemetry")?;
+            t.rest(ctx, "no equivalent in Strait's tracing settings");
+            Some(kind)
+        }
+        None => None,
+    };
+    tracing(tracing_type.as_deref(), env, &env_field, ctx);
+    Ok(())
+}
+
+/// The pod settings of Strimzi's JVM deployment that do not apply to Strait, each listed with
+/// why.
+fn jvm_pod_settings(spec: &mut Node, ctx: &mut Ctx) {
     for (key, why) in [
         (
             "version",
@@ -1709,26 +1746,15 @@ fn deployment(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<(), Err
             ctx.unmapped(format!("spec.{key}"), format!("{}: {why}", short(&v)));
         }
     }
-    // Metrics: Strait always serves its own (and the probes need the listener), so the listener
-    // is opened for the pod whether or not Strimzi exported metrics.
-    for key in ["metricsConfig", "metrics"] {
-        if spec.take(key).is_some() {
-            ctx.unmapped(
-                format!("spec.{key}"),
-                format!(
-                    "the JMX exporter configuration does not apply: Strait serves its own \
-                     Prometheus metrics at {POD_METRICS_LISTEN}/metrics (metrics.listen); \
-                     dashboards need Strait's metric names"
-                ),
-            );
-        }
-    }
-    ctx.env
-        .push(("STRAIT_METRICS_LISTEN".into(), POD_METRICS_LISTEN.into()));
-    logging(spec, ctx)?;
+}
 
-    // The container's environment carries the tracing settings (JAEGER_*, OTEL_*).
-    let mut env: Vec<(String, Option<String>, Vec<Seg>)> = Vec::new();
+/// A container variable: (name, value, its field).
+type EnvVar = (String, Option<String>, Vec<Seg>);
+
+/// The variables of the mirror container in `spec.template` (name, value, field); values
+/// from Secrets or ConfigMaps are listed as not converted. The rest of the template is listed.
+fn container_env(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<Vec<EnvVar>, Error> {
+    let mut env: Vec<EnvVar> = Vec::new();
     if let Some(mut template) = spec.node("template")? {
         if let Some(mut c) = template.node(container)? {
             for mut e in c.list("env")? {
@@ -1754,17 +1780,7 @@ fn deployment(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<(), Err
             "a Kubernetes pod setting; set it through the Helm chart's values",
         );
     }
-    let env_field = format!("spec.template.{container}.env");
-    let tracing_type = match spec.node("tracing")? {
-        Some(mut t) => {
-            let kind = t.required_text("type", "jaeger or opentelemetry")?;
-            t.rest(ctx, "no equivalent in Strait's tracing settings");
-            Some(kind)
-        }
-        None => None,
-    };
-    tracing(tracing_type.as_deref(), env, &env_field, ctx);
-    Ok(())
+    Ok(env)
 }
 
 /// `spec.logging`: the root logger's level becomes `log.level`.
@@ -1808,12 +1824,7 @@ fn logging(spec: &mut Node, ctx: &mut Ctx) -> Result<(), Error> {
 }
 
 /// `spec.tracing` and the container's JAEGER_* / OTEL_* variables -> `[tracing]`.
-fn tracing(
-    kind: Option<&str>,
-    env: Vec<(String, Option<String>, Vec<Seg>)>,
-    env_field: &str,
-    ctx: &mut Ctx,
-) {
+fn tracing(kind: Option<&str>, env: Vec<EnvVar>, env_field: &str, ctx: &mut Ctx) {
     let field = |name: &str| format!("{env_field}[{name}]");
     let Some(kind) = kind else {
         for (name, _, _) in env {
