@@ -102,33 +102,7 @@ pub(crate) fn from_properties(
         path: props.path.clone(),
         source,
     })?;
-    let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
-        key: format!("clusters ({})", props.path.display()),
-        hint: "list the cluster aliases, e.g. clusters = A, B".into(),
-    })?;
-    let aliases: Vec<String> = clusters_prop
-        .value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    if aliases.len() < 2 {
-        return Err(Error::Invalid {
-            key: props.describe(clusters_prop),
-            expected: "at least two cluster aliases, e.g. \"A, B\"".into(),
-            got: format!("{:?}", clusters_prop.value),
-        });
-    }
-    for c in drive {
-        if !aliases.contains(c) {
-            return Err(Error::Invalid {
-                key: "--clusters".into(),
-                expected: format!("aliases listed in clusters ({})", aliases.join(", ")),
-                got: format!("{c:?}"),
-            });
-        }
-    }
+    let aliases = cluster_aliases(props, drive)?;
     let enabled: Vec<(String, String)> = aliases
         .iter()
         .flat_map(|s| aliases.iter().map(move |t| (s.clone(), t.clone())))
@@ -139,38 +113,14 @@ pub(crate) fn from_properties(
                 .is_some_and(|p| p.value.trim().eq_ignore_ascii_case("true"))
         })
         .collect();
-    let name = |(s, t): &(String, String)| format!("{s}->{t}");
-    let candidates: Vec<&(String, String)> = enabled
-        .iter()
-        .filter(|(_, t)| drive.is_empty() || drive.contains(t))
-        .collect();
-    if candidates.is_empty() {
-        return Err(if enabled.is_empty() {
-            Error::Missing {
-                key: format!("<source>-><target>.enabled ({})", props.path.display()),
-                hint: format!(
-                    "enable one replication flow, e.g. {}->{}.enabled = true",
-                    aliases[0], aliases[1]
-                ),
-            }
-        } else {
-            Error::Invalid {
-                key: "--clusters".into(),
-                expected: format!(
-                    "the target of an enabled flow ({})",
-                    enabled.iter().map(name).collect::<Vec<_>>().join(", ")
-                ),
-                got: format!("{:?}", drive.join(",")),
-            }
-        });
-    }
+    let candidates = flows_to_run(props, &aliases, &enabled, drive)?;
     let mut warnings = Vec::new();
     for f in &enabled {
         if !candidates.contains(&f) {
             warnings.push(format!(
                 "flow {} is enabled in {} but not run by this process (--clusters names other \
                  targets); run another strait for it",
-                name(f),
+                flow_name(f),
                 props.path.display()
             ));
         }
@@ -198,6 +148,76 @@ pub(crate) fn from_properties(
         warnings,
         flows: configs,
     })
+}
+
+fn flow_name((s, t): &(String, String)) -> String {
+    format!("{s}->{t}")
+}
+
+/// The aliases of `clusters` (at least two), each alias `--clusters` names among them.
+fn cluster_aliases(props: &Properties, drive: &[String]) -> Result<Vec<String>> {
+    let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
+        key: format!("clusters ({})", props.path.display()),
+        hint: "list the cluster aliases, e.g. clusters = A, B".into(),
+    })?;
+    let aliases: Vec<String> = clusters_prop
+        .value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if aliases.len() < 2 {
+        return Err(Error::Invalid {
+            key: props.describe(clusters_prop),
+            expected: "at least two cluster aliases, e.g. \"A, B\"".into(),
+            got: format!("{:?}", clusters_prop.value),
+        });
+    }
+    for c in drive {
+        if !aliases.contains(c) {
+            return Err(Error::Invalid {
+                key: "--clusters".into(),
+                expected: format!("aliases listed in clusters ({})", aliases.join(", ")),
+                got: format!("{c:?}"),
+            });
+        }
+    }
+    Ok(aliases)
+}
+
+/// The enabled flows whose target `--clusters` names (all without it); none is an error.
+fn flows_to_run<'a>(
+    props: &Properties,
+    aliases: &[String],
+    enabled: &'a [(String, String)],
+    drive: &[String],
+) -> Result<Vec<&'a (String, String)>> {
+    let candidates: Vec<&(String, String)> = enabled
+        .iter()
+        .filter(|(_, t)| drive.is_empty() || drive.contains(t))
+        .collect();
+    if candidates.is_empty() {
+        return Err(if enabled.is_empty() {
+            Error::Missing {
+                key: format!("<source>-><target>.enabled ({})", props.path.display()),
+                hint: format!(
+                    "enable one replication flow, e.g. {}->{}.enabled = true",
+                    aliases[0], aliases[1]
+                ),
+            }
+        } else {
+            Error::Invalid {
+                key: "--clusters".into(),
+                expected: format!(
+                    "the target of an enabled flow ({})",
+                    enabled.iter().map(flow_name).collect::<Vec<_>>().join(", ")
+                ),
+                got: format!("{:?}", drive.join(",")),
+            }
+        });
+    }
+    Ok(candidates)
 }
 
 /// The configuration of the flow `source`->`target` (with its own warnings).
