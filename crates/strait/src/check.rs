@@ -517,50 +517,10 @@ fn render(
     }
     let _ = writeln!(out, "rights:");
     for r in rights {
-        let alias = alias(config, r.side);
-        let what = describe(r);
-        let (cluster, principal) = match r.side {
-            Side::Source => (&config.source, principals[0]),
-            Side::Target => (&config.target, principals[1]),
-        };
-        let bootstrap = cluster
-            .property("bootstrap.servers")
-            .and_then(|b| b.split(',').next())
-            .unwrap_or("<broker>")
-            .trim();
-        match (r.granted, &r.need) {
-            (Some(true), _) => {
-                let _ = writeln!(out, "  ok       {alias}: {what} ({})", r.purpose);
-            }
-            (Some(false), Need::Required) => {
-                missing += 1;
-                let _ = writeln!(
-                    out,
-                    "  MISSING  {alias}: {what}, needed to {}\n           fix: {}",
-                    r.purpose,
-                    fix(r, bootstrap, principal)
-                );
-            }
-            (Some(false), Need::Optional(consequence)) => {
-                warnings += 1;
-                let _ = writeln!(
-                    out,
-                    "  warning  {alias}: {what} is not granted, so {consequence}\n           fix: {}",
-                    fix(r, bootstrap, principal)
-                );
-            }
-            (None, _) => {
-                warnings += 1;
-                let why = r
-                    .unknown
-                    .as_deref()
-                    .unwrap_or("the broker did not report the principal's rights");
-                let _ = writeln!(
-                    out,
-                    "  unknown  {alias}: {what}, needed to {}: {why}",
-                    r.purpose
-                );
-            }
+        match render_right(&mut out, config, r, principals) {
+            Counts::Ok => {}
+            Counts::Missing => missing += 1,
+            Counts::Warning => warnings += 1,
         }
     }
     for n in notes {
@@ -581,6 +541,83 @@ fn render(
              invisible: grant Read on it)"
         );
     }
+    render_plan(&mut out, config, selected, dst);
+    Report {
+        text: out,
+        missing,
+        warnings,
+    }
+}
+
+/// How one right counts in the report.
+enum Counts {
+    Ok,
+    Missing,
+    Warning,
+}
+
+/// One line (with its fix) per right.
+fn render_right(
+    out: &mut String,
+    config: &Config,
+    r: &Right,
+    principals: [&AclPrincipal; 2],
+) -> Counts {
+    let alias = alias(config, r.side);
+    let what = describe(r);
+    let (cluster, principal) = match r.side {
+        Side::Source => (&config.source, principals[0]),
+        Side::Target => (&config.target, principals[1]),
+    };
+    let bootstrap = cluster
+        .property("bootstrap.servers")
+        .and_then(|b| b.split(',').next())
+        .unwrap_or("<broker>")
+        .trim();
+    match (r.granted, &r.need) {
+        (Some(true), _) => {
+            let _ = writeln!(out, "  ok       {alias}: {what} ({})", r.purpose);
+            Counts::Ok
+        }
+        (Some(false), Need::Required) => {
+            let _ = writeln!(
+                out,
+                "  MISSING  {alias}: {what}, needed to {}\n           fix: {}",
+                r.purpose,
+                fix(r, bootstrap, principal)
+            );
+            Counts::Missing
+        }
+        (Some(false), Need::Optional(consequence)) => {
+            let _ = writeln!(
+                out,
+                "  warning  {alias}: {what} is not granted, so {consequence}\n           fix: {}",
+                fix(r, bootstrap, principal)
+            );
+            Counts::Warning
+        }
+        (None, _) => {
+            let why = r
+                .unknown
+                .as_deref()
+                .unwrap_or("the broker did not report the principal's rights");
+            let _ = writeln!(
+                out,
+                "  unknown  {alias}: {what}, needed to {}: {why}",
+                r.purpose
+            );
+            Counts::Warning
+        }
+    }
+}
+
+/// The plan: each selected topic and what happens to its target topic.
+fn render_plan(
+    out: &mut String,
+    config: &Config,
+    selected: &BTreeMap<String, SelectedTopic>,
+    dst: Option<&Authorized>,
+) {
     let _ = writeln!(out, "plan ({} topics):", selected.len());
     for t in selected.values() {
         let state = dst.and_then(|a| a.topics.get(&t.target));
@@ -595,11 +632,6 @@ fn render(
             "  {} [{} partitions] -> {} ({state})",
             t.source, t.partitions, t.target
         );
-    }
-    Report {
-        text: out,
-        missing,
-        warnings,
     }
 }
 
