@@ -2029,6 +2029,38 @@ fn render(
     for config in &mut flows {
         hide_secrets(config, &placeholders);
     }
+    let head = header(&kind, &name, &api_version, path, &ctx);
+    let body = match flows.as_slice() {
+        [one] => one.to_toml(false),
+        several => crate::config::flows::to_toml(several, false),
+    };
+    let toml = format!("{head}{body}");
+
+    // The file must load as it is written (with the passwords the chart provides).
+    let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
+    let helm_values = match flows.as_slice() {
+        [one] => helm_values(&kind, &name, one, &ctx),
+        several => flows_helm_values(&kind, &name, several.len()),
+    };
+    Ok(Converted {
+        toml,
+        helm_values,
+        config: reloaded.config,
+        flows: reloaded.flows,
+        kind,
+        name,
+        replicas: ctx.replicas,
+        unmapped: ctx.unmapped,
+        notes: ctx.notes,
+        secret_files: ctx.secret_files,
+        secret_env: ctx.secret_env,
+    })
+}
+
+/// The comment block at the top of the converted file: where it came from, replicas, the
+/// mounted Secrets and environment variables it expects, what was not converted, and notes.
+fn header(kind: &str, name: &str, api_version: &str, path: &Path, ctx: &Ctx) -> String {
     let mut head = String::new();
     let _ = writeln!(
         head,
@@ -2088,32 +2120,7 @@ fn render(
         }
     }
     head.push('\n');
-    let body = match flows.as_slice() {
-        [one] => one.to_toml(false),
-        several => crate::config::flows::to_toml(several, false),
-    };
-    let toml = format!("{head}{body}");
-
-    // The file must load as it is written (with the passwords the chart provides).
-    let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
-    let helm_values = match flows.as_slice() {
-        [one] => helm_values(&kind, &name, one, &ctx),
-        several => flows_helm_values(&kind, &name, several.len()),
-    };
-    Ok(Converted {
-        toml,
-        helm_values,
-        config: reloaded.config,
-        flows: reloaded.flows,
-        kind,
-        name,
-        replicas: ctx.replicas,
-        unmapped: ctx.unmapped,
-        notes: ctx.notes,
-        secret_files: ctx.secret_files,
-        secret_env: ctx.secret_env,
-    })
+    head
 }
 
 /// Secrets stand for themselves in the file: a property resolved from a `${env:...}` reference
