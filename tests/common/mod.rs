@@ -545,7 +545,7 @@ pub async fn produce_numbered(
 pub fn assigned_counts(log: &Path) -> Vec<usize> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
-        .filter(|l| l.contains("strait::mirror: assigned"))
+        .filter(|l| l.contains("strait::run::mirror: assigned"))
         .filter_map(|l| {
             l.split("partitions=")
                 .nth(1)

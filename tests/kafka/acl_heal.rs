@@ -119,7 +119,11 @@ fn access_denied_on_the_target_heals_once_granted() {
     .unwrap();
 
     // 2. The producer id is granted; every produce to my-topic is denied, and retried.
-    wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(90));
+    wait_for_log(
+        &log,
+        "strait::run::mirror: assigned",
+        Duration::from_secs(90),
+    );
     wait_for_log(&log, "TOPIC_AUTHORIZATION_FAILED", Duration::from_secs(90));
     let rt = runtime();
     let us_admin = rt.block_on(admin(&us));

@@ -41,7 +41,11 @@ fn sigkill_at_random_moments_loses_nothing() {
                 n += 1;
                 // Kill while it really mirrors: after it owns partitions (the previous, killed
                 // instance holds them until its session times out), at a random moment.
-                wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(60));
+                wait_for_log(
+                    &log,
+                    "strait::run::mirror: assigned",
+                    Duration::from_secs(60),
+                );
                 std::thread::sleep(Duration::from_millis(rng.random_range(100..2500)));
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
@@ -125,14 +129,18 @@ fn static_member_restarted_after_sigkill_resumes_before_session_timeout() {
     std::fs::write(&config, config_text).unwrap();
     produce_monotonic(&source, topic, 3_000, -1);
     let (mut first, log) = spawn_strait(&config, 0);
-    wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(60));
+    wait_for_log(
+        &log,
+        "strait::run::mirror: assigned",
+        Duration::from_secs(60),
+    );
     first.kill().unwrap();
     first.wait().unwrap();
     produce_monotonic(&source, topic, 3_000, -1);
     let (mut second, log2) = spawn_strait(&config, 1);
     wait_for_log(
         &log2,
-        "strait::mirror: assigned partitions=3",
+        "strait::run::mirror: assigned partitions=3",
         Duration::from_secs(60),
     );
     let rt = runtime();

@@ -97,7 +97,11 @@ fn restarts_faster_than_the_commit_interval_keep_duplicates_bounded() {
         let mut commits = vec![committed()];
         for (n, life) in lifetimes_ms.iter().enumerate() {
             let (mut strait, log) = spawn_strait(&config, n);
-            wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(60));
+            wait_for_log(
+                &log,
+                "strait::run::mirror: assigned",
+                Duration::from_secs(60),
+            );
             let assigned = Instant::now();
             std::thread::sleep(Duration::from_millis(*life));
             strait.kill().unwrap(); // SIGKILL

@@ -59,7 +59,11 @@ fn with_stuck_mirror(
         &format!("drain_timeout = \"{drain}\""),
     );
     let (mut strait, log) = spawn_strait(&config, 0);
-    wait_for_log(&log, "strait::mirror: assigned", Duration::from_secs(90));
+    wait_for_log(
+        &log,
+        "strait::run::mirror: assigned",
+        Duration::from_secs(90),
+    );
     let mut source = source;
     std::thread::scope(|s| {
         // Records keep coming while the target goes away, so every partition has batches in

@@ -33,9 +33,9 @@ use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::{Client, Error as WireError};
 
 use crate::config::Config;
+use crate::config::connect::connect;
 use crate::error::{Error, Result};
-use crate::mirror::connect;
-use crate::topics::{SelectedTopic, Topics};
+use crate::run::topics::{SelectedTopic, Topics};
 
 /// Kafka's ACL operation codes (`AclOperation`), as bit positions in authorized-operation sets.
 mod op {
@@ -306,15 +306,6 @@ fn rights(
 ) -> Vec<Right> {
     let m = &config.mirror;
     let mut out = Vec::new();
-    let right = |side, operation, resource, purpose: &str, need, granted: Option<bool>| Right {
-        side,
-        operation,
-        resource,
-        purpose: purpose.to_owned(),
-        need,
-        granted,
-        unknown: None,
-    };
     let (group_granted, group_unknown) = match group {
         Ok(g) => (Some(g), None),
         Err(why) => (None, Some(why)),
@@ -331,116 +322,157 @@ fn rights(
         )
     });
     for t in selected.values() {
-        let s_ops = src
-            .and_then(|a| a.topics.get(&t.source))
-            .and_then(|s| s.ops);
+        source_topic_rights(m, t, src, &mut out);
+        target_topic_rights(m, t, dst, &mut out, notes);
+    }
+    out
+}
+
+/// A right the broker did (or did not) say is granted.
+fn right(
+    side: Side,
+    operation: &'static str,
+    resource: Resource,
+    purpose: &str,
+    need: Need,
+    granted: Option<bool>,
+) -> Right {
+    Right {
+        side,
+        operation,
+        resource,
+        purpose: purpose.to_owned(),
+        need,
+        granted,
+        unknown: None,
+    }
+}
+
+/// The rights on the source topic of `t`: Read, and DescribeConfigs when configs are copied.
+fn source_topic_rights(
+    m: &crate::config::Mirror,
+    t: &SelectedTopic,
+    src: Option<&Authorized>,
+    out: &mut Vec<Right>,
+) {
+    let s_ops = src
+        .and_then(|a| a.topics.get(&t.source))
+        .and_then(|s| s.ops);
+    out.push(right(
+        Side::Source,
+        "Read",
+        Resource::Topic(t.source.clone()),
+        "fetch its records",
+        Need::Required,
+        has(s_ops, op::READ),
+    ));
+    if m.create_topics && m.sync_topic_configs {
         out.push(right(
             Side::Source,
-            "Read",
-            Resource::Topic(t.source.clone()),
-            "fetch its records",
-            Need::Required,
-            has(s_ops, op::READ),
-        ));
-        if m.create_topics && m.sync_topic_configs {
-            out.push(right(
-                Side::Source,
-                "DescribeConfigs",
-                Resource::Topic(t.source.clone()),
-                "copy its configs to the target topic strait creates",
-                Need::Optional(
-                    "a target topic strait creates gets the broker's defaults instead of the \
-                     source topic's retention, cleanup policy and limits"
-                        .into(),
-                ),
-                has(s_ops, op::DESCRIBE_CONFIGS),
-            ));
-        }
-
-        let state = dst.and_then(|a| a.topics.get(&t.target)).copied();
-        let d_ops = state.and_then(|s| s.ops);
-        let exists = state.is_some_and(|s| s.exists);
-        out.push(right(
-            Side::Target,
-            "Write",
-            Resource::Topic(t.target.clone()),
-            "produce the mirrored records (Write also grants the idempotent producer id, KIP-679)",
-            Need::Required,
-            has(d_ops, op::WRITE),
-        ));
-        if !exists && dst.is_some() {
-            if m.create_topics {
-                let cluster = has(dst.and_then(|a| a.cluster), op::CREATE);
-                let topic = has(d_ops, op::CREATE);
-                let granted = match (topic, cluster) {
-                    (Some(true), _) | (_, Some(true)) => Some(true),
-                    (Some(false), Some(false)) => Some(false),
-                    _ => None,
-                };
-                out.push(right(
-                    Side::Target,
-                    "Create",
-                    Resource::NewTopic(t.target.clone()),
-                    &format!("create it with {} partitions", t.partitions),
-                    Need::Required,
-                    granted,
-                ));
-            } else if state.is_some_and(|s| s.ops.is_some_and(|o| o != 0)) {
-                notes.push(format!(
-                    "target topic {} does not exist and mirror.create_topics is false: create it \
-                     with {} partitions, or set mirror.create_topics = true",
-                    t.target, t.partitions
-                ));
-            }
-        }
-        if m.create_topics {
-            let grow_now = state.is_some_and(|s| s.exists && s.partitions < t.partitions as usize);
-            out.push(right(
-                Side::Target,
-                "Alter",
-                Resource::Topic(t.target.clone()),
-                "add the partitions the source topic gains",
-                if grow_now {
-                    Need::Required
-                } else {
-                    Need::Optional(
-                        "when the source topic gains partitions, the new ones are not mirrored \
-                         (and the topic refresh fails) until someone adds them on the target"
-                            .into(),
-                    )
-                },
-                has(d_ops, op::ALTER),
-            ));
-        }
-        out.push(right(
-            Side::Target,
             "DescribeConfigs",
-            Resource::Topic(t.target.clone()),
-            "read its max.message.bytes",
+            Resource::Topic(t.source.clone()),
+            "copy its configs to the target topic strait creates",
             Need::Optional(
-                "strait assumes the broker default max.message.bytes and learns a lower limit \
-                 only from a rejected batch"
+                "a target topic strait creates gets the broker's defaults instead of the \
+                 source topic's retention, cleanup policy and limits"
                     .into(),
             ),
-            has(d_ops, op::DESCRIBE_CONFIGS),
+            has(s_ops, op::DESCRIBE_CONFIGS),
         ));
-        if m.sync_topic_configs {
+    }
+}
+
+/// The rights on the target topic of `t`: Write, Create when it is missing, Alter,
+/// DescribeConfigs and AlterConfigs; a missing topic strait may not create is a note.
+fn target_topic_rights(
+    m: &crate::config::Mirror,
+    t: &SelectedTopic,
+    dst: Option<&Authorized>,
+    out: &mut Vec<Right>,
+    notes: &mut Vec<String>,
+) {
+    let state = dst.and_then(|a| a.topics.get(&t.target)).copied();
+    let d_ops = state.and_then(|s| s.ops);
+    let exists = state.is_some_and(|s| s.exists);
+    out.push(right(
+        Side::Target,
+        "Write",
+        Resource::Topic(t.target.clone()),
+        "produce the mirrored records (Write also grants the idempotent producer id, KIP-679)",
+        Need::Required,
+        has(d_ops, op::WRITE),
+    ));
+    if !exists && dst.is_some() {
+        if m.create_topics {
+            let cluster = has(dst.and_then(|a| a.cluster), op::CREATE);
+            let topic = has(d_ops, op::CREATE);
+            let granted = match (topic, cluster) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            };
             out.push(right(
                 Side::Target,
-                "AlterConfigs",
-                Resource::Topic(t.target.clone()),
-                "copy the source topic's changed configs every mirror.sync_topic_configs_interval",
-                Need::Optional(
-                    "config changes on the source topic do not reach the target (logged at \
-                     every sync), and a created topic whose replication factor is below the \
-                     cluster's min.insync.replicas keeps refusing writes"
-                        .into(),
-                ),
-                has(d_ops, op::ALTER_CONFIGS),
+                "Create",
+                Resource::NewTopic(t.target.clone()),
+                &format!("create it with {} partitions", t.partitions),
+                Need::Required,
+                granted,
+            ));
+        } else if state.is_some_and(|s| s.ops.is_some_and(|o| o != 0)) {
+            notes.push(format!(
+                "target topic {} does not exist and mirror.create_topics is false: create it \
+                 with {} partitions, or set mirror.create_topics = true",
+                t.target, t.partitions
             ));
         }
     }
-    out
+    if m.create_topics {
+        let grow_now = state.is_some_and(|s| s.exists && s.partitions < t.partitions as usize);
+        out.push(right(
+            Side::Target,
+            "Alter",
+            Resource::Topic(t.target.clone()),
+            "add the partitions the source topic gains",
+            if grow_now {
+                Need::Required
+            } else {
+                Need::Optional(
+                    "when the source topic gains partitions, the new ones are not mirrored \
+                     (and the topic refresh fails) until someone adds them on the target"
+                        .into(),
+                )
+            },
+            has(d_ops, op::ALTER),
+        ));
+    }
+    out.push(right(
+        Side::Target,
+        "DescribeConfigs",
+        Resource::Topic(t.target.clone()),
+        "read its max.message.bytes",
+        Need::Optional(
+            "strait assumes the broker default max.message.bytes and learns a lower limit \
+             only from a rejected batch"
+                .into(),
+        ),
+        has(d_ops, op::DESCRIBE_CONFIGS),
+    ));
+    if m.sync_topic_configs {
+        out.push(right(
+            Side::Target,
+            "AlterConfigs",
+            Resource::Topic(t.target.clone()),
+            "copy the source topic's changed configs every mirror.sync_topic_configs_interval",
+            Need::Optional(
+                "config changes on the source topic do not reach the target (logged at \
+                 every sync), and a created topic whose replication factor is below the \
+                 cluster's min.insync.replicas keeps refusing writes"
+                    .into(),
+            ),
+            has(d_ops, op::ALTER_CONFIGS),
+        ));
+    }
 }
 
 /// The exact `kafka-acls.sh` command that grants `r` to `principal`.
@@ -489,50 +521,12 @@ fn render(
     let _ = writeln!(out, "rights:");
     let mut json_rights = Vec::new();
     for r in rights {
-        let alias = alias(config, r.side);
-        let what = describe(r);
-        let (cluster, principal) = match r.side {
-            Side::Source => (&config.source, principals[0]),
-            Side::Target => (&config.target, principals[1]),
-        };
-        let bootstrap = cluster
-            .property("bootstrap.servers")
-            .and_then(|b| b.split(',').next())
-            .unwrap_or("<broker>")
-            .trim();
-        let fix_line = fix(r, bootstrap, principal);
-        json_rights.push(right_json(r, alias, &what, &fix_line));
-        match (r.granted, &r.need) {
-            (Some(true), _) => {
-                let _ = writeln!(out, "  ok       {alias}: {what} ({})", r.purpose);
-            }
-            (Some(false), Need::Required) => {
-                missing += 1;
-                let _ = writeln!(
-                    out,
-                    "  MISSING  {alias}: {what}, needed to {}\n           fix: {}",
-                    r.purpose, fix_line
-                );
-            }
-            (Some(false), Need::Optional(consequence)) => {
-                warnings += 1;
-                let _ = writeln!(
-                    out,
-                    "  warning  {alias}: {what} is not granted, so {consequence}\n           fix: {fix_line}"
-                );
-            }
-            (None, _) => {
-                warnings += 1;
-                let why = r
-                    .unknown
-                    .as_deref()
-                    .unwrap_or("the broker did not report the principal's rights");
-                let _ = writeln!(
-                    out,
-                    "  unknown  {alias}: {what}, needed to {}: {why}",
-                    r.purpose
-                );
-            }
+        let (counts, json) = render_right(&mut out, config, r, principals);
+        json_rights.push(json);
+        match counts {
+            Counts::Ok => {}
+            Counts::Missing => missing += 1,
+            Counts::Warning => warnings += 1,
         }
     }
     for n in notes {
@@ -553,6 +547,96 @@ fn render(
              invisible: grant Read on it)"
         );
     }
+    let plan = render_plan(&mut out, config, selected, dst);
+    let details = serde_json::json!({
+        "principals": {
+            "source": principals[0].name,
+            "target": principals[1].name,
+        },
+        "rights": json_rights,
+        "notes": notes,
+        "plan": plan,
+        "missing": missing,
+        "warnings": warnings,
+    });
+    Report {
+        text: out,
+        missing,
+        warnings,
+        details,
+    }
+}
+
+/// How one right counts in the report.
+enum Counts {
+    Ok,
+    Missing,
+    Warning,
+}
+
+/// One line (with its fix) per right, and the right as `--output json` prints it.
+fn render_right(
+    out: &mut String,
+    config: &Config,
+    r: &Right,
+    principals: [&AclPrincipal; 2],
+) -> (Counts, serde_json::Value) {
+    let alias = alias(config, r.side);
+    let what = describe(r);
+    let (cluster, principal) = match r.side {
+        Side::Source => (&config.source, principals[0]),
+        Side::Target => (&config.target, principals[1]),
+    };
+    let bootstrap = cluster
+        .property("bootstrap.servers")
+        .and_then(|b| b.split(',').next())
+        .unwrap_or("<broker>")
+        .trim();
+    let fix_line = fix(r, bootstrap, principal);
+    let json = right_json(r, alias, &what, &fix_line);
+    let counts = match (r.granted, &r.need) {
+        (Some(true), _) => {
+            let _ = writeln!(out, "  ok       {alias}: {what} ({})", r.purpose);
+            Counts::Ok
+        }
+        (Some(false), Need::Required) => {
+            let _ = writeln!(
+                out,
+                "  MISSING  {alias}: {what}, needed to {}\n           fix: {fix_line}",
+                r.purpose
+            );
+            Counts::Missing
+        }
+        (Some(false), Need::Optional(consequence)) => {
+            let _ = writeln!(
+                out,
+                "  warning  {alias}: {what} is not granted, so {consequence}\n           fix: {fix_line}"
+            );
+            Counts::Warning
+        }
+        (None, _) => {
+            let why = r
+                .unknown
+                .as_deref()
+                .unwrap_or("the broker did not report the principal's rights");
+            let _ = writeln!(
+                out,
+                "  unknown  {alias}: {what}, needed to {}: {why}",
+                r.purpose
+            );
+            Counts::Warning
+        }
+    };
+    (counts, json)
+}
+
+/// The plan: each selected topic and what happens to its target topic.
+fn render_plan(
+    out: &mut String,
+    config: &Config,
+    selected: &BTreeMap<String, SelectedTopic>,
+    dst: Option<&Authorized>,
+) -> Vec<serde_json::Value> {
     let _ = writeln!(out, "plan ({} topics):", selected.len());
     let mut plan = Vec::new();
     for t in selected.values() {
@@ -575,23 +659,7 @@ fn render(
             "state": state,
         }));
     }
-    let details = serde_json::json!({
-        "principals": {
-            "source": principals[0].name,
-            "target": principals[1].name,
-        },
-        "rights": json_rights,
-        "notes": notes,
-        "plan": plan,
-        "missing": missing,
-        "warnings": warnings,
-    });
-    Report {
-        text: out,
-        missing,
-        warnings,
-        details,
-    }
+    plan
 }
 
 /// One right as `--output json` prints it; `status` is `ok`, `missing`, `warning` (an optional

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, Environment, Loaded};
 use crate::error::Result;
-use crate::mirrormaker::{self, Mm1Options, Mm2Options};
+use crate::import::mirrormaker::{self, Mm1Options, Mm2Options};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -253,7 +253,7 @@ pub enum Action {
 }
 
 impl Command {
-    /// The configuration files this command reads, for hot reload (`crate::reload`) to watch.
+    /// The configuration files this command reads, for hot reload (`crate::run::reload`) to watch.
     pub fn config_files(&self) -> Vec<PathBuf> {
         match self {
             Command::Run(args) => args.config.iter().cloned().collect(),

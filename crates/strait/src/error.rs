@@ -70,7 +70,7 @@ pub enum Error {
         key: String,
         /// What is wrong with the reference (never its value).
         #[source]
-        source: Box<crate::config::providers::ReferenceError>,
+        source: Box<ReferenceError>,
     },
     /// A MirrorMaker file declares config providers Strait cannot use.
     #[error("{}: {source}", path.display())]
@@ -79,7 +79,7 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong.
         #[source]
-        source: crate::config::providers::DeclarationError,
+        source: DeclarationError,
     },
     /// A required key is missing.
     #[error("{key}: missing; {hint}")]
@@ -256,6 +256,135 @@ const UNKNOWN_TOPIC: &str = "UNKNOWN_TOPIC_OR_PARTITION";
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+// Config provider errors (crate::config::providers): defined here, below the
+// configuration, because `Error` wraps them while the providers return `Error`.
+
+/// The classes of Kafka's built-in config providers, as the errors name them (kept equal to the
+/// providers' table by a test in [`crate::config::providers`]).
+pub(crate) const BUILT_IN_CLASSES: &str = "org.apache.kafka.common.config.provider.FileConfigProvider, \
+     org.apache.kafka.common.config.provider.DirectoryConfigProvider, \
+     org.apache.kafka.common.config.provider.EnvVarConfigProvider";
+
+/// A provider declaration that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DeclarationError {
+    /// `config.providers` names a provider without a class.
+    #[error(
+        "config.providers.{name}.class: missing; set it to one of Kafka's built-in providers: {}",
+        BUILT_IN_CLASSES
+    )]
+    MissingClass {
+        /// The provider's name.
+        name: String,
+    },
+    /// A class Strait does not implement (a custom or vendor provider).
+    #[error(
+        "config.providers.{name}.class = {class}: not supported; Strait implements {}",
+        BUILT_IN_CLASSES
+    )]
+    UnknownClass {
+        /// The provider's name.
+        name: String,
+        /// The class.
+        class: String,
+    },
+    /// A `param.*` the provider does not have.
+    #[error(
+        "config.providers.{name}.param.{param}: not a parameter of this provider (file and \
+         directory have allowed.paths, env has allowlist.pattern); remove it"
+    )]
+    UnknownParam {
+        /// The provider's name.
+        name: String,
+        /// The parameter.
+        param: String,
+    },
+    /// `allowlist.pattern` is not a regular expression.
+    #[error(
+        "config.providers.{name}.param.allowlist.pattern: not a valid regular expression: {why}"
+    )]
+    BadPattern {
+        /// The provider's name.
+        name: String,
+        /// The regex crate's explanation.
+        why: String,
+    },
+}
+
+/// A reference that cannot be resolved. Names the reference, never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    /// The provider is not declared.
+    #[error("{reference}: config provider \"{provider}\" is not declared; {how}")]
+    Undeclared {
+        /// The reference as written.
+        reference: String,
+        /// The provider's name.
+        provider: String,
+        /// How to declare it.
+        how: &'static str,
+    },
+    /// The reference lacks a part its provider needs, or has one it does not take.
+    #[error("{reference}: {why}")]
+    Malformed {
+        /// The reference as written.
+        reference: String,
+        /// What is wrong and the expected form.
+        why: String,
+    },
+    /// A file could not be read.
+    #[error(
+        "{reference}: provider \"{provider}\" cannot read {}: {source}; check the path and its \
+         permissions",
+        path.display()
+    )]
+    Read {
+        /// The reference as written.
+        reference: String,
+        /// The provider's name.
+        provider: String,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The properties file has no such key (or is not a properties file).
+    #[error("{reference}: provider \"{provider}\": {} {what}", path.display())]
+    NotFound {
+        /// The reference as written.
+        reference: String,
+        /// The provider's name.
+        provider: String,
+        /// The file.
+        path: PathBuf,
+        /// What is missing.
+        what: String,
+    },
+    /// The environment variable is not set (or not allowed).
+    #[error("{reference}: provider \"{provider}\": {why}")]
+    Env {
+        /// The reference as written.
+        reference: String,
+        /// The provider's name.
+        provider: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The path is outside the provider's `allowed.paths`.
+    #[error(
+        "{reference}: provider \"{provider}\": {} is not under config.providers.{provider}.param.allowed.paths",
+        path.display()
+    )]
+    NotAllowed {
+        /// The reference as written.
+        reference: String,
+        /// The provider's name.
+        provider: String,
+        /// The path asked for.
+        path: PathBuf,
+    },
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use strait::cli::{Action, Cli, Output, StatusArgs};
 use strait::config::Environment;
-use strait::{Error, Result, logging};
+use strait::observe::logging;
+use strait::{Error, Result};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -265,9 +266,9 @@ fn man(dir: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
-/// How hot reload (`strait::reload`) loads the configuration again: as at start.
-fn reload_source(command: strait::cli::Command) -> strait::reload::Source {
-    strait::reload::Source::new(command.config_files(), move || {
+/// How hot reload (`strait::run::reload`) loads the configuration again: as at start.
+fn reload_source(command: strait::cli::Command) -> strait::run::reload::Source {
+    strait::run::reload::Source::new(command.config_files(), move || {
         match command.load(&Environment::from_process())? {
             Action::Run(loaded) => Ok(loaded.all_flows().into_iter().cloned().collect()),
             _ => Err(Error::Runtime("the command no longer runs a mirror".into())),
@@ -275,8 +276,8 @@ fn reload_source(command: strait::cli::Command) -> strait::reload::Source {
     })
 }
 
-/// Handles signals and runs every flow (`strait::flows`) until a signal stops them.
-async fn run(loaded: strait::Loaded, reload: strait::reload::Source) -> Result<()> {
+/// Handles signals and runs every flow (`strait::run::flows`) until a signal stops them.
+async fn run(loaded: strait::Loaded, reload: strait::run::reload::Source) -> Result<()> {
     let labelled = !loaded.flows.is_empty();
     let flows: Vec<strait::Config> = match labelled {
         true => loaded.flows,
@@ -285,13 +286,15 @@ async fn run(loaded: strait::Loaded, reload: strait::reload::Source) -> Result<(
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(
         shutdown.clone(),
-        strait::flows::drain_timeout(&flows) + SHUTDOWN_GRACE,
+        strait::run::flows::drain_timeout(&flows) + SHUTDOWN_GRACE,
     ));
-    // SIGHUP and file changes reload what can change while running (strait::reload).
-    let reloader = strait::reload::Reloader::new(flows.clone(), reload);
+    // SIGHUP and file changes reload what can change while running (strait::run::reload).
+    let reloader = strait::run::reload::Reloader::new(flows.clone(), reload);
     tokio::spawn(reloader.run(shutdown.child_token()));
-    tokio::spawn(strait::memory::return_freed_memory(shutdown.child_token()));
-    strait::flows::run(flows, labelled, shutdown).await
+    tokio::spawn(strait::run::memory::return_freed_memory(
+        shutdown.child_token(),
+    ));
+    strait::run::flows::run(flows, labelled, shutdown).await
 }
 
 /// Time a shutdown may take beyond `mirror.drain_timeout`: the final commit, leaving the group,

@@ -1,5 +1,5 @@
 //! `strait status`: a running instance's readiness and lag, read from its own HTTP endpoints
-//! (`/readyz` and `/metrics`, see [`crate::http`]) and printed as a table or JSON.
+//! (`/readyz` and `/metrics`, see [`crate::observe::http`]) and printed as a table or JSON.
 //!
 //! The parsing and rendering are pure ([`Status::parse`], [`Status::table`]); [`fetch`] is the
 //! thin HTTP/1.1 client (hyper) around them.

@@ -1,4 +1,4 @@
-//! `strait::memory::trim` gives freed heap pages back: 128 MiB allocated in 1 KiB pieces, all
+//! `strait::run::memory::trim` gives freed heap pages back: 128 MiB allocated in 1 KiB pieces, all
 //! but every 64th freed (so the heap's top stays in use and malloc has nothing to trim by
 //! itself), then one trim must lower the resident set by most of what was freed.
 //!
@@ -26,7 +26,7 @@ fn a_trim_returns_the_freed_pages_in_the_middle_of_the_heap() {
     });
     std::hint::black_box(&pieces);
     let freed = rss_bytes();
-    if !strait::memory::trim() {
+    if !strait::run::memory::trim() {
         eprintln!("this allocator has no trim: nothing to check");
         return;
     }

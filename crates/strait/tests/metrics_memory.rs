@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use strait::metrics::Metrics;
+use strait::observe::metrics::Metrics;
 use strait_forward::observe::Observer;
 use strait_wire::TopicPartition;
 

@@ -46,6 +46,27 @@ pub(crate) fn is_flows_form(table: &toml::Table) -> bool {
 
 /// Builds one [`Config`] per `[[flows]]` entry; `Loaded::config` is the first flow.
 pub(crate) fn from_table(mut table: toml::Table, path: &Path, env: &Environment) -> Result<Loaded> {
+    refuse_single_flow_settings(&table, path, env)?;
+    let (clusters, flows) = clusters_and_flows(&mut table)?;
+    let raw_clusters = raw_clusters(clusters)?;
+    // The shared sections, validated as a single-flow file would validate them.
+    let shared = super::raw_from_toml(table)?;
+    let mut configs: Vec<Config> = Vec::new();
+    let mut warnings = Vec::new();
+    for (i, flow) in flows.into_iter().enumerate() {
+        let raw = flow_raw(i, flow, &shared, &raw_clusters, &configs)?;
+        configs.push(Config::from_raw(raw, env)?);
+    }
+    check_flows(&configs, &mut warnings)?;
+    Ok(Loaded {
+        config: configs[0].clone(),
+        warnings,
+        flows: configs,
+    })
+}
+
+/// `[source]`/`[target]` and `STRAIT_SOURCE_`/`STRAIT_TARGET_` belong to the one-flow form.
+fn refuse_single_flow_settings(table: &toml::Table, path: &Path, env: &Environment) -> Result<()> {
     for side in ["source", "target"] {
         if table.contains_key(side) {
             return Err(Error::Invalid {
@@ -73,6 +94,11 @@ pub(crate) fn from_table(mut table: toml::Table, path: &Path, env: &Environment)
                 .into(),
         });
     }
+    Ok(())
+}
+
+/// The `[clusters]` table and the `[[flows]]` array, both required and non-empty.
+fn clusters_and_flows(table: &mut toml::Table) -> Result<(toml::Table, Vec<toml::Value>)> {
     let clusters = match table.remove("clusters") {
         Some(toml::Value::Table(t)) if !t.is_empty() => t,
         Some(other) if !other.is_table() => {
@@ -111,6 +137,11 @@ pub(crate) fn from_table(mut table: toml::Table, path: &Path, env: &Environment)
             });
         }
     };
+    Ok((clusters, flows))
+}
+
+/// Each `[clusters.<alias>]` as a raw cluster named by its alias.
+fn raw_clusters(clusters: toml::Table) -> Result<Vec<(String, RawCluster)>> {
     let mut raw_clusters: Vec<(String, RawCluster)> = Vec::new();
     for (alias, body) in clusters {
         let toml::Value::Table(body) = body else {
@@ -131,95 +162,95 @@ pub(crate) fn from_table(mut table: toml::Table, path: &Path, env: &Environment)
         c.alias = Some(Entry::text(alias.clone(), Origin::File));
         raw_clusters.push((alias, c));
     }
-    // The shared sections, validated as a single-flow file would validate them.
-    let shared = super::raw_from_toml(table)?;
+    Ok(raw_clusters)
+}
+
+/// The raw configuration of the `i`-th `[[flows]]` table: the shared sections, its clusters,
+/// its default group, and its own `[mirror]` keys; `configs` are the flows before it.
+fn flow_raw(
+    i: usize,
+    flow: toml::Value,
+    shared: &RawConfig,
+    raw_clusters: &[(String, RawCluster)],
+    configs: &[Config],
+) -> Result<RawConfig> {
     let aliases: Vec<&str> = raw_clusters.iter().map(|(a, _)| a.as_str()).collect();
-    let mut configs: Vec<Config> = Vec::new();
-    let mut warnings = Vec::new();
-    for (i, flow) in flows.into_iter().enumerate() {
-        let key = format!("flows[{i}]");
-        let toml::Value::Table(flow) = flow else {
-            return Err(Error::Invalid {
-                key,
-                expected: "a [[flows]] table".into(),
-                got: flow.to_string(),
-            });
-        };
-        let alias_of = |side: &str| -> Result<String> {
-            match flow.get(side) {
-                Some(toml::Value::String(s)) if aliases.contains(&s.as_str()) => Ok(s.clone()),
-                Some(v) => Err(Error::Invalid {
-                    key: format!("{key}.{side}"),
-                    expected: format!("one of the [clusters.*] aliases ({})", aliases.join(", ")),
-                    got: v.to_string(),
-                }),
-                None => Err(Error::Missing {
-                    key: format!("{key}.{side}"),
-                    hint: format!("name the {side} cluster, e.g. {side} = \"{}\"", aliases[0]),
-                }),
-            }
-        };
-        let (source, target) = (alias_of("source")?, alias_of("target")?);
-        let name = format!("{source}->{target}");
-        if source == target {
-            return Err(Error::Invalid {
-                key: format!("{key}.target"),
-                expected: "a cluster other than the flow's source".into(),
-                got: format!("{target:?}"),
-            });
+    let key = format!("flows[{i}]");
+    let toml::Value::Table(flow) = flow else {
+        return Err(Error::Invalid {
+            key,
+            expected: "a [[flows]] table".into(),
+            got: flow.to_string(),
+        });
+    };
+    let alias_of = |side: &str| -> Result<String> {
+        match flow.get(side) {
+            Some(toml::Value::String(s)) if aliases.contains(&s.as_str()) => Ok(s.clone()),
+            Some(v) => Err(Error::Invalid {
+                key: format!("{key}.{side}"),
+                expected: format!("one of the [clusters.*] aliases ({})", aliases.join(", ")),
+                got: v.to_string(),
+            }),
+            None => Err(Error::Missing {
+                key: format!("{key}.{side}"),
+                hint: format!("name the {side} cluster, e.g. {side} = \"{}\"", aliases[0]),
+            }),
         }
-        if configs
-            .iter()
-            .any(|c| c.source.alias == source && c.target.alias == target)
-        {
-            return Err(Error::Invalid {
-                key: key.clone(),
-                expected: "each source -> target pair once".into(),
-                got: format!("a second flow {name}"),
-            });
-        }
-        let mut raw: RawConfig = shared.clone();
-        raw.source = cluster_named(&raw_clusters, &source);
-        raw.target = cluster_named(&raw_clusters, &target);
-        if !raw.contains(Section::Mirror, "group_id") {
-            raw.set(
-                Section::Mirror,
-                "group_id",
-                Entry::text(
-                    format!("strait-{source}-{target}"),
-                    Origin::Compat(format!("the default group of flow {name}")),
-                ),
-            );
-        }
-        for (k, v) in flow {
-            if FLOW_KEYS.contains(&k.as_str()) {
-                continue;
-            }
-            if !Section::Mirror.keys().contains(&k.as_str()) {
-                let mut valid: Vec<&str> = FLOW_KEYS.to_vec();
-                valid.extend_from_slice(Section::Mirror.keys());
-                return Err(Error::UnknownKey {
-                    key: format!("{key}.{k} (flow {name})"),
-                    suggestion: suggestion(&k, &valid),
-                });
-            }
-            raw.set(
-                Section::Mirror,
-                &k,
-                Entry {
-                    value: RawValue::Toml(v),
-                    origin: Origin::Compat(format!("flow {name}")),
-                },
-            );
-        }
-        configs.push(Config::from_raw(raw, env)?);
+    };
+    let (source, target) = (alias_of("source")?, alias_of("target")?);
+    let name = format!("{source}->{target}");
+    if source == target {
+        return Err(Error::Invalid {
+            key: format!("{key}.target"),
+            expected: "a cluster other than the flow's source".into(),
+            got: format!("{target:?}"),
+        });
     }
-    check_flows(&configs, &mut warnings)?;
-    Ok(Loaded {
-        config: configs[0].clone(),
-        warnings,
-        flows: configs,
-    })
+    if configs
+        .iter()
+        .any(|c| c.source.alias == source && c.target.alias == target)
+    {
+        return Err(Error::Invalid {
+            key: key.clone(),
+            expected: "each source -> target pair once".into(),
+            got: format!("a second flow {name}"),
+        });
+    }
+    let mut raw: RawConfig = shared.clone();
+    raw.source = cluster_named(raw_clusters, &source);
+    raw.target = cluster_named(raw_clusters, &target);
+    if !raw.contains(Section::Mirror, "group_id") {
+        raw.set(
+            Section::Mirror,
+            "group_id",
+            Entry::text(
+                format!("strait-{source}-{target}"),
+                Origin::Compat(format!("the default group of flow {name}")),
+            ),
+        );
+    }
+    for (k, v) in flow {
+        if FLOW_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        if !Section::Mirror.keys().contains(&k.as_str()) {
+            let mut valid: Vec<&str> = FLOW_KEYS.to_vec();
+            valid.extend_from_slice(Section::Mirror.keys());
+            return Err(Error::UnknownKey {
+                key: format!("{key}.{k} (flow {name})"),
+                suggestion: suggestion(&k, &valid),
+            });
+        }
+        raw.set(
+            Section::Mirror,
+            &k,
+            Entry {
+                value: RawValue::Toml(v),
+                origin: Origin::Compat(format!("flow {name}")),
+            },
+        );
+    }
+    Ok(raw)
 }
 
 fn cluster_named(clusters: &[(String, RawCluster)], alias: &str) -> RawCluster {

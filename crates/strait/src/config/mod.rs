@@ -1,7 +1,7 @@
 //! The validated configuration of one mirror (one source cluster -> one target cluster).
 //!
 //! Sources, lowest precedence first: built-in defaults, the strait.toml file (or the
-//! MirrorMaker 1/2 files, see [`crate::mirrormaker`]), then the environment ([`mod@env`]).
+//! MirrorMaker 1/2 files, see `crate::import::mirrormaker`), then the environment ([`mod@env`]).
 //! Everything is validated in `Config::from_raw`: a bad value is an error naming the key and
 //! the expected form, an unknown key in a non-client section is an error with a suggestion.
 //!
@@ -23,8 +23,11 @@
 //! Client properties are kept as ordered `(key, value)` strings and validated by
 //! `strait_wire::ClientConfig::from_properties` when the mirror connects.
 
+pub(crate) mod connect;
 pub mod env;
 pub mod flows;
+pub(crate) mod live;
+pub mod properties;
 pub mod providers;
 pub(crate) mod raw;
 pub mod topics;
@@ -646,187 +649,13 @@ impl Config {
     /// The effective configuration as strait.toml text. With `redact`, secret values
     /// (passwords, inline keys, JAAS configs, tokens) are replaced by `"<redacted>"`.
     pub fn to_toml(&self, redact: bool) -> String {
-        fn cluster_table(c: &Cluster, redact: bool) -> toml::Table {
-            let mut t = toml::Table::new();
-            t.insert("alias".into(), c.alias.clone().into());
-            for (k, v) in &c.properties {
-                let reference = c.references.iter().find(|(r, _)| r == k);
-                let v = if let (true, Some((_, written))) = (redact, reference) {
-                    written.clone()
-                } else if redact && is_secret_property(k) {
-                    REDACTED.to_string()
-                } else {
-                    v.clone()
-                };
-                t.insert(k.clone(), v.into());
-            }
-            t
-        }
-        fn strings(v: &[String]) -> toml::Value {
-            toml::Value::Array(v.iter().map(|s| s.clone().into()).collect())
-        }
-        let m = &self.mirror;
-        let mut mirror = toml::Table::new();
-        mirror.insert("topics".into(), strings(m.topics.include()));
-        mirror.insert("topics_exclude".into(), strings(m.topics.exclude()));
-        mirror.insert("rename".into(), m.rename.as_str().into());
-        if m.replicate_heartbeats {
-            mirror.insert("replicate_heartbeats".into(), true.into());
-        }
-        if let Rename::Prefix { separator } = &m.rename {
-            mirror.insert("separator".into(), separator.clone().into());
-        }
-        mirror.insert("start".into(), m.start.as_str().into());
-        mirror.insert("group_id".into(), m.group_id.clone().into());
-        if let Some(id) = &m.instance_id {
-            mirror.insert("instance_id".into(), id.clone().into());
-        }
-        mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
-        mirror.insert(
-            "max_decompressed_batch_bytes".into(),
-            m.max_decompressed_batch_bytes.to_string().into(),
-        );
-        mirror.insert(
-            "refresh_interval".into(),
-            format_duration(m.refresh_interval).into(),
-        );
-        mirror.insert(
-            "commit_interval".into(),
-            format_duration(m.commit_interval).into(),
-        );
-        mirror.insert(
-            "session_timeout".into(),
-            format_duration(m.session_timeout).into(),
-        );
-        mirror.insert(
-            "drain_timeout".into(),
-            format_duration(m.drain_timeout).into(),
-        );
-        mirror.insert(
-            "replication_factor".into(),
-            match m.replication_factor_from_source {
-                true => "source".into(),
-                false => i64::from(m.replication_factor).into(),
-            },
-        );
-        mirror.insert("create_topics".into(), m.create_topics.into());
-        mirror.insert("sync_topic_configs".into(), m.sync_topic_configs.into());
-        mirror.insert(
-            "sync_topic_configs_interval".into(),
-            format_duration(m.sync_topic_configs_interval).into(),
-        );
-        mirror.insert(
-            "topic_configs_exclude".into(),
-            strings(m.topic_configs_exclude.patterns()),
-        );
-        mirror.insert("isolation".into(), m.isolation.as_str().into());
-        mirror.insert("compression".into(), m.compression.as_str().into());
-        mirror.insert(
-            "on_offset_out_of_range".into(),
-            m.on_offset_out_of_range.as_str().into(),
-        );
-        mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
-        mirror.insert(
-            "produce_connections".into(),
-            i64::from(m.produce_connections).into(),
-        );
-        mirror.insert("batch_size".into(), m.batch_size.to_string().into());
-        if m.sync_topic_acls || m.protect_mirrors {
-            mirror.insert("sync_topic_acls".into(), m.sync_topic_acls.into());
-            mirror.insert(
-                "sync_topic_acls_interval".into(),
-                format_duration(m.sync_topic_acls_interval).into(),
-            );
-            mirror.insert("protect_mirrors".into(), m.protect_mirrors.into());
-            if let Some(p) = &m.target_principal {
-                mirror.insert("target_principal".into(), p.clone().into());
-            }
-        }
-        if let Some(eos) = &m.exactly_once {
-            mirror.insert("exactly_once".into(), true.into());
-            mirror.insert(
-                "transaction_interval".into(),
-                format_duration(eos.transaction_interval).into(),
-            );
-            mirror.insert(
-                "transaction_max_bytes".into(),
-                eos.transaction_max_bytes.to_string().into(),
-            );
-            mirror.insert(
-                "transaction_timeout".into(),
-                format_duration(eos.transaction_timeout).into(),
-            );
-            mirror.insert(
-                "position_refresh_interval".into(),
-                format_duration(eos.position_refresh_interval).into(),
-            );
-        }
-        if let Some(groups) = &m.groups {
-            mirror.insert("groups".into(), strings(groups.include()));
-            mirror.insert("groups_exclude".into(), strings(groups.exclude()));
-            mirror.insert(
-                "checkpoint_interval".into(),
-                format_duration(m.checkpoint_interval).into(),
-            );
-            mirror.insert("sync_group_offsets".into(), m.sync_group_offsets.into());
-            mirror.insert(
-                "sync_group_offsets_interval".into(),
-                format_duration(m.sync_group_offsets_interval).into(),
-            );
-        }
-        mirror.insert(
-            "partition_assignment_strategy".into(),
-            toml::Value::Array(
-                m.partition_assignment_strategy
-                    .iter()
-                    .map(|a| a.as_str().into())
-                    .collect(),
-            ),
-        );
-
-        let mut metrics = toml::Table::new();
-        metrics.insert(
-            "listen".into(),
-            self.metrics
-                .listen
-                .map(|a| a.to_string())
-                .unwrap_or_default()
-                .into(),
-        );
-        metrics.insert(
-            "lag_interval".into(),
-            format_duration(self.metrics.lag_interval).into(),
-        );
-        if self.metrics.mm2_compat {
-            metrics.insert("mm2_compat".into(), true.into());
-        }
-        metrics.insert(
-            "stall_timeout".into(),
-            format_duration(self.metrics.stall_timeout).into(),
-        );
-        let t = &self.tracing;
-        let mut tracing = toml::Table::new();
-        if let Some(ep) = &t.otlp_endpoint {
-            tracing.insert("otlp_endpoint".into(), ep.clone().into());
-        }
-        tracing.insert("mode".into(), t.mode.as_str().into());
-        tracing.insert("sample_ratio".into(), t.sample_ratio.into());
-        tracing.insert(
-            "records_per_second".into(),
-            i64::from(t.records_per_second).into(),
-        );
-        tracing.insert("service_name".into(), t.service_name.clone().into());
-        let mut log = toml::Table::new();
-        log.insert("format".into(), self.log.format.as_str().into());
-        log.insert("level".into(), self.log.level.clone().into());
-
         let mut doc = toml::Table::new();
         doc.insert("source".into(), cluster_table(&self.source, redact).into());
         doc.insert("target".into(), cluster_table(&self.target, redact).into());
-        doc.insert("mirror".into(), mirror.into());
-        doc.insert("metrics".into(), metrics.into());
-        doc.insert("tracing".into(), tracing.into());
-        doc.insert("log".into(), log.into());
+        doc.insert("mirror".into(), mirror_table(&self.mirror).into());
+        doc.insert("metrics".into(), metrics_table(&self.metrics).into());
+        doc.insert("tracing".into(), tracing_table(&self.tracing).into());
+        doc.insert("log".into(), log_table(&self.log).into());
         let mut out = String::new();
         if self.tracing.otlp_endpoint.is_none() {
             out.push_str("# tracing.otlp_endpoint is not set: no spans are exported\n");
@@ -834,6 +663,204 @@ impl Config {
         out.push_str(&toml::to_string(&doc).unwrap_or_else(|e| format!("# cannot render: {e}\n")));
         out
     }
+}
+
+// The sections of `Config::to_toml`, each as it is written back.
+
+fn cluster_table(c: &Cluster, redact: bool) -> toml::Table {
+    let mut t = toml::Table::new();
+    t.insert("alias".into(), c.alias.clone().into());
+    for (k, v) in &c.properties {
+        let reference = c.references.iter().find(|(r, _)| r == k);
+        let v = if let (true, Some((_, written))) = (redact, reference) {
+            written.clone()
+        } else if redact && is_secret_property(k) {
+            REDACTED.to_string()
+        } else {
+            v.clone()
+        };
+        t.insert(k.clone(), v.into());
+    }
+    t
+}
+
+fn strings(v: &[String]) -> toml::Value {
+    toml::Value::Array(v.iter().map(|s| s.clone().into()).collect())
+}
+
+/// `[mirror]`: every setting, then the optional features' settings when they are on.
+fn mirror_table(m: &Mirror) -> toml::Table {
+    let mut mirror = mirror_settings(m);
+    mirror_features(m, &mut mirror);
+    mirror.insert(
+        "partition_assignment_strategy".into(),
+        toml::Value::Array(
+            m.partition_assignment_strategy
+                .iter()
+                .map(|a| a.as_str().into())
+                .collect(),
+        ),
+    );
+    mirror
+}
+
+/// The `[mirror]` settings written whatever is on.
+fn mirror_settings(m: &Mirror) -> toml::Table {
+    let mut mirror = toml::Table::new();
+    mirror.insert("topics".into(), strings(m.topics.include()));
+    mirror.insert("topics_exclude".into(), strings(m.topics.exclude()));
+    mirror.insert("rename".into(), m.rename.as_str().into());
+    if m.replicate_heartbeats {
+        mirror.insert("replicate_heartbeats".into(), true.into());
+    }
+    if let Rename::Prefix { separator } = &m.rename {
+        mirror.insert("separator".into(), separator.clone().into());
+    }
+    mirror.insert("start".into(), m.start.as_str().into());
+    mirror.insert("group_id".into(), m.group_id.clone().into());
+    if let Some(id) = &m.instance_id {
+        mirror.insert("instance_id".into(), id.clone().into());
+    }
+    mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
+    mirror.insert(
+        "max_decompressed_batch_bytes".into(),
+        m.max_decompressed_batch_bytes.to_string().into(),
+    );
+    mirror.insert(
+        "refresh_interval".into(),
+        format_duration(m.refresh_interval).into(),
+    );
+    mirror.insert(
+        "commit_interval".into(),
+        format_duration(m.commit_interval).into(),
+    );
+    mirror.insert(
+        "session_timeout".into(),
+        format_duration(m.session_timeout).into(),
+    );
+    mirror.insert(
+        "drain_timeout".into(),
+        format_duration(m.drain_timeout).into(),
+    );
+    mirror.insert(
+        "replication_factor".into(),
+        match m.replication_factor_from_source {
+            true => "source".into(),
+            false => i64::from(m.replication_factor).into(),
+        },
+    );
+    mirror.insert("create_topics".into(), m.create_topics.into());
+    mirror.insert("sync_topic_configs".into(), m.sync_topic_configs.into());
+    mirror.insert(
+        "sync_topic_configs_interval".into(),
+        format_duration(m.sync_topic_configs_interval).into(),
+    );
+    mirror.insert(
+        "topic_configs_exclude".into(),
+        strings(m.topic_configs_exclude.patterns()),
+    );
+    mirror.insert("isolation".into(), m.isolation.as_str().into());
+    mirror.insert("compression".into(), m.compression.as_str().into());
+    mirror.insert(
+        "on_offset_out_of_range".into(),
+        m.on_offset_out_of_range.as_str().into(),
+    );
+    mirror.insert("max_in_flight".into(), i64::from(m.max_in_flight).into());
+    mirror.insert(
+        "produce_connections".into(),
+        i64::from(m.produce_connections).into(),
+    );
+    mirror.insert("batch_size".into(), m.batch_size.to_string().into());
+    mirror
+}
+
+/// The settings of ACL sync, exactly-once and checkpoints, when they are on.
+fn mirror_features(m: &Mirror, mirror: &mut toml::Table) {
+    if m.sync_topic_acls || m.protect_mirrors {
+        mirror.insert("sync_topic_acls".into(), m.sync_topic_acls.into());
+        mirror.insert(
+            "sync_topic_acls_interval".into(),
+            format_duration(m.sync_topic_acls_interval).into(),
+        );
+        mirror.insert("protect_mirrors".into(), m.protect_mirrors.into());
+        if let Some(p) = &m.target_principal {
+            mirror.insert("target_principal".into(), p.clone().into());
+        }
+    }
+    if let Some(eos) = &m.exactly_once {
+        mirror.insert("exactly_once".into(), true.into());
+        mirror.insert(
+            "transaction_interval".into(),
+            format_duration(eos.transaction_interval).into(),
+        );
+        mirror.insert(
+            "transaction_max_bytes".into(),
+            eos.transaction_max_bytes.to_string().into(),
+        );
+        mirror.insert(
+            "transaction_timeout".into(),
+            format_duration(eos.transaction_timeout).into(),
+        );
+        mirror.insert(
+            "position_refresh_interval".into(),
+            format_duration(eos.position_refresh_interval).into(),
+        );
+    }
+    if let Some(groups) = &m.groups {
+        mirror.insert("groups".into(), strings(groups.include()));
+        mirror.insert("groups_exclude".into(), strings(groups.exclude()));
+        mirror.insert(
+            "checkpoint_interval".into(),
+            format_duration(m.checkpoint_interval).into(),
+        );
+        mirror.insert("sync_group_offsets".into(), m.sync_group_offsets.into());
+        mirror.insert(
+            "sync_group_offsets_interval".into(),
+            format_duration(m.sync_group_offsets_interval).into(),
+        );
+    }
+}
+
+fn metrics_table(m: &MetricsConfig) -> toml::Table {
+    let mut metrics = toml::Table::new();
+    metrics.insert(
+        "listen".into(),
+        m.listen.map(|a| a.to_string()).unwrap_or_default().into(),
+    );
+    metrics.insert(
+        "lag_interval".into(),
+        format_duration(m.lag_interval).into(),
+    );
+    if m.mm2_compat {
+        metrics.insert("mm2_compat".into(), true.into());
+    }
+    metrics.insert(
+        "stall_timeout".into(),
+        format_duration(m.stall_timeout).into(),
+    );
+    metrics
+}
+
+fn tracing_table(t: &TracingConfig) -> toml::Table {
+    let mut tracing = toml::Table::new();
+    if let Some(ep) = &t.otlp_endpoint {
+        tracing.insert("otlp_endpoint".into(), ep.clone().into());
+    }
+    tracing.insert("mode".into(), t.mode.as_str().into());
+    tracing.insert("sample_ratio".into(), t.sample_ratio.into());
+    tracing.insert(
+        "records_per_second".into(),
+        i64::from(t.records_per_second).into(),
+    );
+    tracing.insert("service_name".into(), t.service_name.clone().into());
+    tracing
+}
+
+fn log_table(l: &LogConfig) -> toml::Table {
+    let mut log = toml::Table::new();
+    log.insert("format".into(), l.format.as_str().into());
+    log.insert("level".into(), l.level.clone().into());
+    log
 }
 
 /// A TOML syntax error as "line L, column C: what". The parser's own Display quotes the
@@ -1054,6 +1081,225 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             .map(|e| e.origin.describe(&format!("mirror.{key}")))
             .unwrap_or_else(|| format!("mirror.{key}"))
     };
+    let interval = |key: &str, min: Duration, expected: &'static str, default: Duration| {
+        at_least(raw, key, min, expected).map(|d| d.unwrap_or(default))
+    };
+    let (topics, rename) = topic_naming(raw, source, target, &described)?;
+    let max_in_flight = get(raw, s, "max_in_flight", |f| {
+        small_count(
+            f,
+            5,
+            "an integer from 1 to 5 (the idempotent producer's limit)",
+        )
+    })?
+    .unwrap_or(defaults::MAX_IN_FLIGHT);
+    let produce_connections = get(raw, s, "produce_connections", |f| {
+        small_count(f, 8, "an integer from 1 to 8")
+    })?
+    .unwrap_or(defaults::PRODUCE_CONNECTIONS);
+    let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
+        None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
+        Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
+    };
+    let groups = groups(raw, &described)?;
+    const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
+    const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
+    let checkpoint_interval = interval(
+        "checkpoint_interval",
+        MS_100,
+        AT_LEAST_100MS_5S,
+        defaults::CHECKPOINT_INTERVAL,
+    )?;
+    let sync_group_offsets_interval = interval(
+        "sync_group_offsets_interval",
+        MS_100,
+        AT_LEAST_100MS_5S,
+        defaults::SYNC_GROUP_OFFSETS_INTERVAL,
+    )?;
+    // "source" (the default) = the source topic's factor; None here.
+    let replication_factor = get(raw, s, "replication_factor", replication_factor)?.flatten();
+    let topic_configs_exclude = ConfigExclude::new(
+        get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
+            DEFAULT_CONFIGS_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        }),
+        &described("topic_configs_exclude"),
+    )?;
+    let isolation =
+        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
+    let exactly_once = exactly_once(raw, isolation, &described)?;
+    let flag = |key: &str, default: bool| -> Result<bool> {
+        Ok(get(raw, s, key, |f| f.boolean())?.unwrap_or(default))
+    };
+    Ok(Mirror {
+        exactly_once,
+        groups,
+        checkpoint_interval,
+        sync_group_offsets: flag("sync_group_offsets", false)?,
+        sync_group_offsets_interval,
+        sync_topic_acls: flag("sync_topic_acls", false)?,
+        sync_topic_acls_interval: interval(
+            "sync_topic_acls_interval",
+            MS_100,
+            AT_LEAST_100MS_10M,
+            defaults::SYNC_TOPIC_ACLS_INTERVAL,
+        )?,
+        protect_mirrors: flag("protect_mirrors", false)?,
+        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
+        topics,
+        rename,
+        start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
+        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
+            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
+        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
+        memory_budget: at_least_1mib(raw, "memory_budget")?.unwrap_or(defaults::MEMORY_BUDGET),
+        max_decompressed_batch_bytes: at_least_1mib(raw, "max_decompressed_batch_bytes")?
+            .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
+        refresh_interval: interval(
+            "refresh_interval",
+            MS_100,
+            "a duration of at least 100ms, e.g. \"10s\"",
+            defaults::REFRESH_INTERVAL,
+        )?,
+        commit_interval: interval(
+            "commit_interval",
+            Duration::from_millis(10),
+            "a duration of at least 10ms, e.g. \"5s\"",
+            defaults::COMMIT_INTERVAL,
+        )?,
+        session_timeout: interval(
+            "session_timeout",
+            Duration::from_secs(1),
+            "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
+            defaults::SESSION_TIMEOUT,
+        )?,
+        drain_timeout: get(raw, s, "drain_timeout", drain_timeout)?
+            .unwrap_or(defaults::DRAIN_TIMEOUT),
+        replication_factor: replication_factor.unwrap_or(-1),
+        replication_factor_from_source: replication_factor.is_none(),
+        create_topics: flag("create_topics", true)?,
+        sync_topic_configs: flag("sync_topic_configs", true)?,
+        sync_topic_configs_interval: interval(
+            "sync_topic_configs_interval",
+            MS_100,
+            AT_LEAST_100MS_10M,
+            defaults::SYNC_TOPIC_CONFIGS_INTERVAL,
+        )?,
+        topic_configs_exclude,
+        isolation,
+        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
+            .unwrap_or(Compression::Keep),
+        on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
+            .unwrap_or(OffsetOutOfRange::Fail),
+        max_in_flight,
+        produce_connections,
+        batch_size: get(raw, s, "batch_size", batch_size)?.unwrap_or(defaults::BATCH_SIZE),
+        partition_assignment_strategy,
+        replicate_heartbeats: flag("replicate_heartbeats", false)?,
+    })
+}
+
+/// The shortest interval most `mirror.*` durations accept.
+const MS_100: Duration = Duration::from_millis(100);
+
+/// `mirror.groups` / `mirror.groups_exclude`. Opt-in: checkpointing reads every matching group's
+/// offsets on the source (Describe on the groups) and writes to the target. An empty list is the
+/// same as no key.
+fn groups(raw: &RawConfig, described: &dyn Fn(&str) -> String) -> Result<Option<TopicSelection>> {
+    let s = Section::Mirror;
+    Ok(match get(raw, s, "groups", |f| f.list())? {
+        Some(include) if !include.is_empty() => Some(TopicSelection::new(
+            include,
+            &described("groups"),
+            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
+            &described("groups_exclude"),
+        )?),
+        _ => None,
+    })
+}
+
+/// `mirror.drain_timeout`: 100 ms to 10 min.
+fn drain_timeout(f: &Field<'_>) -> Result<Duration> {
+    let d = f.duration()?;
+    if d < MS_100 || d > Duration::from_secs(600) {
+        return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
+    }
+    Ok(d)
+}
+
+/// `mirror.batch_size`: 0 (never merge) to 64 MiB.
+fn batch_size(f: &Field<'_>) -> Result<ByteSize> {
+    let b = f.byte_size()?;
+    if b.0 > (64 << 20) {
+        return Err(f.invalid("a size from 0 (never merge) to 64MiB, e.g. \"256KiB\""));
+    }
+    Ok(b)
+}
+
+/// `mirror.<key>` as a duration of at least `min` (`expected` says so when it is shorter).
+fn at_least(
+    raw: &RawConfig,
+    key: &str,
+    min: Duration,
+    expected: &'static str,
+) -> Result<Option<Duration>> {
+    get(raw, Section::Mirror, key, |f| {
+        let d = f.duration()?;
+        if d < min {
+            return Err(f.invalid(expected));
+        }
+        Ok(d)
+    })
+}
+
+/// `mirror.<key>` as a size of at least 1 MiB.
+fn at_least_1mib(raw: &RawConfig, key: &str) -> Result<Option<ByteSize>> {
+    get(raw, Section::Mirror, key, |f| {
+        let b = f.byte_size()?;
+        if b.0 < (1 << 20) {
+            return Err(f.invalid("a size of at least 1MiB"));
+        }
+        Ok(b)
+    })
+}
+
+/// An integer from 1 to `max` (`expected` says so otherwise).
+fn small_count(f: &Field<'_>, max: u8, expected: &str) -> Result<u8> {
+    let n = f.integer(&format!("an integer from 1 to {max}"))?;
+    u8::try_from(n)
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| f.invalid(expected))
+}
+
+/// `mirror.replication_factor`: `None` for "source" (the source topic's factor).
+fn replication_factor(f: &Field<'_>) -> Result<Option<i16>> {
+    const EXPECTED: &str = "\"source\" (the source topic's factor, capped by the target's \
+                            broker count), -1 (the target broker's default) or a positive integer";
+    if f.string()
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("source"))
+    {
+        return Ok(None);
+    }
+    let n = f.integer(EXPECTED)?;
+    i16::try_from(n)
+        .ok()
+        .filter(|n| *n == -1 || *n > 0)
+        .map(Some)
+        .ok_or_else(|| f.invalid(EXPECTED))
+}
+
+/// Which topics are mirrored (`mirror.topics`, `mirror.topics_exclude`) and how they are named
+/// on the target (`mirror.rename`, `mirror.separator`).
+fn topic_naming(
+    raw: &RawConfig,
+    source: &Cluster,
+    target: &Cluster,
+    described: &dyn Fn(&str) -> String,
+) -> Result<(TopicSelection, Rename)> {
+    let s = Section::Mirror;
     let include = get(raw, s, "topics", |f| f.list())?
         .unwrap_or_else(|| DEFAULT_INCLUDE.iter().map(|s| s.to_string()).collect());
     let exclude = get(raw, s, "topics_exclude", |f| f.list())?
@@ -1100,187 +1346,7 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             }
         }
     }
-    let max_in_flight = match get(raw, s, "max_in_flight", |f| {
-        let n = f.integer("an integer from 1 to 5")?;
-        u8::try_from(n)
-            .ok()
-            .filter(|n| (1..=5).contains(n))
-            .ok_or_else(|| f.invalid("an integer from 1 to 5 (the idempotent producer's limit)"))
-    })? {
-        Some(n) => n,
-        None => defaults::MAX_IN_FLIGHT,
-    };
-    let produce_connections = get(raw, s, "produce_connections", |f| {
-        let n = f.integer("an integer from 1 to 8")?;
-        u8::try_from(n)
-            .ok()
-            .filter(|n| (1..=8).contains(n))
-            .ok_or_else(|| f.invalid("an integer from 1 to 8"))
-    })?
-    .unwrap_or(defaults::PRODUCE_CONNECTIONS);
-    let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
-        None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
-        Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
-    };
-    // Opt-in: checkpointing reads every matching group's offsets on the source (Describe on
-    // the groups) and writes to the target. An empty list is the same as no key.
-    let groups = match get(raw, s, "groups", |f| f.list())? {
-        Some(include) if !include.is_empty() => Some(TopicSelection::new(
-            include,
-            &described("groups"),
-            get(raw, s, "groups_exclude", |f| f.list())?.unwrap_or_default(),
-            &described("groups_exclude"),
-        )?),
-        _ => None,
-    };
-    let checkpoint_interval = get(raw, s, "checkpoint_interval", |f| {
-        let d = f.duration()?;
-        if d < Duration::from_millis(100) {
-            return Err(f.invalid("a duration of at least 100ms, e.g. \"5s\""));
-        }
-        Ok(d)
-    })?
-    .unwrap_or(defaults::CHECKPOINT_INTERVAL);
-    let sync_group_offsets_interval = get(raw, s, "sync_group_offsets_interval", |f| {
-        let d = f.duration()?;
-        if d < Duration::from_millis(100) {
-            return Err(f.invalid("a duration of at least 100ms, e.g. \"5s\""));
-        }
-        Ok(d)
-    })?
-    .unwrap_or(defaults::SYNC_GROUP_OFFSETS_INTERVAL);
-    // "source" (the default) = the source topic's factor; None here.
-    let replication_factor = get(raw, s, "replication_factor", |f| {
-        const EXPECTED: &str = "\"source\" (the source topic's factor, capped by the target's \
-                                broker count), -1 (the target broker's default) or a positive integer";
-        if f.string().is_ok_and(|v| v.trim().eq_ignore_ascii_case("source")) {
-            return Ok(None);
-        }
-        let n = f.integer(EXPECTED)?;
-        i16::try_from(n)
-            .ok()
-            .filter(|n| *n == -1 || *n > 0)
-            .map(Some)
-            .ok_or_else(|| f.invalid(EXPECTED))
-    })?
-    .flatten();
-    let topic_configs_exclude = ConfigExclude::new(
-        get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
-            DEFAULT_CONFIGS_EXCLUDE
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        }),
-        &described("topic_configs_exclude"),
-    )?;
-    let isolation =
-        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
-    let exactly_once = exactly_once(raw, isolation, &described)?;
-    Ok(Mirror {
-        exactly_once,
-        groups,
-        checkpoint_interval,
-        sync_group_offsets: get(raw, s, "sync_group_offsets", |f| f.boolean())?.unwrap_or(false),
-        sync_group_offsets_interval,
-        sync_topic_acls: get(raw, s, "sync_topic_acls", |f| f.boolean())?.unwrap_or(false),
-        sync_topic_acls_interval: get(raw, s, "sync_topic_acls_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) {
-                return Err(f.invalid("a duration of at least 100ms, e.g. \"10m\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::SYNC_TOPIC_ACLS_INTERVAL),
-        protect_mirrors: get(raw, s, "protect_mirrors", |f| f.boolean())?.unwrap_or(false),
-        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
-        topics,
-        rename,
-        start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
-        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
-            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
-        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
-        memory_budget: get(raw, s, "memory_budget", |f| {
-            let b = f.byte_size()?;
-            if b.0 < (1 << 20) {
-                return Err(f.invalid("a size of at least 1MiB"));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::MEMORY_BUDGET),
-        max_decompressed_batch_bytes: get(raw, s, "max_decompressed_batch_bytes", |f| {
-            let b = f.byte_size()?;
-            if b.0 < (1 << 20) {
-                return Err(f.invalid("a size of at least 1MiB"));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
-        refresh_interval: get(raw, s, "refresh_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) {
-                return Err(f.invalid("a duration of at least 100ms, e.g. \"10s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::REFRESH_INTERVAL),
-        commit_interval: get(raw, s, "commit_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(10) {
-                return Err(f.invalid("a duration of at least 10ms, e.g. \"5s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::COMMIT_INTERVAL),
-        session_timeout: get(raw, s, "session_timeout", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_secs(1) {
-                return Err(f.invalid(
-                    "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
-                ));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::SESSION_TIMEOUT),
-        drain_timeout: get(raw, s, "drain_timeout", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
-                return Err(f.invalid("a duration from 100ms to 10m, e.g. \"10s\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::DRAIN_TIMEOUT),
-        replication_factor: replication_factor.unwrap_or(-1),
-        replication_factor_from_source: replication_factor.is_none(),
-        create_topics: get(raw, s, "create_topics", |f| f.boolean())?.unwrap_or(true),
-        sync_topic_configs: get(raw, s, "sync_topic_configs", |f| f.boolean())?.unwrap_or(true),
-        sync_topic_configs_interval: get(raw, s, "sync_topic_configs_interval", |f| {
-            let d = f.duration()?;
-            if d < Duration::from_millis(100) {
-                return Err(f.invalid("a duration of at least 100ms, e.g. \"10m\""));
-            }
-            Ok(d)
-        })?
-        .unwrap_or(defaults::SYNC_TOPIC_CONFIGS_INTERVAL),
-        topic_configs_exclude,
-        isolation,
-        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
-            .unwrap_or(Compression::Keep),
-        on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
-            .unwrap_or(OffsetOutOfRange::Fail),
-        max_in_flight,
-        produce_connections,
-        batch_size: get(raw, s, "batch_size", |f| {
-            let b = f.byte_size()?;
-            if b.0 > (64 << 20) {
-                return Err(f.invalid("a size from 0 (never merge) to 64MiB, e.g. \"256KiB\""));
-            }
-            Ok(b)
-        })?
-        .unwrap_or(defaults::BATCH_SIZE),
-        partition_assignment_strategy,
-        replicate_heartbeats: get(raw, s, "replicate_heartbeats", |f| f.boolean())?
-            .unwrap_or(false),
-    })
+    Ok((topics, rename))
 }
 
 /// `["roundrobin", "range"]`, `"roundrobin"` or `"roundrobin,range"` (also Java class names):

@@ -26,7 +26,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::Environment;
-use crate::mirrormaker::properties::Properties;
+use crate::config::properties::Properties;
+pub use crate::error::{DeclarationError, ReferenceError};
 
 /// Kafka's variable pattern (`ConfigTransformer.DEFAULT_PATTERN`): `${provider:[path:]key}`.
 static REFERENCE: LazyLock<Option<Regex>> =
@@ -96,126 +97,8 @@ impl Default for Providers {
     }
 }
 
-/// A provider declaration that cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DeclarationError {
-    /// `config.providers` names a provider without a class.
-    #[error(
-        "config.providers.{name}.class: missing; set it to one of Kafka's built-in providers: {}",
-        built_in_classes()
-    )]
-    MissingClass {
-        /// The provider's name.
-        name: String,
-    },
-    /// A class Strait does not implement (a custom or vendor provider).
-    #[error(
-        "config.providers.{name}.class = {class}: not supported; Strait implements {}",
-        built_in_classes()
-    )]
-    UnknownClass {
-        /// The provider's name.
-        name: String,
-        /// The class.
-        class: String,
-    },
-    /// A `param.*` the provider does not have.
-    #[error(
-        "config.providers.{name}.param.{param}: not a parameter of this provider (file and \
-         directory have allowed.paths, env has allowlist.pattern); remove it"
-    )]
-    UnknownParam {
-        /// The provider's name.
-        name: String,
-        /// The parameter.
-        param: String,
-    },
-    /// `allowlist.pattern` is not a regular expression.
-    #[error(
-        "config.providers.{name}.param.allowlist.pattern: not a valid regular expression: {why}"
-    )]
-    BadPattern {
-        /// The provider's name.
-        name: String,
-        /// The regex crate's explanation.
-        why: String,
-    },
-}
-
-/// A reference that cannot be resolved. Names the reference, never a value.
-#[derive(Debug, thiserror::Error)]
-pub enum ReferenceError {
-    /// The provider is not declared.
-    #[error("{reference}: config provider \"{provider}\" is not declared; {how}")]
-    Undeclared {
-        /// The reference as written.
-        reference: String,
-        /// The provider's name.
-        provider: String,
-        /// How to declare it.
-        how: &'static str,
-    },
-    /// The reference lacks a part its provider needs, or has one it does not take.
-    #[error("{reference}: {why}")]
-    Malformed {
-        /// The reference as written.
-        reference: String,
-        /// What is wrong and the expected form.
-        why: String,
-    },
-    /// A file could not be read.
-    #[error(
-        "{reference}: provider \"{provider}\" cannot read {}: {source}; check the path and its \
-         permissions",
-        path.display()
-    )]
-    Read {
-        /// The reference as written.
-        reference: String,
-        /// The provider's name.
-        provider: String,
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The properties file has no such key (or is not a properties file).
-    #[error("{reference}: provider \"{provider}\": {} {what}", path.display())]
-    NotFound {
-        /// The reference as written.
-        reference: String,
-        /// The provider's name.
-        provider: String,
-        /// The file.
-        path: PathBuf,
-        /// What is missing.
-        what: String,
-    },
-    /// The environment variable is not set (or not allowed).
-    #[error("{reference}: provider \"{provider}\": {why}")]
-    Env {
-        /// The reference as written.
-        reference: String,
-        /// The provider's name.
-        provider: String,
-        /// What is wrong.
-        why: String,
-    },
-    /// The path is outside the provider's `allowed.paths`.
-    #[error(
-        "{reference}: provider \"{provider}\": {} is not under config.providers.{provider}.param.allowed.paths",
-        path.display()
-    )]
-    NotAllowed {
-        /// The reference as written.
-        reference: String,
-        /// The provider's name.
-        provider: String,
-        /// The path asked for.
-        path: PathBuf,
-    },
-}
-
+/// The built-in classes as the errors list them ([`crate::error::BUILT_IN_CLASSES`]).
+#[cfg(test)]
 fn built_in_classes() -> String {
     BUILT_IN
         .iter()
@@ -462,6 +345,11 @@ fn normalise(path: &Path) -> PathBuf {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_errors_name_every_built_in_class() {
+        assert_eq!(crate::error::BUILT_IN_CLASSES, built_in_classes());
+    }
 
     fn env() -> Environment {
         Environment::from_pairs([("PW", "env-secret"), ("OTHER", "x")])

@@ -18,12 +18,12 @@ use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
-use super::format::{Checkpoint, Heartbeat, OffsetSync, Rpo};
-use super::syncs::SyncWriter;
-use super::{OffsetMaps, Sync, topic};
+use super::format::{Checkpoint, Heartbeat, Rpo};
+use super::syncs::{SyncWriter, read_syncs};
+use super::{OffsetMaps, topic};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// MirrorMaker 2's checkpoints topic for checkpoints of groups of `source_alias`.
 pub fn checkpoints_topic(source_alias: &str) -> String {
@@ -33,24 +33,6 @@ pub fn checkpoints_topic(source_alias: &str) -> String {
 /// MirrorMaker 2's offset-syncs topic of the flow to `target_alias`.
 pub fn offset_syncs_topic(target_alias: &str) -> String {
     format!("mm2-offset-syncs.{target_alias}.internal")
-}
-
-/// Every offset sync persisted in `syncs_topic` on `target`, in topic order, as (source
-/// partition, sync). Undecodable records are skipped with a warning (another tool may share
-/// the topic).
-pub async fn read_syncs(target: &Client, syncs_topic: &str) -> Result<Vec<(TopicPartition, Sync)>> {
-    let mut out = Vec::new();
-    for (key, value) in topic::read_all(target, syncs_topic).await? {
-        match OffsetSync::decode(&key, &value) {
-            Ok(s) => {
-                if let Ok(tp) = TopicPartition::new(&s.topic, s.partition) {
-                    out.push((tp, Sync::new(s.upstream_offset, s.offset)));
-                }
-            }
-            Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
-        }
-    }
-    Ok(out)
 }
 
 /// Replays the offset syncs persisted in `syncs_topic` on `target` into `maps`, for the
@@ -117,7 +99,7 @@ impl Checkpointer {
     /// offset syncs into `maps`. Call before the mirror starts, so that replayed history never
     /// lands after live acknowledgements.
     pub async fn start(config: Config, maps: Arc<OffsetMaps>) -> Result<Checkpointer> {
-        let (source, target) = crate::mirror::connect(&config).await?;
+        let (source, target) = crate::config::connect::connect(&config).await?;
         let rf = config.mirror.replication_factor;
         let syncs_topic = offset_syncs_topic(&config.target.alias);
         for name in [
@@ -206,8 +188,8 @@ impl Checkpointer {
         )
         .await?;
 
-        // Hot reload (crate::reload): the group filters follow the live configuration.
-        let live = crate::reload::live_for(&self.config).map(|rx| rx.borrow().clone());
+        // Hot reload (crate::run::reload): the group filters follow the live configuration.
+        let live = crate::config::live::live_for(&self.config).map(|rx| rx.borrow().clone());
         let config = live.as_deref().unwrap_or(&self.config);
         let Some(selection) = &config.mirror.groups else {
             return Ok(round);

@@ -26,10 +26,27 @@ use strait_forward::pipeline::Positions;
 use strait_forward::pipeline::io::{FailureAction, IoError};
 use strait_wire::{Client, TopicPartition};
 
-use super::checkpoint::read_syncs;
 use super::format::OffsetSync;
 use super::{OffsetMaps, Sync, topic};
 use crate::error::{Error, Result};
+
+/// Every offset sync persisted in `syncs_topic` on `target`, in topic order, as (source
+/// partition, sync). Undecodable records are skipped with a warning (another tool may share
+/// the topic).
+pub async fn read_syncs(target: &Client, syncs_topic: &str) -> Result<Vec<(TopicPartition, Sync)>> {
+    let mut out = Vec::new();
+    for (key, value) in topic::read_all(target, syncs_topic).await? {
+        match OffsetSync::decode(&key, &value) {
+            Ok(s) => {
+                if let Ok(tp) = TopicPartition::new(&s.topic, s.partition) {
+                    out.push((tp, Sync::new(s.upstream_offset, s.offset)));
+                }
+            }
+            Err(e) => tracing::warn!(topic = %syncs_topic, error = %e, "skipping a record"),
+        }
+    }
+    Ok(out)
+}
 
 /// Appends the offset maps' pending syncs to `mm2-offset-syncs.<target alias>.internal`.
 pub struct SyncWriter {

@@ -2,11 +2,12 @@
 //! values for the Helm chart in `deploy/helm/strait`).
 //!
 //! The conversion goes through the same MirrorMaker mappings as `strait mirror-maker` and
-//! `strait mm2` ([`crate::mirrormaker`]), and the result is loaded back with Strait's own
+//! `strait mm2` (`import::mirrormaker`), and the result is loaded back with Strait's own
 //! configuration loader before anything is written, so what is printed is a file `strait run`
 //! accepts. Everything that cannot be converted is listed, on stderr and in a comment block at
 //! the top of the output: nothing is dropped silently.
 
+pub(crate) mod mirrormaker;
 pub mod strimzi;
 
 use std::io::Write as _;

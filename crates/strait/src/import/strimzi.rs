@@ -2,12 +2,12 @@
 //!
 //! A `KafkaMirrorMaker` (v1beta1, v1beta2) is MirrorMaker 1 with its options in YAML: its consumer
 //! and producer become the properties `strait mirror-maker` reads, and go through the same mapping
-//! ([`crate::mirrormaker::mm1`]). A `KafkaMirrorMaker2` (v1beta2 with `clusters`/`connectCluster`
+//! (`import::mirrormaker::mm1`). A `KafkaMirrorMaker2` (v1beta2 with `clusters`/`connectCluster`
 //! or with `target`/`mirrors[].source`, v1 with the latter) becomes the mm2.properties of its
 //! mirrors (`A.bootstrap.servers`, `A->B.topics`, the connectors' `config`...; several mirrors
 //! become `[[flows]]`, whose Secret values are `${env:STRAIT_CLUSTER_<ALIAS>_...}` references)
 //! and goes through
-//! `strait mm2`'s mapping ([`crate::mirrormaker::mm2`]). The keys of that mapping's warnings are
+//! `strait mm2`'s mapping (`import::mirrormaker::mm2`). The keys of that mapping's warnings are
 //! therefore mm2.properties keys: `<alias>.<key>` is `config.<key>` of that cluster,
 //! `<source>-><target>.<key>` is `config.<key>` of one of the mirror's connectors.
 //!
@@ -27,9 +27,9 @@ use serde::Deserialize as _;
 use yaml_serde::{Mapping, Value};
 
 use super::Error;
+use crate::config::properties::{Properties, Property};
 use crate::config::{Config, Environment};
-use crate::mirrormaker::properties::{Properties, Property};
-use crate::mirrormaker::{Mm1Options, mm1, mm2};
+use crate::import::mirrormaker::{Mm1Options, mm1, mm2};
 
 /// Where the Helm chart mounts the certificate Secrets: `<side>/ca/<key>` (the cluster CA,
 /// `secrets.<side>.clusterCaCert`) and `<side>/user/<key>` (the client certificate and key,
@@ -503,6 +503,59 @@ type ClientProps = Vec<(String, String, Vec<Seg>)>;
 
 /// Converts the resource in `text` (`path` is used in messages).
 pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, Error> {
+    let (kinds, mirrors) = mirror_documents(text, path)?;
+    let (document, kind, name, doc) = choose_resource(mirrors, &kinds, path, options)?;
+    let Value::Mapping(mut top) = doc else {
+        return Err(no_resource(path, &kinds));
+    };
+    let locator = Locator::new(text, document);
+    let api_version = top
+        .shift_remove("apiVersion")
+        .as_ref()
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    top.shift_remove("kind");
+    let expected: &[&str] = if kind == "KafkaMirrorMaker" {
+        &["kafka.strimzi.io/v1beta1", "kafka.strimzi.io/v1beta2"]
+    } else {
+        &["kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1"]
+    };
+    if !expected.contains(&api_version.as_str()) {
+        return Err(Error::ApiVersion {
+            kind,
+            name,
+            got: api_version,
+            expected: expected.join(" or "),
+        });
+    }
+    let mut resource = Node {
+        path: Vec::new(),
+        map: top,
+    };
+    let mut ctx = Ctx::default();
+    // metadata and status describe the Kubernetes object, not the mirror.
+    resource.take("metadata");
+    resource.take("status");
+    let spec = spec_of(&mut resource)?;
+    resource.rest(&mut ctx, "not part of a mirror resource's definition");
+
+    let (loaded, placeholder_env) = if kind == "KafkaMirrorMaker" {
+        convert_mm1(spec, path, &locator, &mut ctx)?
+    } else {
+        convert_mm2(spec, path, &locator, options, &mut ctx)?
+    };
+    let mut loaded = loaded;
+    ctx.notes.append(&mut loaded.warnings);
+    render(loaded, kind, name, api_version, path, ctx, placeholder_env)
+}
+
+/// A mirror resource of the input: (document index, kind, name, document).
+type MirrorDocument = (usize, String, String, Value);
+
+/// Every document's kind, and the mirror resources among them (with their document index, for
+/// line numbers).
+fn mirror_documents(text: &str, path: &Path) -> Result<(Vec<String>, Vec<MirrorDocument>), Error> {
     let yaml_error = |e: yaml_serde::Error| Error::Yaml {
         path: path.to_path_buf(),
         message: if looks_unindented(text) {
@@ -541,6 +594,16 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             mirrors.push((i, kind, name, doc));
         }
     }
+    Ok((kinds, mirrors))
+}
+
+/// The mirror resource to convert: the one `--name` names, or the only one.
+fn choose_resource(
+    mut mirrors: Vec<MirrorDocument>,
+    kinds: &[String],
+    path: &Path,
+    options: &Options,
+) -> Result<MirrorDocument, Error> {
     let listed = |m: &[(usize, String, String, Value)]| {
         m.iter()
             .map(|(_, k, n, _)| format!("{k}/{n}"))
@@ -553,7 +616,7 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             match pos {
                 Some(p) => mirrors.swap_remove(p),
                 None if mirrors.is_empty() => {
-                    return Err(no_resource(path, &kinds));
+                    return Err(no_resource(path, kinds));
                 }
                 None => {
                     return Err(Error::Choose {
@@ -565,7 +628,7 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             }
         }
         None => match mirrors.len() {
-            0 => return Err(no_resource(path, &kinds)),
+            0 => return Err(no_resource(path, kinds)),
             1 => mirrors.remove(0),
             _ => {
                 return Err(Error::Choose {
@@ -576,48 +639,20 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
             }
         },
     };
-    let (document, kind, name, doc) = chosen;
-    let Value::Mapping(mut top) = doc else {
-        return Err(no_resource(path, &kinds));
-    };
-    let locator = Locator::new(text, document);
-    let api_version = top
-        .shift_remove("apiVersion")
-        .as_ref()
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    top.shift_remove("kind");
-    let expected: &[&str] = if kind == "KafkaMirrorMaker" {
-        &["kafka.strimzi.io/v1beta1", "kafka.strimzi.io/v1beta2"]
-    } else {
-        &["kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1"]
-    };
-    if !expected.contains(&api_version.as_str()) {
-        return Err(Error::ApiVersion {
-            kind,
-            name,
-            got: api_version,
-            expected: expected.join(" or "),
-        });
-    }
-    let mut resource = Node {
-        path: Vec::new(),
-        map: top,
-    };
-    let mut ctx = Ctx::default();
-    // metadata and status describe the Kubernetes object, not the mirror.
-    resource.take("metadata");
-    resource.take("status");
-    let spec = match resource.node("spec")? {
-        Some(spec) => spec,
+    Ok(chosen)
+}
+
+/// The resource's `spec`; without one, says whether the YAML lost its indentation.
+fn spec_of(resource: &mut Node) -> Result<Node, Error> {
+    match resource.node("spec")? {
+        Some(spec) => Ok(spec),
         None => {
             // A copy from a web page often loses its indentation: the spec's fields then sit at
             // the top level and `spec:` is empty.
             let flattened = ["replicas", "consumer", "mirrors", "clusters"]
                 .iter()
                 .any(|k| resource.map.contains_key(*k));
-            return Err(Error::Missing {
+            Err(Error::Missing {
                 field: "spec".into(),
                 hint: if flattened {
                     "the spec's fields are at the top level of the document: the YAML lost its \
@@ -626,19 +661,9 @@ pub fn convert(text: &str, path: &Path, options: &Options) -> Result<Converted, 
                 } else {
                     "the resource has no spec; pass the complete custom resource".into()
                 },
-            });
+            })
         }
-    };
-    resource.rest(&mut ctx, "not part of a mirror resource's definition");
-
-    let (loaded, placeholder_env) = if kind == "KafkaMirrorMaker" {
-        convert_mm1(spec, path, &locator, &mut ctx)?
-    } else {
-        convert_mm2(spec, path, &locator, options, &mut ctx)?
-    };
-    let mut loaded = loaded;
-    ctx.notes.append(&mut loaded.warnings);
-    render(loaded, kind, name, api_version, path, ctx, placeholder_env)
+    }
 }
 
 /// `spec:` (or `metadata:`) followed by a line that is not indented.
@@ -699,28 +724,7 @@ fn convert_mm1(
     let file = path.display().to_string();
     let mut opts = Mm1Options::default();
     deployment(&mut spec, "mirrorMakerContainer", ctx)?;
-
-    let include = spec.text("include")?;
-    let whitelist = spec.text("whitelist")?;
-    opts.include = match (include, whitelist) {
-        (Some(i), Some(_)) => {
-            ctx.unmapped(
-                "spec.whitelist",
-                "spec.include is set too and wins (whitelist is its deprecated name)",
-            );
-            Some(i)
-        }
-        (Some(i), None) => Some(i),
-        (None, Some(w)) => Some(w),
-        (None, None) => {
-            return Err(Error::Missing {
-                field: "spec.include".into(),
-                hint: "give the topics to mirror as a regular expression, e.g. include: \"orders|payments.*\" \
-                       (spec.whitelist in v1beta1)"
-                    .into(),
-            });
-        }
-    };
+    opts.include = Some(mm1_include(&mut spec, ctx)?);
 
     let mut consumer = spec.node("consumer")?.ok_or_else(|| Error::Missing {
         field: "spec.consumer".into(),
@@ -730,7 +734,63 @@ fn convert_mm1(
         field: "spec.producer".into(),
         hint: "describe the target cluster (bootstrapServers...)".into(),
     })?;
+    let consumer_props = mm1_consumer(&mut consumer, &mut opts, ctx)?;
+    consumer.rest(ctx, "no equivalent in Strait's source settings");
+    let producer_props = mm1_producer(&mut producer, &mut opts, ctx)?;
+    producer.rest(ctx, "no equivalent in Strait's target settings");
+    spec.rest(ctx, "no equivalent in Strait");
 
+    let properties = |props: ClientProps, what: &str| Properties {
+        // Only used in messages: `file.yaml#spec.consumer:12 group.id`.
+        path: PathBuf::from(format!("{file}#{what}")),
+        entries: props
+            .into_iter()
+            .map(|(key, value, field)| Property {
+                key,
+                value,
+                line: locator.line(&field),
+            })
+            .collect(),
+    };
+    mm1_aliases(&consumer_props, &producer_props, ctx);
+    let consumer = properties(consumer_props, "spec.consumer");
+    let producer = properties(producer_props, "spec.producer");
+    opts.consumer_config = consumer.path.clone();
+    opts.producer_config = producer.path.clone();
+    let (env, placeholders) = validation_env(ctx);
+    let loaded = mm1::from_properties(&opts, &consumer, &producer, &env).map_err(config_error)?;
+    Ok((loaded, placeholders))
+}
+
+/// `spec.include` (or its deprecated name `spec.whitelist`): the topics pattern.
+fn mm1_include(spec: &mut Node, ctx: &mut Ctx) -> Result<String, Error> {
+    let include = spec.text("include")?;
+    let whitelist = spec.text("whitelist")?;
+    match (include, whitelist) {
+        (Some(i), Some(_)) => {
+            ctx.unmapped(
+                "spec.whitelist",
+                "spec.include is set too and wins (whitelist is its deprecated name)",
+            );
+            Ok(i)
+        }
+        (Some(i), None) => Ok(i),
+        (None, Some(w)) => Ok(w),
+        (None, None) => Err(Error::Missing {
+            field: "spec.include".into(),
+            hint: "give the topics to mirror as a regular expression, e.g. include: \"orders|payments.*\" \
+                   (spec.whitelist in v1beta1)"
+                .into(),
+        }),
+    }
+}
+
+/// `spec.consumer`: the source cluster's client properties (and the commit interval).
+fn mm1_consumer(
+    consumer: &mut Node,
+    opts: &mut Mm1Options,
+    ctx: &mut Ctx,
+) -> Result<ClientProps, Error> {
     let mut consumer_props: ClientProps = Vec::new();
     let servers =
         consumer.required_text("bootstrapServers", "the source cluster's host:port list")?;
@@ -755,10 +815,17 @@ fn convert_mm1(
             got: format!("{ms:?}"),
         })?);
     }
-    security(&mut consumer, &Side::Source, &mut consumer_props, ctx)?;
+    security(consumer, &Side::Source, &mut consumer_props, ctx)?;
     consumer_props.extend(consumer.config("config", ctx)?);
-    consumer.rest(ctx, "no equivalent in Strait's source settings");
+    Ok(consumer_props)
+}
 
+/// `spec.producer`: the target cluster's client properties (and abortOnSendFailure).
+fn mm1_producer(
+    producer: &mut Node,
+    opts: &mut Mm1Options,
+    ctx: &mut Ctx,
+) -> Result<ClientProps, Error> {
     let mut producer_props: ClientProps = Vec::new();
     let servers =
         producer.required_text("bootstrapServers", "the target cluster's host:port list")?;
@@ -770,28 +837,17 @@ fn convert_mm1(
     if let Some(abort) = producer.text("abortOnSendFailure")? {
         opts.abort_on_send_failure = Some(abort.trim().eq_ignore_ascii_case("true"));
     }
-    security(&mut producer, &Side::Target, &mut producer_props, ctx)?;
+    security(producer, &Side::Target, &mut producer_props, ctx)?;
     producer_props.extend(producer.config("config", ctx)?);
-    producer.rest(ctx, "no equivalent in Strait's target settings");
-    spec.rest(ctx, "no equivalent in Strait");
+    Ok(producer_props)
+}
 
-    let properties = |props: ClientProps, what: &str| Properties {
-        // Only used in messages: `file.yaml#spec.consumer:12 group.id`.
-        path: PathBuf::from(format!("{file}#{what}")),
-        entries: props
-            .into_iter()
-            .map(|(key, value, field)| Property {
-                key,
-                value,
-                line: locator.line(&field),
-            })
-            .collect(),
-    };
-    // MirrorMaker 1 has no cluster names; Strimzi's bootstrap Service `<cluster>-kafka-bootstrap`
-    // gives one (a metrics label; names are kept, so it prefixes nothing).
+/// MirrorMaker 1 has no cluster names; Strimzi's bootstrap Service `<cluster>-kafka-bootstrap`
+/// gives one (a metrics label; names are kept, so it prefixes nothing).
+fn mm1_aliases(consumer_props: &ClientProps, producer_props: &ClientProps, ctx: &mut Ctx) {
     for (props, var) in [
-        (&consumer_props, "STRAIT_SOURCE_ALIAS"),
-        (&producer_props, "STRAIT_TARGET_ALIAS"),
+        (consumer_props, "STRAIT_SOURCE_ALIAS"),
+        (producer_props, "STRAIT_TARGET_ALIAS"),
     ] {
         if let Some(alias) = props
             .first()
@@ -800,13 +856,6 @@ fn convert_mm1(
             ctx.env.push((var.into(), alias));
         }
     }
-    let consumer = properties(consumer_props, "spec.consumer");
-    let producer = properties(producer_props, "spec.producer");
-    opts.consumer_config = consumer.path.clone();
-    opts.producer_config = producer.path.clone();
-    let (env, placeholders) = validation_env(ctx);
-    let loaded = mm1::from_properties(&opts, &consumer, &producer, &env).map_err(config_error)?;
-    Ok((loaded, placeholders))
 }
 
 /// `europe` for `europe-kafka-bootstrap:9093` (or `europe-kafka-bootstrap.ns.svc:9093`).
@@ -853,108 +902,10 @@ fn convert_mm2(
             hint: "add the mirror to convert (source cluster, topicsPattern...)".into(),
         });
     }
-
-    // Every mirror as (source cluster, target cluster, mirror fields).
-    let mut flows: Vec<(ClusterSpec, ClusterSpec, Node)> = Vec::new();
-    if current {
-        let mut target = spec.node("target")?.ok_or_else(|| Error::Missing {
-            field: "spec.target".into(),
-            hint: "describe the target cluster".into(),
-        })?;
-        let alias = target.text("alias")?.unwrap_or_else(|| "target".into());
-        for (key, why) in [
-            (
-                "groupId",
-                "Kafka Connect's group; Strait keeps its positions in mirror.group_id on the source",
-            ),
-            (
-                "configStorageTopic",
-                "a Kafka Connect internal topic; Strait needs none",
-            ),
-            (
-                "statusStorageTopic",
-                "a Kafka Connect internal topic; Strait needs none",
-            ),
-            (
-                "offsetStorageTopic",
-                "a Kafka Connect internal topic; Strait commits its positions to the source cluster",
-            ),
-        ] {
-            if target.text(key)?.is_some() {
-                ctx.unmapped(target.name(key), why);
-            }
-        }
-        let target = ClusterSpec {
-            alias,
-            node: target,
-        };
-        for mut m in mirrors {
-            let mut source = m.node("source")?.ok_or_else(|| Error::Missing {
-                field: m.name("source"),
-                hint: "describe the mirror's source cluster (alias, bootstrapServers...)".into(),
-            })?;
-            let alias = source.required_text("alias", "name the source cluster")?;
-            flows.push((
-                ClusterSpec {
-                    alias,
-                    node: source,
-                },
-                target.clone(),
-                m,
-            ));
-        }
-    } else {
-        let mut clusters: Vec<ClusterSpec> = Vec::new();
-        for mut c in spec.list("clusters")? {
-            let alias = c.required_text("alias", "name the cluster")?;
-            clusters.push(ClusterSpec { alias, node: c });
-        }
-        let connect = spec.text("connectCluster")?;
-        for mut m in mirrors {
-            let source =
-                m.required_text("sourceCluster", "name the alias of the source cluster")?;
-            let target = m
-                .text("targetCluster")?
-                .or_else(|| connect.clone())
-                .ok_or_else(|| Error::Missing {
-                    field: m.name("targetCluster"),
-                    hint: "name the alias of the target cluster".into(),
-                })?;
-            let find = |alias: &str, field: String, clusters: &[ClusterSpec]| {
-                clusters
-                    .iter()
-                    .find(|c| c.alias == alias)
-                    .cloned()
-                    .ok_or_else(|| Error::Invalid {
-                        field,
-                        expected: format!(
-                            "an alias listed in spec.clusters ({})",
-                            clusters
-                                .iter()
-                                .map(|c| c.alias.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        got: format!("{alias:?}"),
-                    })
-            };
-            let s = find(&source, m.name("sourceCluster"), &clusters)?;
-            let t = find(&target, m.name("targetCluster"), &clusters)?;
-            flows.push((s, t, m));
-        }
-        let used: Vec<&str> = flows
-            .iter()
-            .flat_map(|(s, t, _)| [s.alias.as_str(), t.alias.as_str()])
-            .collect();
-        for c in &clusters {
-            if !used.contains(&c.alias.as_str()) {
-                ctx.unmapped(
-                    display(&c.node.path),
-                    format!("cluster {} is used by no mirror", c.alias),
-                );
-            }
-        }
-    }
+    let flows = match current {
+        true => target_flows(&mut spec, mirrors, ctx)?,
+        false => cluster_list_flows(&mut spec, mirrors, ctx)?,
+    };
     spec.rest(ctx, "no equivalent in Strait");
 
     let all = options.mirror.is_none() && flows.len() > 1;
@@ -962,6 +913,145 @@ fn convert_mm2(
         true => flows,
         false => vec![select_mirror(flows, options, ctx)?],
     };
+    let entries = flow_properties(flows, all, ctx)?;
+    let props = Properties {
+        path: path.to_path_buf(),
+        entries: entries
+            .into_iter()
+            .map(|(key, value, field)| Property {
+                key,
+                value,
+                line: locator.line(&field),
+            })
+            .collect(),
+    };
+    let (env, placeholders) = validation_env(ctx);
+    let loaded = mm2::from_properties(&props, &[], &env).map_err(config_error)?;
+    Ok((loaded, placeholders))
+}
+
+/// One mirror to convert: (source cluster, target cluster, the mirror's fields).
+type MirrorFlow = (ClusterSpec, ClusterSpec, Node);
+
+/// The mirrors of the current form: one `spec.target`, each mirror with its own `source`.
+fn target_flows(
+    spec: &mut Node,
+    mirrors: Vec<Node>,
+    ctx: &mut Ctx,
+) -> Result<Vec<MirrorFlow>, Error> {
+    let mut flows: Vec<MirrorFlow> = Vec::new();
+    let mut target = spec.node("target")?.ok_or_else(|| Error::Missing {
+        field: "spec.target".into(),
+        hint: "describe the target cluster".into(),
+    })?;
+    let alias = target.text("alias")?.unwrap_or_else(|| "target".into());
+    for (key, why) in [
+        (
+            "groupId",
+            "Kafka Connect's group; Strait keeps its positions in mirror.group_id on the source",
+        ),
+        (
+            "configStorageTopic",
+            "a Kafka Connect internal topic; Strait needs none",
+        ),
+        (
+            "statusStorageTopic",
+            "a Kafka Connect internal topic; Strait needs none",
+        ),
+        (
+            "offsetStorageTopic",
+            "a Kafka Connect internal topic; Strait commits its positions to the source cluster",
+        ),
+    ] {
+        if target.text(key)?.is_some() {
+            ctx.unmapped(target.name(key), why);
+        }
+    }
+    let target = ClusterSpec {
+        alias,
+        node: target,
+    };
+    for mut m in mirrors {
+        let mut source = m.node("source")?.ok_or_else(|| Error::Missing {
+            field: m.name("source"),
+            hint: "describe the mirror's source cluster (alias, bootstrapServers...)".into(),
+        })?;
+        let alias = source.required_text("alias", "name the source cluster")?;
+        flows.push((
+            ClusterSpec {
+                alias,
+                node: source,
+            },
+            target.clone(),
+            m,
+        ));
+    }
+    Ok(flows)
+}
+
+/// The mirrors of the deprecated form: `spec.clusters` named by each mirror's `sourceCluster`
+/// and `targetCluster` (default `spec.connectCluster`).
+fn cluster_list_flows(
+    spec: &mut Node,
+    mirrors: Vec<Node>,
+    ctx: &mut Ctx,
+) -> Result<Vec<MirrorFlow>, Error> {
+    let mut flows: Vec<MirrorFlow> = Vec::new();
+    let mut clusters: Vec<ClusterSpec> = Vec::new();
+    for mut c in spec.list("clusters")? {
+        let alias = c.required_text("alias", "name the cluster")?;
+        clusters.push(ClusterSpec { alias, node: c });
+    }
+    let connect = spec.text("connectCluster")?;
+    for mut m in mirrors {
+        let source = m.required_text("sourceCluster", "name the alias of the source cluster")?;
+        let target = m
+            .text("targetCluster")?
+            .or_else(|| connect.clone())
+            .ok_or_else(|| Error::Missing {
+                field: m.name("targetCluster"),
+                hint: "name the alias of the target cluster".into(),
+            })?;
+        let find = |alias: &str, field: String, clusters: &[ClusterSpec]| {
+            clusters
+                .iter()
+                .find(|c| c.alias == alias)
+                .cloned()
+                .ok_or_else(|| Error::Invalid {
+                    field,
+                    expected: format!(
+                        "an alias listed in spec.clusters ({})",
+                        clusters
+                            .iter()
+                            .map(|c| c.alias.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    got: format!("{alias:?}"),
+                })
+        };
+        let s = find(&source, m.name("sourceCluster"), &clusters)?;
+        let t = find(&target, m.name("targetCluster"), &clusters)?;
+        flows.push((s, t, m));
+    }
+    let used: Vec<&str> = flows
+        .iter()
+        .flat_map(|(s, t, _)| [s.alias.as_str(), t.alias.as_str()])
+        .collect();
+    for c in &clusters {
+        if !used.contains(&c.alias.as_str()) {
+            ctx.unmapped(
+                display(&c.node.path),
+                format!("cluster {} is used by no mirror", c.alias),
+            );
+        }
+    }
+    Ok(flows)
+}
+
+/// The mm2.properties entries of `flows`: each cluster once, then each flow's settings; with
+/// `all` (several flows), every cluster under its alias and secrets as `${env:...}`.
+fn flow_properties(flows: Vec<MirrorFlow>, all: bool, ctx: &mut Ctx) -> Result<ClientProps, Error> {
     let mut entries: ClientProps = Vec::new();
     let mut aliases: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
@@ -1013,28 +1103,15 @@ fn convert_mm2(
         ));
     }
 
-    let props = Properties {
-        path: path.to_path_buf(),
-        entries: entries
-            .into_iter()
-            .map(|(key, value, field)| Property {
-                key,
-                value,
-                line: locator.line(&field),
-            })
-            .collect(),
-    };
-    let (env, placeholders) = validation_env(ctx);
-    let loaded = mm2::from_properties(&props, &[], &env).map_err(config_error)?;
-    Ok((loaded, placeholders))
+    Ok(entries)
 }
 
 /// `--mirror <alias>` (or the only mirror): the flow to convert; the others are listed.
 fn select_mirror(
-    mut flows: Vec<(ClusterSpec, ClusterSpec, Node)>,
+    mut flows: Vec<MirrorFlow>,
     options: &Options,
     ctx: &mut Ctx,
-) -> Result<(ClusterSpec, ClusterSpec, Node), Error> {
+) -> Result<MirrorFlow, Error> {
     let index = match &options.mirror {
         Some(want) => flows
             .iter()
@@ -1197,135 +1274,12 @@ fn security(
     let mut tls = false;
     if let Some(mut t) = node.node("tls")? {
         tls = true;
-        let mut cas = Vec::new();
-        for mut cert in t.list("trustedCertificates")? {
-            let secret =
-                cert.required_text("secretName", "name the Secret holding the CA certificate")?;
-            let key = match (cert.text("certificate")?, cert.text("pattern")?) {
-                (Some(c), _) => c,
-                (None, Some(pattern)) => {
-                    // Strimzi's cluster CA Secret holds ca.crt (and ca.p12, ca.password).
-                    if glob_matches(&pattern, "ca.crt") {
-                        ctx.notes.push(format!(
-                            "{}: pattern {pattern:?} is read as the Secret's ca.crt; during a CA \
-                             renewal Strimzi adds older certificates to the Secret, which Strait \
-                             does not read",
-                            cert.name("pattern")
-                        ));
-                        "ca.crt".to_string()
-                    } else {
-                        ctx.unmapped(
-                            cert.name("pattern"),
-                            format!("{pattern:?}: Strait reads one CA file; name the key with certificate:"),
-                        );
-                        continue;
-                    }
-                }
-                (None, None) => {
-                    return Err(Error::Missing {
-                        field: cert.name("certificate"),
-                        hint: "name the Secret key holding the CA certificate, e.g. certificate: ca.crt".into(),
-                    });
-                }
-            };
-            cas.push((secret, key, cert.field("secretName")));
-            cert.rest(ctx, "no equivalent in Strait's TLS settings");
-        }
-        let mut cas = cas.into_iter();
-        if let Some((secret, key, field)) = cas.next() {
-            let path = ctx.secret_file(side, "ca", &secret, &key);
-            props.push(("ssl.ca.location".into(), path, field));
-        }
-        for (secret, key, field) in cas {
-            ctx.unmapped(
-                display(&field).replace(".secretName", ""),
-                format!(
-                    "Secret {secret} key {key}: Strait reads one CA file per cluster; put all the \
-                     certificates into one PEM bundle in one Secret key and list only that one"
-                ),
-            );
-        }
+        trusted_certificates(&mut t, side, props, ctx)?;
         t.rest(ctx, "no equivalent in Strait's TLS settings");
     }
     let mut sasl = false;
     if let Some(mut auth) = node.node("authentication")? {
-        let kind =
-            auth.required_text("type", "tls, scram-sha-512, scram-sha-256, plain or oauth")?;
-        let auth_path = display(&auth.path);
-        match kind.as_str() {
-            "tls" => {
-                let mut ck = auth.node("certificateAndKey")?.ok_or_else(|| Error::Missing {
-                    field: auth.name("certificateAndKey"),
-                    hint: "name the Secret with the client certificate and key (secretName, certificate, key)".into(),
-                })?;
-                let secret = ck.required_text(
-                    "secretName",
-                    "name the Secret (the KafkaUser's, for Strimzi users)",
-                )?;
-                let cert = ck.required_text(
-                    "certificate",
-                    "the Secret key of the certificate, e.g. user.crt",
-                )?;
-                let key =
-                    ck.required_text("key", "the Secret key of the private key, e.g. user.key")?;
-                let cert_path = ctx.secret_file(side, "user", &secret, &cert);
-                let key_path = ctx.secret_file(side, "user", &secret, &key);
-                props.push((
-                    "ssl.certificate.location".into(),
-                    cert_path,
-                    ck.field("certificate"),
-                ));
-                props.push(("ssl.key.location".into(), key_path, ck.field("key")));
-                ck.rest(ctx, "no equivalent in Strait's TLS settings");
-                if !tls {
-                    // Strimzi refuses this too: a client certificate needs TLS.
-                    tls = true;
-                    ctx.notes.push(format!(
-                        "{auth_path}: type tls without a tls section; the connection uses TLS \
-                         with the system's trusted CAs"
-                    ));
-                }
-            }
-            "scram-sha-512" | "scram-sha-256" | "plain" => {
-                sasl = true;
-                let mechanism = kind.to_ascii_uppercase();
-                props.push(("sasl.mechanism".into(), mechanism, auth.field("type")));
-                let user =
-                    auth.required_text("username", "the SASL user name (the KafkaUser's name)")?;
-                props.push(("sasl.username".into(), user, auth.field("username")));
-                let mut ps = auth.node("passwordSecret")?.ok_or_else(|| Error::Missing {
-                    field: auth.name("passwordSecret"),
-                    hint: "name the Secret with the password (secretName, password)".into(),
-                })?;
-                let secret =
-                    ps.required_text("secretName", "name the Secret holding the password")?;
-                let key = ps.required_text(
-                    "password",
-                    "the Secret key holding the password, e.g. password",
-                )?;
-                let field = ps.field("password");
-                ps.rest(ctx, "no equivalent in Strait's SASL settings");
-                ctx.secret_property(side, "sasl.password", (secret, key), field, props);
-            }
-            "oauth" => {
-                sasl = true;
-                props.push((
-                    "sasl.mechanism".into(),
-                    "OAUTHBEARER".into(),
-                    auth.field("type"),
-                ));
-                oauth(&mut auth, side, props, ctx)?;
-            }
-            other => {
-                let why = format!(
-                    "authentication type {other:?} is not supported by Strait (it supports \
-                     tls, scram-sha-512, scram-sha-256, plain and oauth)"
-                );
-                ctx.unmapped(format!("{auth_path} (type {other})"), why);
-                // The rest of an unsupported authentication is covered by the line above.
-                auth.map.clear();
-            }
-        }
+        sasl = authentication(&mut auth, side, props, ctx, &mut tls)?;
         auth.rest(ctx, "no equivalent in Strait's authentication settings");
     }
     let protocol = match (tls, sasl) {
@@ -1344,10 +1298,224 @@ fn security(
     Ok(())
 }
 
+/// `tls.trustedCertificates`: the first one becomes `ssl.ca.location`; Strait reads one CA file
+/// per cluster, so the others are listed as not converted.
+fn trusted_certificates(
+    t: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    let mut cas = Vec::new();
+    for mut cert in t.list("trustedCertificates")? {
+        let secret =
+            cert.required_text("secretName", "name the Secret holding the CA certificate")?;
+        let Some(key) = trusted_certificate_key(&mut cert, ctx)? else {
+            continue;
+        };
+        cas.push((secret, key, cert.field("secretName")));
+        cert.rest(ctx, "no equivalent in Strait's TLS settings");
+    }
+    let mut cas = cas.into_iter();
+    if let Some((secret, key, field)) = cas.next() {
+        let path = ctx.secret_file(side, "ca", &secret, &key);
+        props.push(("ssl.ca.location".into(), path, field));
+    }
+    for (secret, key, field) in cas {
+        ctx.unmapped(
+            display(&field).replace(".secretName", ""),
+            format!(
+                "Secret {secret} key {key}: Strait reads one CA file per cluster; put all the \
+                 certificates into one PEM bundle in one Secret key and list only that one"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The Secret key of one trusted certificate (`certificate`, or a `pattern` matching Strimzi's
+/// `ca.crt`); `None` when the pattern cannot be read as one file (listed as not converted).
+fn trusted_certificate_key(cert: &mut Node, ctx: &mut Ctx) -> Result<Option<String>, Error> {
+    let key = match (cert.text("certificate")?, cert.text("pattern")?) {
+        (Some(c), _) => c,
+        (None, Some(pattern)) => {
+            // Strimzi's cluster CA Secret holds ca.crt (and ca.p12, ca.password).
+            if glob_matches(&pattern, "ca.crt") {
+                ctx.notes.push(format!(
+                    "{}: pattern {pattern:?} is read as the Secret's ca.crt; during a CA \
+                     renewal Strimzi adds older certificates to the Secret, which Strait \
+                     does not read",
+                    cert.name("pattern")
+                ));
+                "ca.crt".to_string()
+            } else {
+                ctx.unmapped(
+                    cert.name("pattern"),
+                    format!(
+                        "{pattern:?}: Strait reads one CA file; name the key with certificate:"
+                    ),
+                );
+                return Ok(None);
+            }
+        }
+        (None, None) => {
+            return Err(Error::Missing {
+                field: cert.name("certificate"),
+                hint: "name the Secret key holding the CA certificate, e.g. certificate: ca.crt"
+                    .into(),
+            });
+        }
+    };
+    Ok(Some(key))
+}
+
+/// `authentication`: client certificate, SCRAM/PLAIN or OAuth; returns whether it is SASL.
+/// A client certificate without a `tls` section turns TLS on (`tls`).
+fn authentication(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+    tls: &mut bool,
+) -> Result<bool, Error> {
+    let kind = auth.required_text("type", "tls, scram-sha-512, scram-sha-256, plain or oauth")?;
+    let auth_path = display(&auth.path);
+    match kind.as_str() {
+        "tls" => {
+            client_certificate(auth, side, props, ctx)?;
+            if !*tls {
+                // Strimzi refuses this too: a client certificate needs TLS.
+                *tls = true;
+                ctx.notes.push(format!(
+                    "{auth_path}: type tls without a tls section; the connection uses TLS \
+                     with the system's trusted CAs"
+                ));
+            }
+            Ok(false)
+        }
+        "scram-sha-512" | "scram-sha-256" | "plain" => {
+            password(&kind, auth, side, props, ctx)?;
+            Ok(true)
+        }
+        "oauth" => {
+            props.push((
+                "sasl.mechanism".into(),
+                "OAUTHBEARER".into(),
+                auth.field("type"),
+            ));
+            oauth(auth, side, props, ctx)?;
+            Ok(true)
+        }
+        other => {
+            let why = format!(
+                "authentication type {other:?} is not supported by Strait (it supports \
+                 tls, scram-sha-512, scram-sha-256, plain and oauth)"
+            );
+            ctx.unmapped(format!("{auth_path} (type {other})"), why);
+            // The rest of an unsupported authentication is covered by the line above.
+            auth.map.clear();
+            Ok(false)
+        }
+    }
+}
+
+/// `type: tls`: the client certificate and key from `certificateAndKey`.
+fn client_certificate(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    let mut ck = auth
+        .node("certificateAndKey")?
+        .ok_or_else(|| Error::Missing {
+            field: auth.name("certificateAndKey"),
+            hint:
+                "name the Secret with the client certificate and key (secretName, certificate, key)"
+                    .into(),
+        })?;
+    let secret = ck.required_text(
+        "secretName",
+        "name the Secret (the KafkaUser's, for Strimzi users)",
+    )?;
+    let cert = ck.required_text(
+        "certificate",
+        "the Secret key of the certificate, e.g. user.crt",
+    )?;
+    let key = ck.required_text("key", "the Secret key of the private key, e.g. user.key")?;
+    let cert_path = ctx.secret_file(side, "user", &secret, &cert);
+    let key_path = ctx.secret_file(side, "user", &secret, &key);
+    props.push((
+        "ssl.certificate.location".into(),
+        cert_path,
+        ck.field("certificate"),
+    ));
+    props.push(("ssl.key.location".into(), key_path, ck.field("key")));
+    ck.rest(ctx, "no equivalent in Strait's TLS settings");
+    Ok(())
+}
+
+/// `type: scram-sha-512 | scram-sha-256 | plain`: mechanism, user, and the password's Secret.
+fn password(
+    kind: &str,
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    let mechanism = kind.to_ascii_uppercase();
+    props.push(("sasl.mechanism".into(), mechanism, auth.field("type")));
+    let user = auth.required_text("username", "the SASL user name (the KafkaUser's name)")?;
+    props.push(("sasl.username".into(), user, auth.field("username")));
+    let mut ps = auth.node("passwordSecret")?.ok_or_else(|| Error::Missing {
+        field: auth.name("passwordSecret"),
+        hint: "name the Secret with the password (secretName, password)".into(),
+    })?;
+    let secret = ps.required_text("secretName", "name the Secret holding the password")?;
+    let key = ps.required_text(
+        "password",
+        "the Secret key holding the password, e.g. password",
+    )?;
+    let field = ps.field("password");
+    ps.rest(ctx, "no equivalent in Strait's SASL settings");
+    ctx.secret_property(side, "sasl.password", (secret, key), field, props);
+    Ok(())
+}
+
 /// Strimzi's `authentication: type: oauth` (KafkaClientAuthenticationOAuth) -> Strait's
 /// OAUTHBEARER client properties (docs/security.md): the client credentials grant against
 /// `tokenEndpointUri`, or a static `accessToken` read from its mounted Secret at every refresh.
 fn oauth(
+    auth: &mut Node,
+    side: &Side,
+    props: &mut ClientProps,
+    ctx: &mut Ctx,
+) -> Result<(), Error> {
+    oauth_grant(auth, side, props, ctx)?;
+    if let Some(scope) = auth.text("scope")? {
+        props.push(("sasl.oauthbearer.scope".into(), scope, auth.field("scope")));
+    }
+    for (key, property) in [
+        ("connectTimeoutSeconds", "sasl.login.connect.timeout.ms"),
+        ("readTimeoutSeconds", "sasl.login.read.timeout.ms"),
+    ] {
+        if let Some(secs) = auth.text(key)? {
+            let ms = secs.trim().parse::<u64>().map_err(|_| Error::Invalid {
+                field: auth.name(key),
+                expected: "whole seconds".into(),
+                got: format!("{secs:?}"),
+            })? * 1000;
+            props.push((property.into(), ms.to_string(), auth.field(key)));
+        }
+    }
+    oauth_trusted_certificates(auth, side, ctx)?;
+    oauth_unsupported(auth, ctx);
+    Ok(())
+}
+
+/// How the token is obtained: a static `accessToken` Secret, or the client credentials grant
+/// (`tokenEndpointUri`, `clientId`, `clientSecret`).
+fn oauth_grant(
     auth: &mut Node,
     side: &Side,
     props: &mut ClientProps,
@@ -1397,23 +1565,11 @@ fn oauth(
             }
         }
     }
-    if let Some(scope) = auth.text("scope")? {
-        props.push(("sasl.oauthbearer.scope".into(), scope, auth.field("scope")));
-    }
-    for (key, property) in [
-        ("connectTimeoutSeconds", "sasl.login.connect.timeout.ms"),
-        ("readTimeoutSeconds", "sasl.login.read.timeout.ms"),
-    ] {
-        if let Some(secs) = auth.text(key)? {
-            let ms = secs.trim().parse::<u64>().map_err(|_| Error::Invalid {
-                field: auth.name(key),
-                expected: "whole seconds".into(),
-                got: format!("{secs:?}"),
-            })? * 1000;
-            props.push((property.into(), ms.to_string(), auth.field(key)));
-        }
-    }
-    // The token endpoint's CA: Strait's token requests trust the system CAs or SSL_CERT_FILE.
+    Ok(())
+}
+
+/// The token endpoint's CA: Strait's token requests trust the system CAs or SSL_CERT_FILE.
+fn oauth_trusted_certificates(auth: &mut Node, side: &Side, ctx: &mut Ctx) -> Result<(), Error> {
     for (i, mut cert) in auth.list("tlsTrustedCertificates")?.into_iter().enumerate() {
         let secret = cert.required_text("secretName", "name the Secret holding the CA")?;
         let key = cert.required_text("certificate", "the Secret key of the CA certificate")?;
@@ -1433,6 +1589,11 @@ fn oauth(
             ),
         }
     }
+    Ok(())
+}
+
+/// The OAuth settings Strait has no equivalent for, each listed with why.
+fn oauth_unsupported(auth: &mut Node, ctx: &mut Ctx) {
     for (key, why) in [
         (
             "audience",
@@ -1457,7 +1618,6 @@ fn oauth(
             ctx.unmapped(auth.name(key), why);
         }
     }
-    Ok(())
 }
 
 /// A `{secretName, key}` field of an OAuth authentication: (Secret, key, the key's field).
@@ -1510,6 +1670,43 @@ fn deployment(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<(), Err
                 .into(),
         );
     }
+    jvm_pod_settings(spec, ctx);
+    // Metrics: Strait always serves its own (and the probes need the listener), so the listener
+    // is opened for the pod whether or not Strimzi exported metrics.
+    for key in ["metricsConfig", "metrics"] {
+        if spec.take(key).is_some() {
+            ctx.unmapped(
+                format!("spec.{key}"),
+                format!(
+                    "the JMX exporter configuration does not apply: Strait serves its own \
+                     Prometheus metrics at {POD_METRICS_LISTEN}/metrics (metrics.listen); \
+                     dashboards need Strait's metric names"
+                ),
+            );
+        }
+    }
+    ctx.env
+        .push(("STRAIT_METRICS_LISTEN".into(), POD_METRICS_LISTEN.into()));
+    logging(spec, ctx)?;
+
+    // The container's environment carries the tracing settings (JAEGER_*, OTEL_*).
+    let env = container_env(spec, container, ctx)?;
+    let env_field = format!("spec.template.{container}.env");
+    let tracing_type = match spec.node("tracing")? {
+        Some(mut t) => {
+            let kind = t.required_text("type", "jaeger or opentelemetry")?;
+            t.rest(ctx, "no equivalent in Strait's tracing settings");
+            Some(kind)
+        }
+        None => None,
+    };
+    tracing(tracing_type.as_deref(), env, &env_field, ctx);
+    Ok(())
+}
+
+/// The pod settings of Strimzi's JVM deployment that do not apply to Strait, each listed with
+/// why.
+fn jvm_pod_settings(spec: &mut Node, ctx: &mut Ctx) {
     for (key, why) in [
         (
             "version",
@@ -1549,26 +1746,15 @@ fn deployment(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<(), Err
             ctx.unmapped(format!("spec.{key}"), format!("{}: {why}", short(&v)));
         }
     }
-    // Metrics: Strait always serves its own (and the probes need the listener), so the listener
-    // is opened for the pod whether or not Strimzi exported metrics.
-    for key in ["metricsConfig", "metrics"] {
-        if spec.take(key).is_some() {
-            ctx.unmapped(
-                format!("spec.{key}"),
-                format!(
-                    "the JMX exporter configuration does not apply: Strait serves its own \
-                     Prometheus metrics at {POD_METRICS_LISTEN}/metrics (metrics.listen); \
-                     dashboards need Strait's metric names"
-                ),
-            );
-        }
-    }
-    ctx.env
-        .push(("STRAIT_METRICS_LISTEN".into(), POD_METRICS_LISTEN.into()));
-    logging(spec, ctx)?;
+}
 
-    // The container's environment carries the tracing settings (JAEGER_*, OTEL_*).
-    let mut env: Vec<(String, Option<String>, Vec<Seg>)> = Vec::new();
+/// A container variable: (name, value, its field).
+type EnvVar = (String, Option<String>, Vec<Seg>);
+
+/// The variables of the mirror container in `spec.template` (name, value, field); values
+/// from Secrets or ConfigMaps are listed as not converted. The rest of the template is listed.
+fn container_env(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<Vec<EnvVar>, Error> {
+    let mut env: Vec<EnvVar> = Vec::new();
     if let Some(mut template) = spec.node("template")? {
         if let Some(mut c) = template.node(container)? {
             for mut e in c.list("env")? {
@@ -1594,17 +1780,7 @@ fn deployment(spec: &mut Node, container: &str, ctx: &mut Ctx) -> Result<(), Err
             "a Kubernetes pod setting; set it through the Helm chart's values",
         );
     }
-    let env_field = format!("spec.template.{container}.env");
-    let tracing_type = match spec.node("tracing")? {
-        Some(mut t) => {
-            let kind = t.required_text("type", "jaeger or opentelemetry")?;
-            t.rest(ctx, "no equivalent in Strait's tracing settings");
-            Some(kind)
-        }
-        None => None,
-    };
-    tracing(tracing_type.as_deref(), env, &env_field, ctx);
-    Ok(())
+    Ok(env)
 }
 
 /// `spec.logging`: the root logger's level becomes `log.level`.
@@ -1648,12 +1824,7 @@ fn logging(spec: &mut Node, ctx: &mut Ctx) -> Result<(), Error> {
 }
 
 /// `spec.tracing` and the container's JAEGER_* / OTEL_* variables -> `[tracing]`.
-fn tracing(
-    kind: Option<&str>,
-    env: Vec<(String, Option<String>, Vec<Seg>)>,
-    env_field: &str,
-    ctx: &mut Ctx,
-) {
+fn tracing(kind: Option<&str>, env: Vec<EnvVar>, env_field: &str, ctx: &mut Ctx) {
     let field = |name: &str| format!("{env_field}[{name}]");
     let Some(kind) = kind else {
         for (name, _, _) in env {
@@ -1671,60 +1842,48 @@ fn tracing(
             format!("{kind:?} tracing is not supported; Strait exports OpenTelemetry traces over OTLP/HTTP"),
         );
     }
-    let mut endpoint: Option<String> = None;
-    let mut service = None;
-    let mut sampler: Option<(String, String)> = None; // (type, field)
-    let mut sampler_param: Option<String> = None;
+    let mut read = TracingEnv::default();
     for (name, value, _) in env {
         let value = value.unwrap_or_default();
-        let v = value.trim().to_string();
-        match name.as_str() {
-            "JAEGER_SERVICE_NAME" | "OTEL_SERVICE_NAME" => service = Some(v),
+        read.variable(&name, value.trim(), &field(&name), ctx);
+    }
+    read.apply(kind, env_field, ctx);
+}
+
+/// What the tracing variables of a Strimzi resource say, read one variable at a time.
+#[derive(Default)]
+struct TracingEnv {
+    endpoint: Option<String>,
+    service: Option<String>,
+    /// (sampler type, the variable's field).
+    sampler: Option<(String, String)>,
+    sampler_param: Option<String>,
+}
+
+impl TracingEnv {
+    /// Reads the variable `name` = `v` (written at `field`).
+    fn variable(&mut self, name: &str, v: &str, field: &str, ctx: &mut Ctx) {
+        match name {
+            "JAEGER_SERVICE_NAME" | "OTEL_SERVICE_NAME" => self.service = Some(v.to_string()),
             "OTEL_EXPORTER_OTLP_ENDPOINT" | "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => {
-                let url = if v.starts_with("http://") || v.starts_with("https://") {
-                    v.clone()
-                } else {
-                    format!("http://{v}")
-                };
-                let (url, rewritten) = with_port(&url, 4317, OTLP_HTTP_PORT);
-                if rewritten {
-                    ctx.notes.push(format!(
-                        "{}: {v} is OTLP/gRPC (port 4317); Strait exports OTLP over HTTP, so \
-                         tracing.otlp_endpoint is {url}; check the collector listens there",
-                        field(&name)
-                    ));
-                }
-                endpoint = Some(url);
+                self.endpoint = Some(otlp_endpoint(v, field, ctx));
             }
             "OTEL_EXPORTER_OTLP_PROTOCOL" | "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" => {
                 if v != "http/protobuf" {
                     ctx.notes.push(format!(
-                        "{}: {v:?}: Strait always exports OTLP over HTTP (http/protobuf)",
-                        field(&name)
+                        "{field}: {v:?}: Strait always exports OTLP over HTTP (http/protobuf)"
                     ));
                 }
             }
             "OTEL_TRACES_EXPORTER" => {
                 if v != "otlp" {
-                    ctx.unmapped(field(&name), format!("{v:?}: Strait exports OTLP only"));
+                    ctx.unmapped(field, format!("{v:?}: Strait exports OTLP only"));
                 }
             }
             "JAEGER_AGENT_HOST" => {
-                // The Jaeger agent takes UDP Thrift, not OTLP. The Jaeger operator names the
-                // collector next to it `<name>-collector`, which accepts OTLP/HTTP on 4318.
-                let host = match v.strip_suffix("-agent") {
-                    Some(base) => format!("{base}-collector"),
-                    None => v.clone(),
-                };
-                let url = format!("http://{host}:{OTLP_HTTP_PORT}");
-                ctx.notes.push(format!(
-                    "{}: {v} is a Jaeger agent (UDP), which does not take OTLP; \
-                     tracing.otlp_endpoint is {url} (the Jaeger collector's OTLP/HTTP port); \
-                     change it if your collector is elsewhere",
-                    field(&name)
-                ));
-                if endpoint.is_none() {
-                    endpoint = Some(url);
+                let url = jaeger_agent_endpoint(v, field, ctx);
+                if self.endpoint.is_none() {
+                    self.endpoint = Some(url);
                 }
             }
             "JAEGER_ENDPOINT" => {
@@ -1732,65 +1891,109 @@ fn tracing(
                 let host = v
                     .split("://")
                     .nth(1)
-                    .unwrap_or(&v)
+                    .unwrap_or(v)
                     .split(['/', ':'])
                     .next()
                     .unwrap_or("")
                     .to_string();
                 let url = format!("http://{host}:{OTLP_HTTP_PORT}");
                 ctx.notes.push(format!(
-                    "{}: {v} takes Jaeger Thrift; tracing.otlp_endpoint is {url} (the same \
-                     host's OTLP/HTTP port)",
-                    field(&name)
+                    "{field}: {v} takes Jaeger Thrift; tracing.otlp_endpoint is {url} (the same \
+                     host's OTLP/HTTP port)"
                 ));
-                endpoint = Some(url);
+                self.endpoint = Some(url);
             }
             "JAEGER_AGENT_PORT" => ctx.notes.push(format!(
-                "{}: {v}: the agent port is not used (Strait sends OTLP/HTTP to port {OTLP_HTTP_PORT})",
-                field(&name)
+                "{field}: {v}: the agent port is not used (Strait sends OTLP/HTTP to port {OTLP_HTTP_PORT})"
             )),
-            "JAEGER_SAMPLER_TYPE" | "OTEL_TRACES_SAMPLER" => sampler = Some((v, field(&name))),
-            "JAEGER_SAMPLER_PARAM" | "OTEL_TRACES_SAMPLER_ARG" => sampler_param = Some(v),
+            "JAEGER_SAMPLER_TYPE" | "OTEL_TRACES_SAMPLER" => {
+                self.sampler = Some((v.to_string(), field.to_string()))
+            }
+            "JAEGER_SAMPLER_PARAM" | "OTEL_TRACES_SAMPLER_ARG" => {
+                self.sampler_param = Some(v.to_string())
+            }
             _ => ctx.unmapped(
-                field(&name),
+                field,
                 "not a tracing setting Strait reads; set it through the Helm chart's environment",
             ),
         }
     }
-    if let Some((kind, field)) = sampler {
-        let param: Option<f64> = sampler_param.as_deref().and_then(|p| p.parse().ok());
-        let ratio = match kind.as_str() {
-            "const" => param.map(|p| if p >= 1.0 { 1.0 } else { 0.0 }),
-            "probabilistic" | "traceidratio" | "parentbased_traceidratio" => param,
-            "always_on" | "parentbased_always_on" => Some(1.0),
-            "always_off" | "parentbased_always_off" => Some(0.0),
-            _ => None,
-        };
-        match ratio {
-            Some(r) if (0.0..=1.0).contains(&r) => {
-                ctx.env
-                    .push(("STRAIT_TRACING_SAMPLE_RATIO".into(), r.to_string()));
-            }
-            _ => ctx.unmapped(
-                field,
-                format!(
-                    "sampler {kind:?} with parameter {:?} has no equivalent; Strait samples a \
-                     fixed ratio (tracing.sample_ratio, default 1)",
-                    sampler_param.unwrap_or_default()
+
+    /// Turns what was read into Strait's tracing variables (or notes on what is missing).
+    fn apply(self, kind: &str, env_field: &str, ctx: &mut Ctx) {
+        if let Some((sampler, field)) = self.sampler {
+            match sample_ratio(&sampler, self.sampler_param.as_deref()) {
+                Some(r) => {
+                    ctx.env
+                        .push(("STRAIT_TRACING_SAMPLE_RATIO".into(), r.to_string()));
+                }
+                None => ctx.unmapped(
+                    field,
+                    format!(
+                        "sampler {sampler:?} with parameter {:?} has no equivalent; Strait samples a \
+                         fixed ratio (tracing.sample_ratio, default 1)",
+                        self.sampler_param.unwrap_or_default()
+                    ),
                 ),
-            ),
+            }
+        }
+        if let Some(s) = self.service.filter(|s| !s.is_empty()) {
+            ctx.env.push(("STRAIT_TRACING_SERVICE_NAME".into(), s));
+        }
+        match self.endpoint {
+            Some(url) => ctx.env.push(("STRAIT_TRACING_OTLP_ENDPOINT".into(), url)),
+            None => ctx.notes.push(format!(
+                "spec.tracing.type is {kind} but no collector address was found in {env_field}; \
+                 set tracing.otlp_endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT in the pod) to export spans"
+            )),
         }
     }
-    if let Some(s) = service.filter(|s| !s.is_empty()) {
-        ctx.env.push(("STRAIT_TRACING_SERVICE_NAME".into(), s));
+}
+
+/// An OTLP endpoint variable as Strait's OTLP/HTTP endpoint (gRPC's port 4317 becomes 4318).
+fn otlp_endpoint(v: &str, field: &str, ctx: &mut Ctx) -> String {
+    let url = if v.starts_with("http://") || v.starts_with("https://") {
+        v.to_string()
+    } else {
+        format!("http://{v}")
+    };
+    let (url, rewritten) = with_port(&url, 4317, OTLP_HTTP_PORT);
+    if rewritten {
+        ctx.notes.push(format!(
+            "{field}: {v} is OTLP/gRPC (port 4317); Strait exports OTLP over HTTP, so \
+             tracing.otlp_endpoint is {url}; check the collector listens there"
+        ));
     }
-    match endpoint {
-        Some(url) => ctx.env.push(("STRAIT_TRACING_OTLP_ENDPOINT".into(), url)),
-        None => ctx.notes.push(format!(
-            "spec.tracing.type is {kind} but no collector address was found in {env_field}; \
-             set tracing.otlp_endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT in the pod) to export spans"
-        )),
-    }
+    url
+}
+
+/// The Jaeger agent takes UDP Thrift, not OTLP. The Jaeger operator names the collector next to
+/// it `<name>-collector`, which accepts OTLP/HTTP on 4318.
+fn jaeger_agent_endpoint(v: &str, field: &str, ctx: &mut Ctx) -> String {
+    let host = match v.strip_suffix("-agent") {
+        Some(base) => format!("{base}-collector"),
+        None => v.to_string(),
+    };
+    let url = format!("http://{host}:{OTLP_HTTP_PORT}");
+    ctx.notes.push(format!(
+        "{field}: {v} is a Jaeger agent (UDP), which does not take OTLP; \
+         tracing.otlp_endpoint is {url} (the Jaeger collector's OTLP/HTTP port); \
+         change it if your collector is elsewhere"
+    ));
+    url
+}
+
+/// The fixed sampling ratio a Jaeger or OpenTelemetry sampler amounts to, if any.
+fn sample_ratio(sampler: &str, param: Option<&str>) -> Option<f64> {
+    let param: Option<f64> = param.and_then(|p| p.parse().ok());
+    let ratio = match sampler {
+        "const" => param.map(|p| if p >= 1.0 { 1.0 } else { 0.0 }),
+        "probabilistic" | "traceidratio" | "parentbased_traceidratio" => param,
+        "always_on" | "parentbased_always_on" => Some(1.0),
+        "always_off" | "parentbased_always_off" => Some(0.0),
+        _ => None,
+    };
+    ratio.filter(|r| (0.0..=1.0).contains(r))
 }
 
 /// Replaces an explicit `:from` port of a URL's authority by `:to`.
@@ -1826,6 +2029,38 @@ fn render(
     for config in &mut flows {
         hide_secrets(config, &placeholders);
     }
+    let head = header(&kind, &name, &api_version, path, &ctx);
+    let body = match flows.as_slice() {
+        [one] => one.to_toml(false),
+        several => crate::config::flows::to_toml(several, false),
+    };
+    let toml = format!("{head}{body}");
+
+    // The file must load as it is written (with the passwords the chart provides).
+    let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
+    let helm_values = match flows.as_slice() {
+        [one] => helm_values(&kind, &name, one, &ctx),
+        several => flows_helm_values(&kind, &name, several.len()),
+    };
+    Ok(Converted {
+        toml,
+        helm_values,
+        config: reloaded.config,
+        flows: reloaded.flows,
+        kind,
+        name,
+        replicas: ctx.replicas,
+        unmapped: ctx.unmapped,
+        notes: ctx.notes,
+        secret_files: ctx.secret_files,
+        secret_env: ctx.secret_env,
+    })
+}
+
+/// The comment block at the top of the converted file: where it came from, replicas, the
+/// mounted Secrets and environment variables it expects, what was not converted, and notes.
+fn header(kind: &str, name: &str, api_version: &str, path: &Path, ctx: &Ctx) -> String {
     let mut head = String::new();
     let _ = writeln!(
         head,
@@ -1885,32 +2120,7 @@ fn render(
         }
     }
     head.push('\n');
-    let body = match flows.as_slice() {
-        [one] => one.to_toml(false),
-        several => crate::config::flows::to_toml(several, false),
-    };
-    let toml = format!("{head}{body}");
-
-    // The file must load as it is written (with the passwords the chart provides).
-    let env = Environment::from_pairs(placeholders.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let reloaded = Config::from_toml_str(&toml, path, &env).map_err(config_error)?;
-    let helm_values = match flows.as_slice() {
-        [one] => helm_values(&kind, &name, one, &ctx),
-        several => flows_helm_values(&kind, &name, several.len()),
-    };
-    Ok(Converted {
-        toml,
-        helm_values,
-        config: reloaded.config,
-        flows: reloaded.flows,
-        kind,
-        name,
-        replicas: ctx.replicas,
-        unmapped: ctx.unmapped,
-        notes: ctx.notes,
-        secret_files: ctx.secret_files,
-        secret_env: ctx.secret_env,
-    })
+    head
 }
 
 /// Secrets stand for themselves in the file: a property resolved from a `${env:...}` reference

@@ -12,4 +12,5 @@ mod cli;
 mod compose;
 mod import_strimzi;
 mod metrics_http;
+mod module_layout;
 mod status;

@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use strait::health::{PartitionProblem, partition_problems};
-use strait::http::{self, Liveness, Readiness};
-use strait::lag::Lag;
-use strait::metrics::{Forwarded, Metrics};
+use strait::observe::health::{PartitionProblem, partition_problems};
+use strait::observe::http::{self, Liveness, Readiness};
+use strait::observe::lag::Lag;
+use strait::observe::metrics::{Forwarded, Metrics};
 use strait_wire::TopicPartition;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::StraitCommand;
-use strait::health::partition_problems;
-use strait::http::{self, Liveness, Readiness};
-use strait::lag::Lag;
-use strait::metrics::Metrics;
+use strait::observe::health::partition_problems;
+use strait::observe::http::{self, Liveness, Readiness};
+use strait::observe::lag::Lag;
+use strait::observe::metrics::Metrics;
 use strait_wire::TopicPartition;
 use tokio_util::sync::CancellationToken;
 

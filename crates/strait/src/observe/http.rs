@@ -3,10 +3,10 @@
 //! * `GET /metrics`: the [`Metrics`] exposition, OpenMetrics text by default; Prometheus text
 //!   0.0.4 when the `Accept` header asks for `text/plain` and not for OpenMetrics.
 //! * `GET /healthz` (liveness): `200` while the mirror's runtime runs its heartbeat, `503` once
-//!   it has not for [`crate::health::LIVENESS_TIMEOUT`] (wedged), with a JSON body.
+//!   it has not for [`crate::observe::health::LIVENESS_TIMEOUT`] (wedged), with a JSON body.
 //! * `GET /readyz` (readiness): `200` while the mirror runs and every assigned partition makes
 //!   progress, `503` otherwise, with a JSON body naming each partition that is not ready and why
-//!   (see [`crate::health`]).
+//!   (see [`crate::observe::health`]).
 //!
 //! `HEAD` is accepted wherever `GET` is. Other methods get `405`, other paths `404`. The server
 //! stops accepting when its [`CancellationToken`] is cancelled and lets requests in progress
@@ -37,8 +37,8 @@ use tokio_util::task::TaskTracker;
 
 use self::connections::{Connections, Limits};
 use crate::error::{Error, Result};
-pub use crate::health::{Liveness, Readiness};
-use crate::metrics::Metrics;
+pub use crate::observe::health::{Liveness, Readiness};
+use crate::observe::metrics::Metrics;
 
 /// How long shutdown waits for requests in progress.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);

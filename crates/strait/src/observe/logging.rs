@@ -4,7 +4,7 @@
 //! usual for Rust programs. Both take `EnvFilter` directives (`info`, `strait=debug,warn`).
 //!
 //! [`init`] installs a complete subscriber whose level [`set_level`] changes later (a
-//! configuration reload, see `crate::reload`). Callers that add layers of their own (for example an
+//! configuration reload, see `crate::run::reload`). Callers that add layers of their own (for example an
 //! OpenTelemetry layer) build the registry themselves from [`filter`] and [`fmt_layer`].
 
 use std::sync::OnceLock;

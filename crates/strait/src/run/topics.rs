@@ -41,7 +41,7 @@ use strait_wire::{Client, ClusterMetadata, Error as WireError, ResponseError, To
 
 use crate::config::{Config, ConfigExclude, format_duration};
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// Source topic configs read at the same time before creating target topics (pipelined on the
 /// source connection).
@@ -217,8 +217,8 @@ pub struct Topics {
     target: Client,
     target_admin: Admin,
     config: Config,
-    /// The live configuration (`crate::reload`): its topic filters replace those of `config`.
-    live: Option<Mutex<crate::reload::Live>>,
+    /// The live configuration (`crate::run::reload`): its topic filters replace those of `config`.
+    live: Option<Mutex<crate::config::live::Live>>,
     metrics: Option<Arc<Metrics>>,
     history: Mutex<TargetHistory>,
     /// Replication factor of each selected source topic, from the last discovery.
@@ -259,7 +259,7 @@ impl Topics {
     }
 
     /// Takes the topic filters from `live` (hot reload) instead of the start configuration.
-    pub fn with_live(mut self, live: Option<crate::reload::Live>) -> Self {
+    pub fn with_live(mut self, live: Option<crate::config::live::Live>) -> Self {
         self.live = live.map(Mutex::new);
         self
     }

@@ -21,15 +21,16 @@ use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
 use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::connect::connect;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::failover::syncs::{GatedPositions, SyncWriter};
-use crate::http::Readiness;
-use crate::lag::{Sampler, SamplerSettings};
-use crate::log_limit::{self, LogLimiter, Verdict};
-use crate::metrics::Metrics;
-use crate::retry::RefreshRetry;
-use crate::topics::{SelectedTopic, Topics};
+use crate::observe::http::Readiness;
+use crate::observe::log_limit::{self, LogLimiter, Verdict};
+use crate::observe::metrics::Metrics;
+use crate::observe::sampler::{Sampler, SamplerSettings};
+use crate::run::retry::RefreshRetry;
+use crate::run::topics::{SelectedTopic, Topics};
 
 /// The forwarder settings a config asks for.
 pub fn settings(config: &Config) -> Settings {
@@ -77,30 +78,6 @@ fn sampler_settings(config: &Config) -> SamplerSettings {
         stall_timeout: config.metrics.stall_timeout,
         isolation: config.mirror.isolation,
     }
-}
-
-/// Connects to both clusters (fails fast with the connection error if one is unreachable or
-/// refuses the credentials).
-pub async fn connect(config: &Config) -> Result<(Client, Client)> {
-    let source_cfg = config.source.client_config().map_err(Error::Wire)?;
-    let target_cfg = config.target.client_config().map_err(Error::Wire)?;
-    let source = connect_cluster("source", &config.source.alias, source_cfg).await?;
-    let target = connect_cluster("target", &config.target.alias, target_cfg).await?;
-    Ok((source, target))
-}
-
-async fn connect_cluster(
-    side: &'static str,
-    alias: &str,
-    config: strait_wire::ClientConfig,
-) -> Result<Client> {
-    Client::connect(config)
-        .await
-        .map_err(|source| Error::Connect {
-            side,
-            alias: alias.to_string(),
-            source: Box::new(source),
-        })
 }
 
 /// The target topics the mirror will write, named in the grants a denied producer id advises
@@ -164,10 +141,10 @@ pub async fn run(
         alias: config.target.alias.clone(),
         source: Box::new(source),
     })?;
-    // Hot reload (crate::reload): the topic filters follow the live configuration.
+    // Hot reload (crate::run::reload): the topic filters follow the live configuration.
     let topics = Topics::new(source.clone(), target, config.clone())
         .with_metrics(metrics.clone())
-        .with_live(crate::reload::live_for(&config));
+        .with_live(crate::config::live::live_for(&config));
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
     let sampler = tokio::spawn(
@@ -184,11 +161,18 @@ pub async fn run(
         .mirror
         .refresh_interval
         .max(Duration::from_millis(100));
-    let result = mirror_loop(
-        &config, &source, &topics, &forwarder, &positions, &observer, &readiness, &shutdown,
+    let mirror = Mirror {
+        config: &config,
+        source: &source,
+        topics: &topics,
+        forwarder: &forwarder,
+        positions: &positions,
+        observer: &observer,
+        readiness: &readiness,
+        shutdown: &shutdown,
         refresh,
-    )
-    .await;
+    };
+    let result = mirror.run().await;
     readiness.set_not_ready("shutting down");
     sampler_stop.cancel();
     let _ = sampler.await;
@@ -197,101 +181,109 @@ pub async fn run(
     drained.map_err(|e| Error::FinalCommit(Box::new(e)))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn mirror_loop(
-    config: &Config,
-    source: &Client,
-    topics: &Topics,
-    forwarder: &MirrorForwarder,
-    positions: &GroupPositions,
-    observer: &Arc<dyn Observer>,
-    readiness: &Readiness,
-    shutdown: &CancellationToken,
+/// What the mirror's loops share, set up once by [`run`] and kept across group rejoins.
+struct Mirror<'a> {
+    config: &'a Config,
+    source: &'a Client,
+    topics: &'a Topics,
+    forwarder: &'a MirrorForwarder,
+    positions: &'a GroupPositions,
+    observer: &'a Arc<dyn Observer>,
+    readiness: &'a Readiness,
+    shutdown: &'a CancellationToken,
+    /// `mirror.refresh_interval`, at least 100 ms.
     refresh: Duration,
-) -> Result<()> {
-    let mut first = true;
-    // Shared with member_loop and kept across rejoins: the backoff and the log limit outlive
-    // one group membership.
-    let mut retry = RefreshRetry::new(refresh);
-    let mut stopped = StoppedPartitions::default();
-    loop {
-        let synced = tokio::select! {
-            s = topics.sync() => s,
-            _ = shutdown.cancelled() => return Ok(()),
+}
+
+/// What outlives one group membership: the refresh backoff and the log limits.
+struct Pacing {
+    retry: RefreshRetry,
+    stopped: StoppedPartitions,
+}
+
+enum Next {
+    Stop,
+    Rejoin,
+}
+
+/// How long leaving the group may take at shutdown or rejoin.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Mirror<'_> {
+    /// Syncs topics, joins the group with the matching ones and mirrors what it assigns, until
+    /// shutdown; rejoins when the set of matching topics changes.
+    async fn run(&self) -> Result<()> {
+        let mut first = true;
+        let mut pacing = Pacing {
+            retry: RefreshRetry::new(self.refresh),
+            stopped: StoppedPartitions::default(),
         };
-        let selected = match synced {
-            Ok(s) => {
-                refresh_succeeded(&mut retry);
-                s
-            }
-            // At start a bad setup (no ACL, no topic creation right) is fatal and says why;
-            // later a failing refresh is retried with backoff before (re)joining the group.
-            Err(e) if first => return Err(e),
-            Err(e) => {
-                let delay = refresh_failed(&mut retry, &e);
+        loop {
+            let synced = tokio::select! {
+                s = self.topics.sync() => s,
+                _ = self.shutdown.cancelled() => return Ok(()),
+            };
+            let selected = match synced {
+                Ok(s) => {
+                    refresh_succeeded(&mut pacing.retry);
+                    s
+                }
+                // At start a bad setup (no ACL, no topic creation right) is fatal and says why;
+                // later a failing refresh is retried with backoff before (re)joining the group.
+                Err(e) if first => return Err(e),
+                Err(e) => {
+                    let delay = refresh_failed(&mut pacing.retry, &e);
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => continue,
+                        _ = self.shutdown.cancelled() => return Ok(()),
+                    }
+                }
+            };
+            first = false;
+            if selected.is_empty() {
+                self.readiness.set_ready();
+                tracing::info!(
+                    "no source topic matches mirror.topics yet; checking again in {:?}",
+                    self.refresh
+                );
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => continue,
-                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(self.refresh) => continue,
+                    _ = self.topics.filters_changed() => continue,
+                    _ = self.shutdown.cancelled() => return Ok(()),
                 }
             }
-        };
-        first = false;
-        if selected.is_empty() {
-            readiness.set_ready();
-            tracing::info!(
-                "no source topic matches mirror.topics yet; checking again in {refresh:?}"
-            );
-            tokio::select! {
-                _ = tokio::time::sleep(refresh) => continue,
-                _ = topics.filters_changed() => continue,
-                _ = shutdown.cancelled() => return Ok(()),
+            tracing::info!(topics = ?selected.keys().collect::<Vec<_>>(), "mirroring");
+            let group = group_config(self.config, selected.keys().cloned().collect())?;
+            let mut member = tokio::select! {
+                m = GroupMember::join(self.source, group) => m.map_err(Error::Wire)?,
+                _ = self.shutdown.cancelled() => return Ok(()),
+            };
+            let outcome = self.member_loop(&mut member, &selected, &mut pacing).await;
+            self.release_and_leave(member).await;
+            match outcome? {
+                Next::Stop => return Ok(()),
+                Next::Rejoin => continue,
             }
         }
-        tracing::info!(topics = ?selected.keys().collect::<Vec<_>>(), "mirroring");
-        let names: Vec<String> = selected.keys().cloned().collect();
-        let group = GroupConfig::new(config.mirror.group_id.clone(), names.clone())
-            .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
-            .and_then(|g| {
-                g.with_heartbeat_interval(
-                    (config.mirror.session_timeout / 10).max(Duration::from_millis(500)),
-                )
-            })
-            .and_then(|g| match &config.mirror.instance_id {
-                Some(id) => g.with_group_instance_id(id.clone()),
-                None => Ok(g),
-            })
-            .and_then(|g| g.with_assignors(&assignors(&config.mirror)))
-            .map_err(Error::Wire)?;
-        let mut member = tokio::select! {
-            m = GroupMember::join(source, group) => m.map_err(Error::Wire)?,
-            _ = shutdown.cancelled() => return Ok(()),
-        };
-        let outcome = member_loop(
-            &mut member,
-            &selected,
-            topics,
-            forwarder,
-            positions,
-            observer,
-            readiness,
-            shutdown,
-            refresh,
-            &mut retry,
-            &mut stopped,
-        )
-        .await;
-        // Release everything before leaving, so the next owner starts from our final commit.
-        let owned: Vec<TopicPartition> =
-            forwarder.assigned().into_iter().map(|r| r.source).collect();
+    }
+
+    /// Releases every partition (so the next owner starts from our final commit), then leaves
+    /// the group, bounded: an unreachable coordinator expires the membership by itself.
+    async fn release_and_leave(&self, member: GroupMember) {
+        let owned: Vec<TopicPartition> = self
+            .forwarder
+            .assigned()
+            .into_iter()
+            .map(|r| r.source)
+            .collect();
         tracing::debug!(
             partitions = owned.len(),
             "releasing partitions before leaving the group"
         );
-        if let Err(e) = forwarder.revoke(&owned).await {
+        if let Err(e) = self.forwarder.revoke(&owned).await {
             tracing::warn!(error = %e, "final commit before leaving the group failed");
         }
         tracing::debug!("leaving the group");
-        // Bounded: an unreachable coordinator expires the membership by itself.
         match tokio::time::timeout(LEAVE_TIMEOUT, member.close()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
@@ -303,89 +295,89 @@ async fn mirror_loop(
                 );
             }
         }
-        match outcome? {
-            Next::Stop => return Ok(()),
-            Next::Rejoin => continue,
-        }
     }
-}
 
-enum Next {
-    Stop,
-    Rejoin,
-}
-
-/// How long leaving the group may take at shutdown or rejoin.
-const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-#[allow(clippy::too_many_arguments)]
-async fn member_loop(
-    member: &mut GroupMember,
-    selected: &BTreeMap<String, SelectedTopic>,
-    topics: &Topics,
-    forwarder: &MirrorForwarder,
-    positions: &GroupPositions,
-    observer: &Arc<dyn Observer>,
-    readiness: &Readiness,
-    shutdown: &CancellationToken,
-    refresh: Duration,
-    retry: &mut RefreshRetry,
-    stopped: &mut StoppedPartitions,
-) -> Result<Next> {
-    // The next refresh: one interval after a success, a growing backoff after failures.
-    let mut next_refresh = tokio::time::Instant::now() + refresh;
-    loop {
-        tokio::select! {
-            event = member.next_event() => match event {
-                Some(GroupEvent::Assigned { generation, partitions }) => {
-                    positions.set_generation(generation);
-                    let routes = routes(&partitions, selected)?;
-                    tracing::info!(partitions = partitions.len(), "assigned");
-                    observer.rebalance(&partitions);
-                    forwarder.assign(routes).await?;
-                    tracing::debug!("partitions started");
-                    readiness.set_ready();
-                }
-                Some(GroupEvent::Revoked { partitions, lost, done }) => {
-                    tracing::info!(partitions = partitions.len(), lost, "revoked");
-                    if let Err(e) = forwarder.revoke(&partitions).await {
-                        // A lost membership cannot commit; the next owner re-mirrors from the
-                        // last successful commit (duplicates, never a gap).
-                        tracing::warn!(error = %e, "commit on revoke failed");
+    /// Follows one group membership: starts assigned partitions, drains revoked ones, and
+    /// refreshes the topics every interval (at once when the live filters change).
+    async fn member_loop(
+        &self,
+        member: &mut GroupMember,
+        selected: &BTreeMap<String, SelectedTopic>,
+        pacing: &mut Pacing,
+    ) -> Result<Next> {
+        // The next refresh: one interval after a success, a growing backoff after failures.
+        let mut next_refresh = tokio::time::Instant::now() + self.refresh;
+        loop {
+            tokio::select! {
+                event = member.next_event() => match event {
+                    Some(GroupEvent::Assigned { generation, partitions }) => {
+                        self.positions.set_generation(generation);
+                        let routes = routes(&partitions, selected)?;
+                        tracing::info!(partitions = partitions.len(), "assigned");
+                        self.observer.rebalance(&partitions);
+                        self.forwarder.assign(routes).await?;
+                        tracing::debug!("partitions started");
+                        self.readiness.set_ready();
                     }
-                    done.done();
-                }
-                Some(GroupEvent::Failed(e)) => return Err(Error::Wire(e)),
-                Some(_) => {}
-                None => return Ok(Next::Rejoin),
-            },
-            // A reload of the topic filters rediscovers at once.
-            _ = refresh_due(next_refresh, topics) => {
-                let synced = tokio::select! {
-                    s = topics.sync() => s,
-                    _ = shutdown.cancelled() => return Ok(Next::Stop),
-                };
-                match synced {
-                    Ok(now) => {
-                        refresh_succeeded(retry);
-                        next_refresh = tokio::time::Instant::now() + refresh;
-                        if now.keys().ne(selected.keys()) {
-                            tracing::info!("the set of matching topics changed; rejoining the group");
-                            return Ok(Next::Rejoin);
+                    Some(GroupEvent::Revoked { partitions, lost, done }) => {
+                        tracing::info!(partitions = partitions.len(), lost, "revoked");
+                        if let Err(e) = self.forwarder.revoke(&partitions).await {
+                            // A lost membership cannot commit; the next owner re-mirrors from the
+                            // last successful commit (duplicates, never a gap).
+                            tracing::warn!(error = %e, "commit on revoke failed");
+                        }
+                        done.done();
+                    }
+                    Some(GroupEvent::Failed(e)) => return Err(Error::Wire(e)),
+                    Some(_) => {}
+                    None => return Ok(Next::Rejoin),
+                },
+                // A reload of the topic filters rediscovers at once.
+                _ = refresh_due(next_refresh, self.topics) => {
+                    let synced = tokio::select! {
+                        s = self.topics.sync() => s,
+                        _ = self.shutdown.cancelled() => return Ok(Next::Stop),
+                    };
+                    match synced {
+                        Ok(now) => {
+                            refresh_succeeded(&mut pacing.retry);
+                            next_refresh = tokio::time::Instant::now() + self.refresh;
+                            if now.keys().ne(selected.keys()) {
+                                tracing::info!("the set of matching topics changed; rejoining the group");
+                                return Ok(Next::Rejoin);
+                            }
+                        }
+                        Err(e) => {
+                            next_refresh =
+                                tokio::time::Instant::now() + refresh_failed(&mut pacing.retry, &e);
                         }
                     }
-                    Err(e) => {
-                        next_refresh = tokio::time::Instant::now() + refresh_failed(retry, &e);
-                    }
+                    pacing.stopped.report(
+                        crate::error::failure_messages(&self.forwarder.failures()),
+                        std::time::Instant::now(),
+                    );
                 }
-                stopped.report(
-                    crate::error::failure_messages(&forwarder.failures()),
-                    std::time::Instant::now(),
-                );
+                _ = self.shutdown.cancelled() => return Ok(Next::Stop),
             }
-            _ = shutdown.cancelled() => return Ok(Next::Stop),
         }
     }
+}
+
+/// The group membership `mirror.*` asks for, subscribed to `topics`.
+fn group_config(config: &Config, topics: Vec<String>) -> Result<GroupConfig> {
+    GroupConfig::new(config.mirror.group_id.clone(), topics)
+        .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
+        .and_then(|g| {
+            g.with_heartbeat_interval(
+                (config.mirror.session_timeout / 10).max(Duration::from_millis(500)),
+            )
+        })
+        .and_then(|g| match &config.mirror.instance_id {
+            Some(id) => g.with_group_instance_id(id.clone()),
+            None => Ok(g),
+        })
+        .and_then(|g| g.with_assignors(&assignors(&config.mirror)))
+        .map_err(Error::Wire)
 }
 
 /// Resolves at `at`, or earlier when the live topic filters change.

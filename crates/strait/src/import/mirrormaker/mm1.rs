@@ -15,8 +15,8 @@
 
 use std::path::PathBuf;
 
-use super::properties::Properties;
 use super::{Report, Role, ignored_warning, map_client_setting};
+use crate::config::properties::Properties;
 use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};
@@ -125,6 +125,30 @@ pub(crate) fn from_properties(
 ) -> Result<Loaded> {
     check_options(opts)?;
     let mut warnings = Vec::new();
+    let include = command_line(opts, &mut warnings)?;
+    let mut raw = command_line_settings(opts, include);
+    for (props, role, what, why) in [
+        (
+            consumer,
+            Role::Source,
+            "consumer.config",
+            "Strait reads raw record batches and commits its own positions",
+        ),
+        (
+            producer,
+            Role::Target,
+            "producer.config",
+            "Strait writes the source batches with its own idempotent producer",
+        ),
+    ] {
+        client_file(&mut raw, props, role, (what, why), &mut warnings)?;
+    }
+    Ok(Loaded::single(Config::from_raw(raw, env)?, warnings))
+}
+
+/// The topics pattern of the command line (`--include`, or the deprecated `--whitelist`), with
+/// warnings for the options Strait does not need.
+fn command_line<'a>(opts: &'a Mm1Options, warnings: &mut Vec<String>) -> Result<&'a str> {
     let mut options_ignored = Vec::new();
     let include = match (&opts.include, &opts.whitelist) {
         (Some(i), Some(_)) => {
@@ -164,7 +188,11 @@ pub(crate) fn from_properties(
     ) {
         warnings.push(w);
     }
+    Ok(include)
+}
 
+/// The `[mirror]` settings the command line gives: topics, MirrorMaker 1 naming, commit interval.
+fn command_line_settings(opts: &Mm1Options, include: &str) -> RawConfig {
     let mut raw = RawConfig::default();
     raw.set(
         Section::Mirror,
@@ -189,69 +217,55 @@ pub(crate) fn from_properties(
             ),
         );
     }
+    raw
+}
 
-    for (props, role, what, why) in [
-        (
-            consumer,
-            Role::Source,
-            "consumer.config",
-            "Strait reads raw record batches and commits its own positions",
-        ),
-        (
-            producer,
-            Role::Target,
-            "producer.config",
-            "Strait writes the source batches with its own idempotent producer",
-        ),
-    ] {
-        let path = &props.path;
-        let mut report = Report::default();
-        // Each file declares the config providers its own client properties use, as a Java
-        // client's config does.
-        let providers = Providers::declared_in(props).map_err(|source| Error::Providers {
-            path: path.clone(),
-            source,
-        })?;
-        match role {
-            Role::Source => raw.source.providers = providers,
-            Role::Target => raw.target.providers = providers,
-        }
-        for p in props.entries.iter().filter(|p| !is_declaration_key(&p.key)) {
-            let origin = Origin::Compat(format!("{what} {}", props.describe(p)));
-            map_client_setting(
-                &mut raw,
-                role,
-                &p.key,
-                &p.value,
-                &p.key,
-                origin,
-                &mut report,
-            )?;
-        }
-        warnings.extend(report.notes);
-        if let Some(w) =
-            ignored_warning(&format!("{what} {}", path.display()), &report.ignored, why)
-        {
-            warnings.push(w);
-        }
-        if role == Role::Source && props.get("auto.offset.reset").is_none() {
-            raw.set(
-                Section::Mirror,
-                "start",
-                Entry::text(
-                    "latest",
-                    Origin::Compat("the Java consumer's default auto.offset.reset".into()),
-                ),
-            );
-            warnings.push(format!(
-                "{what} {} has no auto.offset.reset: partitions without a committed position \
-                 start at the end of the log (latest), as MirrorMaker 1 did; set \
-                 auto.offset.reset=earliest to copy the retained data",
-                path.display()
-            ));
-        }
+/// Maps one client properties file (`consumer.config` for the source, `producer.config` for the
+/// target); `what` names the file's option, `why` says why unmapped keys do not matter.
+fn client_file(
+    raw: &mut RawConfig,
+    props: &Properties,
+    role: Role,
+    (what, why): (&str, &str),
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let path = &props.path;
+    let mut report = Report::default();
+    // Each file declares the config providers its own client properties use, as a Java
+    // client's config does.
+    let providers = Providers::declared_in(props).map_err(|source| Error::Providers {
+        path: path.clone(),
+        source,
+    })?;
+    match role {
+        Role::Source => raw.source.providers = providers,
+        Role::Target => raw.target.providers = providers,
     }
-    Ok(Loaded::single(Config::from_raw(raw, env)?, warnings))
+    for p in props.entries.iter().filter(|p| !is_declaration_key(&p.key)) {
+        let origin = Origin::Compat(format!("{what} {}", props.describe(p)));
+        map_client_setting(raw, role, &p.key, &p.value, &p.key, origin, &mut report)?;
+    }
+    warnings.extend(report.notes);
+    if let Some(w) = ignored_warning(&format!("{what} {}", path.display()), &report.ignored, why) {
+        warnings.push(w);
+    }
+    if role == Role::Source && props.get("auto.offset.reset").is_none() {
+        raw.set(
+            Section::Mirror,
+            "start",
+            Entry::text(
+                "latest",
+                Origin::Compat("the Java consumer's default auto.offset.reset".into()),
+            ),
+        );
+        warnings.push(format!(
+            "{what} {} has no auto.offset.reset: partitions without a committed position \
+             start at the end of the log (latest), as MirrorMaker 1 did; set \
+             auto.offset.reset=earliest to copy the retained data",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use strait_wire::TopicPartition;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use strait::otel::Fanout;
+/// use strait::observe::otel::Fanout;
 /// use strait_forward::observe::{NoopObserver, Observer};
 /// let both: Arc<dyn Observer> = Arc::new(Fanout::new(vec![
 ///     Arc::new(NoopObserver),

@@ -22,7 +22,7 @@ use serde_json::json;
 use strait_wire::TopicPartition;
 use tokio_util::sync::CancellationToken;
 
-use crate::lag::Lag;
+use crate::observe::lag::Lag;
 
 /// `/healthz` fails when the main runtime has not run the heartbeat for this long.
 pub const LIVENESS_TIMEOUT: Duration = Duration::from_secs(30);

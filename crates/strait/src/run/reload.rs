@@ -21,21 +21,22 @@
 //! inotify: it needs no dependency, works on every file system, and sees Kubernetes ConfigMap
 //! updates (a symbolic link swapped atomically) like any other write.
 //!
-//! The running mirror reads its live configuration from a [`Live`] receiver (a
-//! `tokio::sync::watch` channel) it finds with [`live_for`]: one per flow, matched by the flow's
-//! source alias, target alias and group id, so that no signature between the process and the
-//! mirror changes. A reload that adds or removes flows, or changes what identifies one, names
-//! them as needing a restart.
+//! The running mirror reads its live configuration from a `Live` receiver (a
+//! `tokio::sync::watch` channel, `config::live`) it finds with `live_for`: one per flow, matched
+//! by the flow's source alias, target alias and group id, so that no signature between the
+//! process and the mirror changes. A reload that adds or removes flows, or changes what
+//! identifies one, names them as needing a restart.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::config::live::{self, Live, flow_key};
 use crate::error::Result;
 
 /// The settings applied to a running mirror, as `section.key` of strait.toml.
@@ -53,10 +54,6 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// A changed file is read again after this pause, until two reads agree, so that a file still
 /// being written is not loaded half-way.
 const SETTLE: Duration = Duration::from_millis(300);
-
-/// The live configuration of a running mirror: read it (`borrow()`) when deciding, and await
-/// `changed()` to act on a reload at once.
-pub type Live = watch::Receiver<Arc<Config>>;
 
 /// What a reload changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -142,27 +139,6 @@ pub fn merge(current: &Config, new: &Config) -> (Config, Changes) {
     (effective, changes)
 }
 
-/// What identifies a flow across reloads.
-fn flow_key(c: &Config) -> String {
-    format!(
-        "{}->{} (group {})",
-        c.source.alias, c.target.alias, c.mirror.group_id
-    )
-}
-
-/// The live configuration of every flow a [`Reloader`] serves, by [`flow_key`].
-fn registry() -> std::sync::MutexGuard<'static, HashMap<String, Live>> {
-    static LIVE: OnceLock<Mutex<HashMap<String, Live>>> = OnceLock::new();
-    LIVE.get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
-
-/// The live configuration of the flow `config` started as, if a [`Reloader`] serves it.
-pub fn live_for(config: &Config) -> Option<Live> {
-    registry().get(&flow_key(config)).cloned()
-}
-
 /// Where the configuration comes from: how to load it again, and the files to watch.
 pub struct Source {
     files: Vec<PathBuf>,
@@ -194,19 +170,10 @@ pub struct Reloader {
 
 impl Reloader {
     /// A reloader for the flows a process started with (one, without flows); registers
-    /// their live configurations for [`live_for`].
+    /// their live configurations for `config::live::live_for`.
     pub fn new(flows: Vec<Config>, source: Source) -> Reloader {
         let seen = read_all(&source.files);
-        let mut registry = registry();
-        let flows = flows
-            .into_iter()
-            .map(|c| {
-                let key = flow_key(&c);
-                let (tx, rx) = watch::channel(Arc::new(c));
-                registry.insert(key.clone(), rx);
-                (key, tx)
-            })
-            .collect();
+        let flows = flows.into_iter().map(live::publish).collect();
         Reloader {
             flows,
             source,
@@ -240,7 +207,7 @@ impl Reloader {
                 false => k,
             };
             if c.applied.iter().any(|k| k == "log.level") {
-                crate::logging::set_level(&effective.log)?;
+                crate::observe::logging::set_level(&effective.log)?;
             }
             changes.restart.extend(c.restart.into_iter().map(name));
             updates.push((!c.applied.is_empty()).then_some(effective));
@@ -297,7 +264,7 @@ impl Reloader {
                 Err(e)
             }
         };
-        crate::metrics::record_config_reload(match &result {
+        crate::observe::metrics::record_config_reload(match &result {
             Ok(c) if c.applied.is_empty() => "unchanged",
             Ok(_) => "applied",
             Err(_) => "invalid",
@@ -522,10 +489,13 @@ mod tests {
             ])
         });
         let initial = Config::load(&path, &Environment::default()).unwrap().config;
-        let metrics = crate::metrics::Metrics::new();
+        let metrics = crate::observe::metrics::Metrics::new();
         let mut reloader = Reloader::new(vec![initial.clone()], source);
         let live = reloader.subscribe(0).unwrap();
-        assert!(live_for(&initial).is_some(), "the mirror finds its channel");
+        assert!(
+            crate::config::live::live_for(&initial).is_some(),
+            "the mirror finds its channel"
+        );
         assert!(!reloader.files_changed().await);
 
         std::fs::write(&path, text("(")).unwrap();

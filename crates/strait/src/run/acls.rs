@@ -503,31 +503,10 @@ impl AclSync {
     /// One sync round: copies missing ACLs and adds missing protections.
     pub async fn round(&self) -> Round {
         let mut round = Round::default();
-        let source_alias = &self.config.source.alias;
         let target_alias = &self.config.target.alias;
-        let md = match self.source.metadata(None).await {
-            Ok(md) => md,
-            Err(source) => {
-                round.problems.push(
-                    AclSyncError::Wire {
-                        side: "source",
-                        alias: source_alias.clone(),
-                        source,
-                    }
-                    .to_string(),
-                );
-                return round;
-            }
+        let Some(mirrored) = self.mirrored_topics(&mut round).await else {
+            return round;
         };
-        let mirrored: Vec<Mirrored> = md
-            .topics
-            .values()
-            .filter(|t| !t.is_internal && t.error.is_none() && self.config.selects(&t.name))
-            .map(|t| Mirrored {
-                source: t.name.to_string(),
-                target: self.config.target_topic(&t.name),
-            })
-            .collect();
         round.topics = mirrored.len();
         let topic_acls = AclFilter {
             resource_type: ResourceType::Topic,
@@ -535,18 +514,7 @@ impl AclSync {
         };
         let mut wanted = Vec::new();
         if self.config.mirror.sync_topic_acls {
-            match Admin::new(&self.source).describe_acls(&topic_acls).await {
-                Ok(source_acls) => {
-                    wanted.extend(target_acls(&source_acls, &mirrored, &self.target_principal))
-                }
-                Err(e) if e.code() == Some(ResponseError::SecurityDisabled) => {
-                    tracing::debug!(
-                        cluster = %source_alias,
-                        "the source has no authorizer: no ACLs to copy"
-                    );
-                }
-                Err(e) => round.problems.push(self.classify_source(e).to_string()),
-            }
+            wanted.extend(self.copied_acls(&topic_acls, &mirrored, &mut round).await);
         }
         let target_admin = Admin::new(&self.target);
         let existing = match target_admin.describe_acls(&topic_acls).await {
@@ -565,37 +533,7 @@ impl AclSync {
             }
         };
         if self.config.mirror.protect_mirrors {
-            match &existing {
-                Some(existing) => {
-                    let targets: Vec<String> = mirrored.iter().map(|m| m.target.clone()).collect();
-                    let p = protect_acls(existing, &targets, &self.target_principal);
-                    if !p.mirror_not_a_writer.is_empty() {
-                        round.problems.push(format!(
-                            "mirror.protect_mirrors: no DENY added on {:?}: no ALLOW Write or \
-                             All ACL on target cluster {target_alias} names the mirror's \
-                             principal {} for them, so Strait cannot tell writers from itself; \
-                             set mirror.target_principal to the principal the target brokers \
-                             see for Strait, or grant it Write on these topics by ACL",
-                            p.mirror_not_a_writer, self.target_principal
-                        ));
-                    }
-                    if !p.open_to_everyone.is_empty() {
-                        round.problems.push(format!(
-                            "mirror.protect_mirrors: {:?} on target cluster {target_alias} \
-                             cannot be protected: an ACL lets User:* write to them, and a DENY \
-                             for User:* would stop the mirror too; grant Write to named \
-                             principals instead",
-                            p.open_to_everyone
-                        ));
-                    }
-                    wanted.extend(p.denies);
-                }
-                None => round.problems.push(
-                    "mirror.protect_mirrors: skipped this round (the target's ACLs could not \
-                     be read)"
-                        .to_owned(),
-                ),
-            }
+            wanted.extend(self.protections(existing.as_deref(), &mirrored, &mut round));
         }
         // Without the target's list, create everything: CreateAcls of an existing ACL is a
         // no-op in Kafka.
@@ -616,6 +554,104 @@ impl AclSync {
             }
         }
         round
+    }
+
+    /// The source topics the mirror selects, with their target names (`None`: the source's
+    /// metadata could not be read, a problem of `round`).
+    async fn mirrored_topics(&self, round: &mut Round) -> Option<Vec<Mirrored>> {
+        let md = match self.source.metadata(None).await {
+            Ok(md) => md,
+            Err(source) => {
+                round.problems.push(
+                    AclSyncError::Wire {
+                        side: "source",
+                        alias: self.config.source.alias.clone(),
+                        source,
+                    }
+                    .to_string(),
+                );
+                return None;
+            }
+        };
+        Some(
+            md.topics
+                .values()
+                .filter(|t| !t.is_internal && t.error.is_none() && self.config.selects(&t.name))
+                .map(|t| Mirrored {
+                    source: t.name.to_string(),
+                    target: self.config.target_topic(&t.name),
+                })
+                .collect(),
+        )
+    }
+
+    /// The source's topic ACLs as they apply to the mirrored target topics.
+    async fn copied_acls(
+        &self,
+        topic_acls: &AclFilter,
+        mirrored: &[Mirrored],
+        round: &mut Round,
+    ) -> Vec<AclBinding> {
+        match Admin::new(&self.source).describe_acls(topic_acls).await {
+            Ok(source_acls) => target_acls(&source_acls, mirrored, &self.target_principal),
+            Err(e) if e.code() == Some(ResponseError::SecurityDisabled) => {
+                tracing::debug!(
+                    cluster = %self.config.source.alias,
+                    "the source has no authorizer: no ACLs to copy"
+                );
+                Vec::new()
+            }
+            Err(e) => {
+                round.problems.push(self.classify_source(e).to_string());
+                Vec::new()
+            }
+        }
+    }
+
+    /// `mirror.protect_mirrors`: the DENY ACLs that keep other writers off the mirrored target
+    /// topics (none when the target's ACLs could not be read); what cannot be protected is a
+    /// problem of `round`.
+    fn protections(
+        &self,
+        existing: Option<&[AclBinding]>,
+        mirrored: &[Mirrored],
+        round: &mut Round,
+    ) -> Vec<AclBinding> {
+        let target_alias = &self.config.target.alias;
+        match existing {
+            Some(existing) => {
+                let targets: Vec<String> = mirrored.iter().map(|m| m.target.clone()).collect();
+                let p = protect_acls(existing, &targets, &self.target_principal);
+                if !p.mirror_not_a_writer.is_empty() {
+                    round.problems.push(format!(
+                        "mirror.protect_mirrors: no DENY added on {:?}: no ALLOW Write or \
+                         All ACL on target cluster {target_alias} names the mirror's \
+                         principal {} for them, so Strait cannot tell writers from itself; \
+                         set mirror.target_principal to the principal the target brokers \
+                         see for Strait, or grant it Write on these topics by ACL",
+                        p.mirror_not_a_writer, self.target_principal
+                    ));
+                }
+                if !p.open_to_everyone.is_empty() {
+                    round.problems.push(format!(
+                        "mirror.protect_mirrors: {:?} on target cluster {target_alias} \
+                         cannot be protected: an ACL lets User:* write to them, and a DENY \
+                         for User:* would stop the mirror too; grant Write to named \
+                         principals instead",
+                        p.open_to_everyone
+                    ));
+                }
+                p.denies
+            }
+            None => {
+                round.problems.push(
+                    "mirror.protect_mirrors: skipped this round (the target's ACLs could not \
+                     be read)"
+                        .to_owned(),
+                );
+                Vec::new()
+            }
+        }
     }
 
     fn classify_source(&self, e: strait_wire::Error) -> AclSyncError {

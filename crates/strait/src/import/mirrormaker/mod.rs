@@ -15,7 +15,6 @@
 
 pub mod mm1;
 pub mod mm2;
-pub mod properties;
 
 pub use mm1::Mm1Options;
 pub use mm2::Mm2Options;

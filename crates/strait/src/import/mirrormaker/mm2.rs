@@ -3,7 +3,7 @@
 //! Strait runs every enabled flow (`A->B.enabled = true`) in one process, as MirrorMaker 2
 //! does, or only those whose target `--clusters` names (MM2's meaning of the option: the target
 //! clusters this node drives). Each flow has its own consumer group, metrics labels
-//! (`source`, `target`) and checkpoints; see [`crate::flows`]. Active-active (`A->B` and `B->A`)
+//! (`source`, `target`) and checkpoints; see [`crate::run::flows`]. Active-active (`A->B` and `B->A`)
 //! with the default prefix naming never mirrors a topic back to the cluster it came from
 //! (MirrorMaker 2's cycle rule, [`crate::config::Rename::is_cycle`]).
 //!
@@ -36,8 +36,8 @@
 
 use std::path::PathBuf;
 
-use super::properties::{Properties, Property};
 use super::{Report, Role, ignored_warning, is_client_key, map_client_setting};
+use crate::config::properties::{Properties, Property};
 use crate::config::providers::{Providers, is_declaration_key};
 use crate::config::raw::{Entry, Origin, RawConfig, Section};
 use crate::config::{Config, Environment, Loaded};
@@ -102,33 +102,7 @@ pub(crate) fn from_properties(
         path: props.path.clone(),
         source,
     })?;
-    let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
-        key: format!("clusters ({})", props.path.display()),
-        hint: "list the cluster aliases, e.g. clusters = A, B".into(),
-    })?;
-    let aliases: Vec<String> = clusters_prop
-        .value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    if aliases.len() < 2 {
-        return Err(Error::Invalid {
-            key: props.describe(clusters_prop),
-            expected: "at least two cluster aliases, e.g. \"A, B\"".into(),
-            got: format!("{:?}", clusters_prop.value),
-        });
-    }
-    for c in drive {
-        if !aliases.contains(c) {
-            return Err(Error::Invalid {
-                key: "--clusters".into(),
-                expected: format!("aliases listed in clusters ({})", aliases.join(", ")),
-                got: format!("{c:?}"),
-            });
-        }
-    }
+    let aliases = cluster_aliases(props, drive)?;
     let enabled: Vec<(String, String)> = aliases
         .iter()
         .flat_map(|s| aliases.iter().map(move |t| (s.clone(), t.clone())))
@@ -139,38 +113,14 @@ pub(crate) fn from_properties(
                 .is_some_and(|p| p.value.trim().eq_ignore_ascii_case("true"))
         })
         .collect();
-    let name = |(s, t): &(String, String)| format!("{s}->{t}");
-    let candidates: Vec<&(String, String)> = enabled
-        .iter()
-        .filter(|(_, t)| drive.is_empty() || drive.contains(t))
-        .collect();
-    if candidates.is_empty() {
-        return Err(if enabled.is_empty() {
-            Error::Missing {
-                key: format!("<source>-><target>.enabled ({})", props.path.display()),
-                hint: format!(
-                    "enable one replication flow, e.g. {}->{}.enabled = true",
-                    aliases[0], aliases[1]
-                ),
-            }
-        } else {
-            Error::Invalid {
-                key: "--clusters".into(),
-                expected: format!(
-                    "the target of an enabled flow ({})",
-                    enabled.iter().map(name).collect::<Vec<_>>().join(", ")
-                ),
-                got: format!("{:?}", drive.join(",")),
-            }
-        });
-    }
+    let candidates = flows_to_run(props, &aliases, &enabled, drive)?;
     let mut warnings = Vec::new();
     for f in &enabled {
         if !candidates.contains(&f) {
             warnings.push(format!(
                 "flow {} is enabled in {} but not run by this process (--clusters names other \
                  targets); run another strait for it",
-                name(f),
+                flow_name(f),
                 props.path.display()
             ));
         }
@@ -200,6 +150,76 @@ pub(crate) fn from_properties(
     })
 }
 
+fn flow_name((s, t): &(String, String)) -> String {
+    format!("{s}->{t}")
+}
+
+/// The aliases of `clusters` (at least two), each alias `--clusters` names among them.
+fn cluster_aliases(props: &Properties, drive: &[String]) -> Result<Vec<String>> {
+    let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
+        key: format!("clusters ({})", props.path.display()),
+        hint: "list the cluster aliases, e.g. clusters = A, B".into(),
+    })?;
+    let aliases: Vec<String> = clusters_prop
+        .value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if aliases.len() < 2 {
+        return Err(Error::Invalid {
+            key: props.describe(clusters_prop),
+            expected: "at least two cluster aliases, e.g. \"A, B\"".into(),
+            got: format!("{:?}", clusters_prop.value),
+        });
+    }
+    for c in drive {
+        if !aliases.contains(c) {
+            return Err(Error::Invalid {
+                key: "--clusters".into(),
+                expected: format!("aliases listed in clusters ({})", aliases.join(", ")),
+                got: format!("{c:?}"),
+            });
+        }
+    }
+    Ok(aliases)
+}
+
+/// The enabled flows whose target `--clusters` names (all without it); none is an error.
+fn flows_to_run<'a>(
+    props: &Properties,
+    aliases: &[String],
+    enabled: &'a [(String, String)],
+    drive: &[String],
+) -> Result<Vec<&'a (String, String)>> {
+    let candidates: Vec<&(String, String)> = enabled
+        .iter()
+        .filter(|(_, t)| drive.is_empty() || drive.contains(t))
+        .collect();
+    if candidates.is_empty() {
+        return Err(if enabled.is_empty() {
+            Error::Missing {
+                key: format!("<source>-><target>.enabled ({})", props.path.display()),
+                hint: format!(
+                    "enable one replication flow, e.g. {}->{}.enabled = true",
+                    aliases[0], aliases[1]
+                ),
+            }
+        } else {
+            Error::Invalid {
+                key: "--clusters".into(),
+                expected: format!(
+                    "the target of an enabled flow ({})",
+                    enabled.iter().map(flow_name).collect::<Vec<_>>().join(", ")
+                ),
+                got: format!("{:?}", drive.join(",")),
+            }
+        });
+    }
+    Ok(candidates)
+}
+
 /// The configuration of the flow `source`->`target` (with its own warnings).
 fn flow_config(
     props: &Properties,
@@ -208,70 +228,117 @@ fn flow_config(
     providers: &Providers,
     env: &Environment,
 ) -> Result<(Config, Vec<String>)> {
-    let origin = |p: &Property| Origin::Compat(props.describe(p));
     let clusters_prop = props.get("clusters").ok_or_else(|| Error::Missing {
         key: format!("clusters ({})", props.path.display()),
         hint: "list the cluster aliases, e.g. clusters = A, B".into(),
     })?;
-    let mut warnings = Vec::new();
-
-    // Sort every key into its layer.
-    let flow_prefix = format!("{source}->{target}.");
-    let mut connector = Layered::default(); // global, then flow-specific
-    let mut flow_specific = Vec::new();
-    let mut source_layers: [Layered<'_>; 3] = Default::default(); // base, admin, consumer
-    let mut target_layers: [Layered<'_>; 3] = Default::default(); // base, admin, producer
     let mut report = Report::default();
-    for p in &props.entries {
-        let key = p.key.as_str();
-        if key == "clusters" {
-            continue;
-        }
-        if let Some(rest) = key.strip_prefix(&flow_prefix) {
-            if rest != "enabled" {
-                flow_specific.push((rest, p));
-            }
-            continue;
-        }
-        if key.contains("->") {
-            continue; // another flow
-        }
+    let layers = FlowLayers::sort(props, aliases, (source, target), &mut report);
+    let mut raw = flow_defaults(props, clusters_prop, (source, target), providers);
+    map_connector(&mut raw, props, &layers.connector, &mut report)?;
+    map_clusters(&mut raw, props, &layers, &mut report)?;
+    let mut warnings = sync_warning(props, &layers.connector)
+        .into_iter()
+        .collect::<Vec<_>>();
+    warnings.extend(report.notes);
+    if let Some(w) = ignored_warning(
+        &props.path.display().to_string(),
+        &report.ignored,
+        WHY_IGNORED,
+    ) {
+        warnings.push(w);
+    }
+    Ok((Config::from_raw(raw, env)?, warnings))
+}
+
+/// One flow's keys, each in its layer (later settings of a layer override earlier ones).
+struct FlowLayers<'a> {
+    /// Connector settings: global, then `source->target.` ones.
+    connector: Layered<'a>,
+    /// The source cluster's settings: base, admin, consumer.
+    source: [Layered<'a>; 3],
+    /// The target cluster's settings: base, admin, producer.
+    target: [Layered<'a>; 3],
+}
+
+impl<'a> FlowLayers<'a> {
+    /// Sorts every key of `props` into its layer for the flow `source -> target`; keys of other
+    /// flows and clusters are left out, the other side's client settings go to `report`.
+    fn sort(
+        props: &'a Properties,
+        aliases: &[String],
+        (source, target): (&str, &str),
+        report: &mut Report,
+    ) -> FlowLayers<'a> {
+        let flow_prefix = format!("{source}->{target}.");
+        let mut layers = FlowLayers {
+            connector: Layered::default(),
+            source: Default::default(),
+            target: Default::default(),
+        };
+        let mut flow_specific = Vec::new();
         // Longest alias first, so `eu` does not capture `eu.west.` keys.
         let mut by_len: Vec<&String> = aliases.iter().collect();
         by_len.sort_by_key(|a| std::cmp::Reverse(a.len()));
-        if let Some((alias, rest)) = by_len.iter().find_map(|a| {
-            key.strip_prefix(&format!("{a}."))
-                .map(|rest| (a.as_str(), rest))
-        }) {
-            let (layers, own) = if alias == source {
-                (&mut source_layers, "consumer.")
-            } else if alias == target {
-                (&mut target_layers, "producer.")
-            } else {
-                continue; // a cluster this flow does not touch
-            };
-            if let Some(k) = rest.strip_prefix(own) {
-                layers[2].set(k, p);
-            } else if let Some(k) = rest.strip_prefix("admin.") {
-                layers[1].set(k, p);
-            } else if rest.starts_with("consumer.") || rest.starts_with("producer.") {
-                report.ignored.push(key.to_string());
-            } else {
-                layers[0].set(rest, p);
+        for p in &props.entries {
+            let key = p.key.as_str();
+            if key == "clusters" {
+                continue;
             }
-            continue;
+            if let Some(rest) = key.strip_prefix(&flow_prefix) {
+                if rest != "enabled" {
+                    flow_specific.push((rest, p));
+                }
+                continue;
+            }
+            if key.contains("->") {
+                continue; // another flow
+            }
+            if let Some((alias, rest)) = by_len.iter().find_map(|a| {
+                key.strip_prefix(&format!("{a}."))
+                    .map(|rest| (a.as_str(), rest))
+            }) {
+                let (cluster, own) = if alias == source {
+                    (&mut layers.source, "consumer.")
+                } else if alias == target {
+                    (&mut layers.target, "producer.")
+                } else {
+                    continue; // a cluster this flow does not touch
+                };
+                if let Some(k) = rest.strip_prefix(own) {
+                    cluster[2].set(k, p);
+                } else if let Some(k) = rest.strip_prefix("admin.") {
+                    cluster[1].set(k, p);
+                } else if rest.starts_with("consumer.") || rest.starts_with("producer.") {
+                    report.ignored.push(key.to_string());
+                } else {
+                    cluster[0].set(rest, p);
+                }
+                continue;
+            }
+            layers.connector.set(key, p);
         }
-        connector.set(key, p);
+        for (rest, p) in flow_specific {
+            layers.connector.set(rest, p);
+        }
+        layers
     }
-    for (rest, p) in flow_specific {
-        connector.set(rest, p);
-    }
+}
 
+/// The settings MirrorMaker 2 implies for every flow, before any key is read: the aliases, its
+/// default replication policy (prefix), heartbeat replication, and one group per flow.
+fn flow_defaults(
+    props: &Properties,
+    clusters_prop: &Property,
+    (source, target): (&str, &str),
+    providers: &Providers,
+) -> RawConfig {
+    let origin = Origin::Compat(props.describe(clusters_prop));
     let mut raw = RawConfig::default();
     raw.source.providers = providers.clone();
     raw.target.providers = providers.clone();
-    raw.source.alias = Some(Entry::text(source, origin(clusters_prop)));
-    raw.target.alias = Some(Entry::text(target, origin(clusters_prop)));
+    raw.source.alias = Some(Entry::text(source, origin.clone()));
+    raw.target.alias = Some(Entry::text(target, origin));
     raw.set(
         Section::Mirror,
         "rename",
@@ -296,8 +363,17 @@ fn flow_config(
             Origin::Compat("one consumer group per MirrorMaker 2 flow".into()),
         ),
     );
+    raw
+}
 
-    // Connector-level settings.
+/// Maps the connector-level settings to `[mirror]`; unknown ones go to `report`.
+fn map_connector(
+    raw: &mut RawConfig,
+    props: &Properties,
+    connector: &Layered<'_>,
+    report: &mut Report,
+) -> Result<()> {
+    let origin = |p: &Property| Origin::Compat(props.describe(p));
     let mirror = |raw: &mut RawConfig, name: &str, p: &Property| {
         raw.set(
             Section::Mirror,
@@ -307,49 +383,21 @@ fn flow_config(
     };
     // MM2's `*.seconds` settings become Strait durations (`"60s"`).
     let mirror_seconds = |raw: &mut RawConfig, name: &str, p: &Property| -> Result<()> {
-        let secs: u64 = p
-            .value
-            .trim()
-            .parse()
-            .ok()
-            .filter(|s| *s > 0)
-            .ok_or_else(|| Error::Invalid {
-                key: props.describe(p),
-                expected: "a positive number of seconds".into(),
-                got: format!("{:?}", p.value),
-            })?;
-        raw.set(
-            Section::Mirror,
-            name,
-            Entry::text(format!("{secs}s"), origin(p)),
-        );
+        raw.set(Section::Mirror, name, seconds(props, p)?);
         Ok(())
     };
     for (key, s) in &connector.entries {
         let p = s.prop;
         match key.as_str() {
-            k if is_client_key(k) && k != "bootstrap.servers" => {} // cluster defaults, below
+            k if is_client_key(k) && k != "bootstrap.servers" => {} // cluster defaults
             k if is_declaration_key(k) => {} // read by Providers::declared_in
-            "topics" => mirror(&mut raw, "topics", p),
-            "topics.exclude" => mirror(&mut raw, "topics_exclude", p),
+            "topics" => mirror(raw, "topics", p),
+            "topics.exclude" => mirror(raw, "topics_exclude", p),
             "topics.blacklist" if connector.get("topics.exclude").is_none() => {
-                mirror(&mut raw, "topics_exclude", p)
+                mirror(raw, "topics_exclude", p)
             }
             "replication.policy.class" => {
-                let class = p.value.trim();
-                let rename = match class.rsplit('.').next().unwrap_or(class) {
-                    "DefaultReplicationPolicy" => "prefix",
-                    "IdentityReplicationPolicy" => "identity",
-                    _ => {
-                        return Err(Error::Unsupported {
-                            what: format!("{} = {class}", props.describe(p)),
-                            hint:
-                                "Strait implements DefaultReplicationPolicy (source alias prefix) \
-                                   and IdentityReplicationPolicy (same names)"
-                                    .into(),
-                        });
-                    }
-                };
+                let rename = rename_for_policy(props, p)?;
                 raw.set(Section::Mirror, "rename", Entry::text(rename, origin(p)));
             }
             "replication.policy.separator" => {
@@ -360,8 +408,8 @@ fn flow_config(
                     Entry::text(p.value.clone(), origin(p)),
                 );
             }
-            "replication.factor" => mirror(&mut raw, "replication_factor", p),
-            "heartbeats.replication.enabled" => mirror(&mut raw, "replicate_heartbeats", p),
+            "replication.factor" => mirror(raw, "replication_factor", p),
+            "heartbeats.replication.enabled" => mirror(raw, "replicate_heartbeats", p),
             // Connect's exactly-once source support (worker) or a connector requesting it.
             "exactly.once.source.support" | "exactly.once.support" => {
                 let on = matches!(
@@ -375,101 +423,131 @@ fn flow_config(
                 );
             }
             // Checkpoints are opt-in in Strait: only an explicit `groups` enables them.
-            "groups" => mirror(&mut raw, "groups", p),
-            "groups.exclude" => mirror(&mut raw, "groups_exclude", p),
+            "groups" => mirror(raw, "groups", p),
+            "groups.exclude" => mirror(raw, "groups_exclude", p),
             "groups.blacklist" if connector.get("groups.exclude").is_none() => {
-                mirror(&mut raw, "groups_exclude", p)
+                mirror(raw, "groups_exclude", p)
             }
-            "emit.checkpoints.interval.seconds" => {
-                mirror_seconds(&mut raw, "checkpoint_interval", p)?
-            }
-            "sync.group.offsets.enabled" => mirror(&mut raw, "sync_group_offsets", p),
+            "emit.checkpoints.interval.seconds" => mirror_seconds(raw, "checkpoint_interval", p)?,
+            "sync.group.offsets.enabled" => mirror(raw, "sync_group_offsets", p),
             "sync.group.offsets.interval.seconds" => {
-                mirror_seconds(&mut raw, "sync_group_offsets_interval", p)?
+                mirror_seconds(raw, "sync_group_offsets_interval", p)?
             }
-            "sync.topic.configs.enabled" => mirror(&mut raw, "sync_topic_configs", p),
-            "sync.topic.acls.enabled" => mirror(&mut raw, "sync_topic_acls", p),
+            "sync.topic.configs.enabled" => mirror(raw, "sync_topic_configs", p),
+            "sync.topic.acls.enabled" => mirror(raw, "sync_topic_acls", p),
             "sync.topic.acls.interval.seconds" => {
-                mirror_seconds(&mut raw, "sync_topic_acls_interval", p)?
+                mirror_seconds(raw, "sync_topic_acls_interval", p)?
             }
             "sync.topic.configs.interval.seconds" => {
-                mirror_seconds(&mut raw, "sync_topic_configs_interval", p)?
+                mirror_seconds(raw, "sync_topic_configs_interval", p)?
             }
-            "config.properties.exclude" => mirror(&mut raw, "topic_configs_exclude", p),
+            "config.properties.exclude" => mirror(raw, "topic_configs_exclude", p),
             "config.properties.blacklist"
                 if connector.get("config.properties.exclude").is_none() =>
             {
-                mirror(&mut raw, "topic_configs_exclude", p)
+                mirror(raw, "topic_configs_exclude", p)
             }
-            "refresh.topics.interval.seconds" => mirror_seconds(&mut raw, "refresh_interval", p)?,
-            "topic.filter.class" => {
-                let class = p.value.trim();
-                if class.rsplit('.').next() != Some("DefaultTopicFilter") {
-                    return Err(Error::Unsupported {
-                        what: format!("{} = {class}", props.describe(p)),
-                        hint:
-                            "use topics / topics.exclude patterns instead of a custom filter class"
-                                .into(),
-                    });
-                }
-            }
+            "refresh.topics.interval.seconds" => mirror_seconds(raw, "refresh_interval", p)?,
+            "topic.filter.class" => check_topic_filter(props, p)?,
             _ => report.ignored.push(p.key.clone()),
         }
     }
+    Ok(())
+}
 
-    // Cluster settings: MM2's top-level security settings are defaults for every cluster.
-    for (role, layers) in [
-        (Role::Source, &source_layers),
-        (Role::Target, &target_layers),
+/// A positive `*.seconds` value as a Strait duration (`"60s"`).
+fn seconds(props: &Properties, p: &Property) -> Result<Entry> {
+    let secs: u64 = p
+        .value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|s| *s > 0)
+        .ok_or_else(|| Error::Invalid {
+            key: props.describe(p),
+            expected: "a positive number of seconds".into(),
+            got: format!("{:?}", p.value),
+        })?;
+    Ok(Entry::text(
+        format!("{secs}s"),
+        Origin::Compat(props.describe(p)),
+    ))
+}
+
+/// `mirror.rename` for a `replication.policy.class`; other policies are refused.
+fn rename_for_policy(props: &Properties, p: &Property) -> Result<&'static str> {
+    let class = p.value.trim();
+    match class.rsplit('.').next().unwrap_or(class) {
+        "DefaultReplicationPolicy" => Ok("prefix"),
+        "IdentityReplicationPolicy" => Ok("identity"),
+        _ => Err(Error::Unsupported {
+            what: format!("{} = {class}", props.describe(p)),
+            hint: "Strait implements DefaultReplicationPolicy (source alias prefix) \
+                   and IdentityReplicationPolicy (same names)"
+                .into(),
+        }),
+    }
+}
+
+/// Only the default topic filter (patterns) is supported.
+fn check_topic_filter(props: &Properties, p: &Property) -> Result<()> {
+    let class = p.value.trim();
+    if class.rsplit('.').next() != Some("DefaultTopicFilter") {
+        return Err(Error::Unsupported {
+            what: format!("{} = {class}", props.describe(p)),
+            hint: "use topics / topics.exclude patterns instead of a custom filter class".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Maps each cluster's client settings: MM2's top-level security settings are defaults for
+/// every cluster, then the cluster's base, admin and consumer/producer layers.
+fn map_clusters(
+    raw: &mut RawConfig,
+    props: &Properties,
+    layers: &FlowLayers<'_>,
+    report: &mut Report,
+) -> Result<()> {
+    for (role, cluster) in [
+        (Role::Source, &layers.source),
+        (Role::Target, &layers.target),
     ] {
         let mut effective = Layered::default();
-        for (key, s) in &connector.entries {
+        for (key, s) in &layers.connector.entries {
             if is_client_key(key) && key != "bootstrap.servers" {
                 effective.set(key, s.prop);
             }
         }
-        for layer in layers.iter() {
+        for layer in cluster.iter() {
             for (key, s) in &layer.entries {
                 effective.set(key, s.prop);
             }
         }
         for (key, s) in &effective.entries {
             let p = s.prop;
-            map_client_setting(
-                &mut raw,
-                role,
-                key,
-                &p.value,
-                &p.key,
-                origin(p),
-                &mut report,
-            )?;
+            let origin = Origin::Compat(props.describe(p));
+            map_client_setting(raw, role, key, &p.value, &p.key, origin, report)?;
         }
     }
+    Ok(())
+}
 
-    // MM2 checkpoints and syncs every group by default (`groups = .*`); Strait only the groups
-    // `groups` names. Asking for a sync without naming groups would otherwise do nothing, silently.
+/// MM2 checkpoints and syncs every group by default (`groups = .*`); Strait only the groups
+/// `groups` names. Asking for a sync without naming groups would otherwise do nothing, silently.
+fn sync_warning(props: &Properties, connector: &Layered<'_>) -> Option<String> {
     let sync_asked = connector
         .get("sync.group.offsets.enabled")
         .is_some_and(|p| p.value.trim().eq_ignore_ascii_case("true"));
-    if sync_asked && connector.get("groups").is_none() {
-        warnings.push(format!(
+    (sync_asked && connector.get("groups").is_none()).then(|| {
+        format!(
             "{}: sync.group.offsets.enabled = true syncs nothing without `groups`: MirrorMaker 2 \
              checkpoints every group by default, Strait only the groups `groups` names (it needs \
              Describe on those source groups and Create/Write on three target topics); add \
              `groups = .*` (or a narrower pattern) to sync them",
             props.path.display()
-        ));
-    }
-    warnings.extend(report.notes);
-    if let Some(w) = ignored_warning(
-        &props.path.display().to_string(),
-        &report.ignored,
-        WHY_IGNORED,
-    ) {
-        warnings.push(w);
-    }
-    Ok((Config::from_raw(raw, env)?, warnings))
+        )
+    })
 }
 
 #[cfg(test)]

@@ -32,10 +32,10 @@
 //! | `strait_checkpoint_age_seconds` | gauge | group | seconds since the last round that checkpointed every committed partition of the group (a group with a translation miss ages) |
 //! | `strait_groups_synced_total` | counter | | group offset syncs that committed offsets to a group on the target (`mirror.sync_group_offsets`) |
 //! | `strait_translation_misses_total` | counter | reason | committed source offsets a round could not translate exactly: `empty`, `below_oldest`, `not_mirrored`, `unknown_range` (see `failover::Miss`) |
-//! | `strait_config_reloads_total` | counter | result | configuration reloads (SIGHUP or a changed file, `crate::reload`): `applied`, `unchanged` (nothing live changed), `invalid` (refused; the old configuration stays) |
+//! | `strait_config_reloads_total` | counter | result | configuration reloads (SIGHUP or a changed file, `crate::run::reload`): `applied`, `unchanged` (nothing live changed), `invalid` (refused; the old configuration stays) |
 //! | `strait_build_info` | info | version | 1, with the version |
 //!
-//! **Lag** (`crate::lag`) is the source's end offset (the largest seen: fetches report the high
+//! **Lag** (`crate::observe::lag`) is the source's end offset (the largest seen: fetches report the high
 //! watermark, the listing the high watermark or, with `read_committed`, the last stable offset)
 //! minus the next source offset whose predecessors the target has all acknowledged: data fetched
 //! but not yet written counts. End offsets come from every fetch and
@@ -77,7 +77,7 @@ use std::time::{Instant, SystemTime};
 
 use strait_wire::TopicPartition;
 
-use crate::lag::{Lag, LagBook};
+use crate::observe::lag::{Lag, LagBook};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -122,7 +122,7 @@ struct ResultLabels {
     result: &'static str,
 }
 
-/// Configuration reloads happen once per process (`crate::reload`), whatever flows and metrics
+/// Configuration reloads happen once per process (`crate::run::reload`), whatever flows and metrics
 /// it runs: one counter, registered by every [`Metrics`].
 fn config_reloads() -> Family<ResultLabels, Counter> {
     static RELOADS: std::sync::OnceLock<Family<ResultLabels, Counter>> = std::sync::OnceLock::new();
@@ -659,16 +659,14 @@ impl Metrics {
                 t.duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
             };
-            mm2.record_batch(
-                ev.target_topic,
-                ev.source_partition,
-                ev.records,
-                ev.bytes,
-                ev.max_timestamp_ms,
-                epoch_ms(ev.fetched_at),
-                epoch_ms(ev.acked_at),
-                Instant::now(),
-            );
+            let batch = mm2::AckedBatch {
+                records: ev.records,
+                bytes: ev.bytes,
+                newest_timestamp_ms: ev.max_timestamp_ms,
+                fetched_ms: epoch_ms(ev.fetched_at),
+                acked_ms: epoch_ms(ev.acked_at),
+            };
+            mm2.record_batch(ev.target_topic, ev.source_partition, batch, Instant::now());
         }
     }
 

@@ -3,9 +3,9 @@
 //!
 //! Two inputs feed it:
 //! * **End offsets.** Every fetch reports the source high watermark (cheap and fresh), and the
-//!   [`Sampler`] lists the end offsets of every assigned partition every `metrics.lag_interval`
-//!   (ListOffsets latest, the last stable offset with `read_committed`), one request per source
-//!   leader. The listing keeps the figures true while fetching is held back: when the target is
+//!   `observe::sampler::Sampler` lists the end offsets of every assigned
+//!   partition every `metrics.lag_interval` (ListOffsets latest, the last stable offset with
+//!   `read_committed`), one request per source leader. The listing keeps the figures true while fetching is held back: when the target is
 //!   down, the memory budget fills and the partitions stop fetching, so fetch answers alone would
 //!   freeze the end offset (and the lag) at the moment the target went away. The larger value
 //!   wins (an end offset only grows while a partition is assigned).
@@ -20,29 +20,21 @@
 //! that existed before Strait first looked, e.g. at start), the time of the oldest point is used:
 //! the figure is then a lower bound, the time since Strait first saw that data waiting.
 //!
-//! [`LagBook`] is the pure, time-passed-in part (tested table-driven below); [`Sampler`] is the
-//! thin async driver that lists end offsets, evaluates the book every second, publishes the
-//! gauges and decides readiness ([`crate::health`]).
+//! [`LagBook`] is the pure, time-passed-in part (tested table-driven below);
+//! `observe::sampler::Sampler` is the thin async driver that lists end
+//! offsets, evaluates the book every second, publishes the gauges and decides readiness
+//! ([`crate::observe::health`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strait_wire::{Client, Isolation, OffsetSpec, TopicPartition};
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
-
-use crate::health::{self, Readiness};
-use crate::metrics::Metrics;
-use crate::progress::{self, Progress};
+use strait_wire::TopicPartition;
 
 /// Points kept per partition for the lag-in-seconds interpolation.
 pub const DEFAULT_POINTS: usize = 64;
 /// Points closer in time than this are merged (the newest replaces the last one), so frequent
 /// fetch reports do not wash older history out of the bounded table.
 const MIN_SPACING: Duration = Duration::from_secs(1);
-/// How often the book is evaluated (gauges and readiness), independently of the listing interval.
-const EVALUATE_EVERY: Duration = Duration::from_secs(1);
 
 /// The source end offset was `offset` when first seen at `at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,196 +249,6 @@ impl LagBook {
     /// Interpolation points held for `tp` (for tests of the bound).
     pub fn points(&self, tp: &TopicPartition) -> usize {
         self.partitions.get(tp).map_or(0, |p| p.points.len())
-    }
-}
-
-/// The catch-up progress line ([`crate::progress`]).
-fn log_progress(report: Option<progress::Report>) {
-    match report {
-        Some(progress::Report::CatchingUp {
-            lag_records,
-            rate,
-            eta,
-        }) => tracing::info!(
-            lag_records,
-            records_per_second = rate.round(),
-            eta = %progress::human(eta),
-            "catching up: {lag_records} records behind, {:.0} records/s faster than the source \
-             writes, caught up in about {}",
-            rate,
-            progress::human(eta)
-        ),
-        Some(progress::Report::CaughtUp { took }) => tracing::info!(
-            took = %progress::human(took),
-            "caught up: no lag left"
-        ),
-        None => {}
-    }
-}
-
-/// Settings of the [`Sampler`].
-#[derive(Debug, Clone, Copy)]
-pub struct SamplerSettings {
-    /// How often end offsets are listed on the source (`metrics.lag_interval`).
-    pub interval: Duration,
-    /// How long a partition may make no progress while behind before it is not ready
-    /// (`metrics.stall_timeout`).
-    pub stall_timeout: Duration,
-    /// The fetch isolation: `read_committed` lists the last stable offset.
-    pub isolation: Isolation,
-}
-
-/// The thin async driver: lists end offsets on the source every `interval`, and every second
-/// evaluates the lag of the forwarder's partitions into the gauges and readiness.
-pub struct Sampler {
-    source: Client,
-    forwarder: crate::mirror::MirrorForwarder,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    settings: SamplerSettings,
-}
-
-impl Sampler {
-    /// A sampler over the mirror's source client and forwarder.
-    pub fn new(
-        source: Client,
-        forwarder: crate::mirror::MirrorForwarder,
-        metrics: Arc<Metrics>,
-        readiness: Readiness,
-        settings: SamplerSettings,
-    ) -> Sampler {
-        Sampler {
-            source,
-            forwarder,
-            metrics,
-            readiness,
-            settings,
-        }
-    }
-
-    /// Runs until `stop` is cancelled.
-    pub async fn run(self, stop: CancellationToken) {
-        tokio::select! {
-            () = self.list_loop() => {}
-            () = self.evaluate_loop() => {}
-            () = stop.cancelled() => {}
-        }
-    }
-
-    async fn evaluate_loop(&self) {
-        let mut tick = tokio::time::interval(EVALUATE_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut progress = Progress::default();
-        loop {
-            tick.tick().await;
-            let acked = self.forwarder.acknowledged_positions();
-            let now = Instant::now();
-            let lags = self.metrics.update_lag(&acked, now);
-            let total: i64 = lags.iter().filter_map(|(_, l)| l.records).sum();
-            log_progress(progress.observe(total, now));
-            let problems = health::partition_problems(
-                &lags,
-                &crate::error::failure_messages(&self.forwarder.failures()),
-                &self.metrics.blocked_partitions(),
-                self.settings.stall_timeout,
-            );
-            self.readiness.set_partitions(acked.len(), problems);
-        }
-    }
-
-    async fn list_loop(&self) {
-        let mut tick = tokio::time::interval(self.settings.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut refresh = false;
-        loop {
-            tick.tick().await;
-            let partitions: Vec<TopicPartition> = self
-                .forwarder
-                .assigned()
-                .into_iter()
-                .map(|r| r.source)
-                .collect();
-            if partitions.is_empty() {
-                continue;
-            }
-            refresh = self.list_once(&partitions, refresh).await;
-        }
-    }
-
-    /// Lists the end offsets of `partitions`, one request per leader, all leaders at once, each
-    /// bounded by the listing interval; returns whether some partition needs fresher metadata.
-    async fn list_once(&self, partitions: &[TopicPartition], refresh: bool) -> bool {
-        if refresh {
-            let mut topics: Vec<String> = partitions.iter().map(|tp| tp.topic().into()).collect();
-            topics.sort();
-            topics.dedup();
-            if let Err(e) = self.source.metadata(Some(&topics)).await {
-                tracing::debug!(error = %e, "lag sampler: source metadata refresh failed");
-            }
-        }
-        let md = self.source.cached_metadata();
-        let mut by_leader: HashMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> = HashMap::new();
-        let mut stale = false;
-        for tp in partitions {
-            match md.leader(tp) {
-                Some(leader) => {
-                    by_leader
-                        .entry(leader)
-                        .or_default()
-                        .push((tp.clone(), OffsetSpec::Latest, -1))
-                }
-                None => stale = true,
-            }
-        }
-        let bound = self.settings.interval.max(Duration::from_secs(1));
-        let mut set = JoinSet::new();
-        for (leader, asks) in by_leader {
-            let client = self.source.clone();
-            let isolation = self.settings.isolation;
-            set.spawn(async move {
-                let answer = tokio::time::timeout(bound, async {
-                    client
-                        .broker(leader)
-                        .await?
-                        .list_offsets(&asks, isolation)
-                        .await
-                })
-                .await;
-                (leader, answer)
-            });
-        }
-        while let Some(joined) = set.join_next().await {
-            let Ok((leader, answer)) = joined else {
-                continue;
-            };
-            match answer {
-                Ok(Ok(listed)) => {
-                    let now = Instant::now();
-                    for (tp, r) in listed {
-                        match r {
-                            Ok(l) => {
-                                if let Some(end) = l.offset {
-                                    self.metrics.record_end_offset(&tp, end, now);
-                                }
-                            }
-                            Err(code) => {
-                                tracing::debug!(partition = %tp, leader, error = ?code, "lag sampler: ListOffsets refused");
-                                stale = true;
-                            }
-                        }
-                    }
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(leader, error = %e, "lag sampler: ListOffsets failed");
-                    stale = true;
-                }
-                Err(_) => {
-                    tracing::debug!(leader, "lag sampler: ListOffsets timed out");
-                    stale = true;
-                }
-            }
-        }
-        stale
     }
 }
 

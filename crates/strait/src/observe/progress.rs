@@ -3,7 +3,7 @@
 //! and one line when the mirror has caught up.
 //!
 //! Pure: [`Progress::observe`] takes the total lag and the time and says what to log; the lag
-//! sampler (`crate::lag::Sampler`) calls it every second and logs.
+//! sampler (`observe::sampler::Sampler`) calls it every second and logs.
 
 use std::time::{Duration, Instant};
 

@@ -122,6 +122,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One acknowledged batch, as the MirrorMaker 2 series count it.
+#[derive(Debug, Clone, Copy)]
+pub struct AckedBatch {
+    /// Records in the batch.
+    pub records: u32,
+    /// Bytes of the batch.
+    pub bytes: u64,
+    /// The newest record's timestamp, ms since the epoch.
+    pub newest_timestamp_ms: i64,
+    /// When it was fetched, wall-clock ms since the epoch.
+    pub fetched_ms: f64,
+    /// When the target acknowledged it, wall-clock ms since the epoch.
+    pub acked_ms: f64,
+}
+
 impl Mm2Metrics {
     /// Series labelled with the flow's cluster aliases.
     pub fn new(source: &str, target: &str) -> Mm2Metrics {
@@ -133,28 +148,24 @@ impl Mm2Metrics {
         }
     }
 
-    /// A batch of `records` records and `bytes` bytes acknowledged for `partition` of
-    /// `target_topic`; `fetched_ms`/`acked_ms` are wall-clock ms since the epoch.
-    #[allow(clippy::too_many_arguments)]
+    /// `batch` acknowledged for `partition` of `target_topic`.
     pub fn record_batch(
         &self,
         target_topic: &Arc<str>,
         partition: i32,
-        records: u32,
-        bytes: u64,
-        newest_timestamp_ms: i64,
-        fetched_ms: f64,
-        acked_ms: f64,
+        batch: AckedBatch,
         now: Instant,
     ) {
         let mut parts = lock(&self.partitions);
         let s = parts.entry((target_topic.clone(), partition)).or_default();
-        s.record_count += u64::from(records);
-        s.byte_count += bytes;
-        s.records.record(f64::from(records), now);
-        s.bytes.record(bytes as f64, now);
-        s.age_ms.record(ms(fetched_ms, newest_timestamp_ms), now);
-        s.latency_ms.record(ms(acked_ms, newest_timestamp_ms), now);
+        s.record_count += u64::from(batch.records);
+        s.byte_count += batch.bytes;
+        s.records.record(f64::from(batch.records), now);
+        s.bytes.record(batch.bytes as f64, now);
+        s.age_ms
+            .record(ms(batch.fetched_ms, batch.newest_timestamp_ms), now);
+        s.latency_ms
+            .record(ms(batch.acked_ms, batch.newest_timestamp_ms), now);
     }
 
     /// A checkpoint of `group` for `partition` of `target_topic` took `latency` to write.
@@ -277,15 +288,18 @@ mod tests {
         let t0 = Instant::now();
         let topic: Arc<str> = Arc::from("europe.orders");
         // Newest record written at 1000 ms, fetched at 1100, acknowledged at 1150.
-        m.record_batch(&topic, 3, 10, 1000, 1000, 1100.0, 1150.0, t0);
+        let batch = |records, bytes, newest_timestamp_ms, fetched_ms, acked_ms| AckedBatch {
+            records,
+            bytes,
+            newest_timestamp_ms,
+            fetched_ms,
+            acked_ms,
+        };
+        m.record_batch(&topic, 3, batch(10, 1000, 1000, 1100.0, 1150.0), t0);
         m.record_batch(
             &topic,
             3,
-            30,
-            3000,
-            2000,
-            2300.0,
-            2400.0,
+            batch(30, 3000, 2000, 2300.0, 2400.0),
             t0 + Duration::from_secs(10),
         );
         let text = m.encode(t0 + Duration::from_secs(20));

@@ -30,9 +30,9 @@ use tracing::Instrument;
 use crate::config::Config;
 use crate::config::flows::flow_name;
 use crate::error::{Error, Result};
-use crate::http::{self, Liveness, Readiness};
-use crate::metrics::Metrics;
-use crate::otel::OtelHandle;
+use crate::observe::http::{self, Liveness, Readiness};
+use crate::observe::metrics::Metrics;
+use crate::observe::otel::OtelHandle;
 
 /// First delay before a failed flow is restarted (several flows only).
 const RESTART_FIRST: Duration = Duration::from_secs(1);
@@ -101,7 +101,7 @@ pub async fn run(flows: Vec<Config>, labelled: bool, shutdown: CancellationToken
     let mut otel: Vec<OtelHandle> = Vec::new();
     let mut tasks = Vec::new();
     for ((config, m), r) in flows.into_iter().zip(flow_metrics).zip(flow_readiness) {
-        let handle = crate::otel::init_from_config(&config)?;
+        let handle = crate::observe::otel::init_from_config(&config)?;
         let tracer = handle.as_ref().map(OtelHandle::observer);
         otel.extend(handle);
         let stop = shutdown.clone();
@@ -233,14 +233,14 @@ pub async fn run_flow(
         checkpointer = Some((tokio::spawn(started.run(stop.clone())), stop));
     }
     // ACL sync and mirror protection (opt-in): a background task that never stops the mirror.
-    let acl_sync = crate::acls::spawn(&config, shutdown.child_token());
+    let acl_sync = crate::run::acls::spawn(&config, shutdown.child_token());
     let observer: Arc<dyn Observer> = if observers.len() == 1 {
         metrics.clone()
     } else {
-        Arc::new(crate::otel::Fanout::new(observers))
+        Arc::new(crate::observe::otel::Fanout::new(observers))
     };
     let result =
-        crate::mirror::run(config, observer, metrics, readiness, offset_syncs, shutdown).await;
+        crate::run::mirror::run(config, observer, metrics, readiness, offset_syncs, shutdown).await;
     // After the mirror's final commit: the last round persists what it acknowledged last.
     if let Some((task, stop)) = checkpointer {
         stop.cancel();

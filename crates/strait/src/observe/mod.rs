@@ -1,0 +1,11 @@
+//! Observability: metrics, lag, health, logging, tracing export and the HTTP endpoints.
+
+pub mod health;
+pub mod http;
+pub mod lag;
+pub mod log_limit;
+pub mod logging;
+pub mod metrics;
+pub mod otel;
+pub mod progress;
+pub(crate) mod sampler;

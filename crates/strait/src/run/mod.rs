@@ -1,0 +1,9 @@
+//! The run loop: every flow, its mirror, topic and ACL sync, and hot reload.
+
+pub(crate) mod acls;
+pub mod flows;
+pub mod memory;
+pub(crate) mod mirror;
+pub mod reload;
+pub(crate) mod retry;
+pub(crate) mod topics;
