@@ -1,4 +1,4 @@
-//! The command line: `strait run|check|mirror-maker|mm2|failover|offsets|import`.
+//! The command line: `strait run|check|mirror-maker|mm2|failover|switchover|failback|offsets|import`.
 //!
 //! Exit status: 0 success, 1 runtime error, 2 configuration or usage error (the message on
 //! stderr names the key). clap's own usage errors also exit with 2.
@@ -64,6 +64,19 @@ pub enum Command {
         after_help = "Example:\n  strait failover --config strait.toml --group orders-app --apply"
     )]
     Failover(FailoverArgs),
+    /// Planned switchover of a flow to its target site (both sites up): waits until the groups
+    /// stopped on the source, the mirror's lag is 0 and the mirror stopped, then commits the
+    /// groups' translated offsets on the target and the reverse flow's start positions.
+    #[command(
+        after_help = "Example:\n  strait switchover --config strait.toml --write-reverse-config reverse.toml"
+    )]
+    Switchover(SwitchoverArgs),
+    /// After an unplanned failover, with the old source back: decides about the records that
+    /// never reached the target (--stranded), then sets up the reverse flow's start positions.
+    #[command(
+        after_help = "Example:\n  strait failback --config strait.toml --stranded copy --write-reverse-config reverse.toml"
+    )]
+    Failback(FailbackArgs),
     /// Consumer-group offset tools.
     #[command(subcommand)]
     Offsets(OffsetsCommand),
@@ -106,6 +119,72 @@ pub struct FailoverArgs {
     /// Commit the translated offsets on the target.
     #[arg(long)]
     pub apply: bool,
+}
+
+/// What `switchover` and `failback` share.
+#[derive(Debug, Clone, Args)]
+pub struct HandoverArgs {
+    /// The configuration of the flow to move.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The flow (`<source alias>-><target alias>`) when the configuration has several.
+    #[arg(long, value_name = "NAME")]
+    pub flow: Option<String>,
+    /// Print the plan (each step and its state) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long a step may wait for the operator (producers, consumers, the mirror to stop).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Write the reverse flow's strait.toml here (secrets from references stay references);
+    /// without it, the reverse configuration is printed with secrets redacted.
+    #[arg(long, value_name = "FILE")]
+    pub write_reverse_config: Option<PathBuf>,
+}
+
+/// `switchover` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct SwitchoverArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub handover: HandoverArgs,
+}
+
+/// `failback` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct FailbackArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub handover: HandoverArgs,
+    /// What to do with records on the old source that never reached the target: `copy`
+    /// (append them to the target), `export FILE` (JSON lines) or `drop` (leave them). Required
+    /// when there are any.
+    #[arg(long, num_args = 1..=2, value_names = ["copy|export|drop", "FILE"])]
+    pub stranded: Vec<String>,
+}
+
+impl FailbackArgs {
+    /// The decision given with --stranded.
+    pub fn choice(&self) -> Result<Option<crate::failover::failback::Stranded>> {
+        use crate::failover::failback::Stranded;
+        let bad = |got: String| crate::Error::Invalid {
+            key: "--stranded".into(),
+            expected: "copy, export FILE or drop".into(),
+            got,
+        };
+        match self.stranded.as_slice() {
+            [] => Ok(None),
+            [c] if c == "copy" => Ok(Some(Stranded::Copy)),
+            [c] if c == "drop" => Ok(Some(Stranded::Drop)),
+            [c, file] if c == "export" => Ok(Some(Stranded::Export(PathBuf::from(file)))),
+            other => Err(bad(format!("{:?}", other.join(" ")))),
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    crate::config::value::parse_duration(s)
+        .ok_or_else(|| format!("expected a duration like \"90s\" or \"5m\", got {s:?}"))
 }
 
 /// `run` / `check` arguments.
@@ -167,6 +246,15 @@ pub enum Action {
         /// Commit, not only print.
         apply: bool,
     },
+    /// `strait switchover` / `strait failback` for one flow.
+    Handover {
+        /// The flow's configuration.
+        config: Box<crate::Config>,
+        /// The shared options.
+        args: HandoverArgs,
+        /// `None`: switchover; `Some(choice)`: failback with that decision (if any).
+        failback: Option<Option<crate::failover::failback::Stranded>>,
+    },
     /// `strait import`: converts and prints; no configuration to load.
     Import(crate::import::ImportCommand),
 }
@@ -213,6 +301,16 @@ impl Command {
                 groups: args.groups.clone(),
                 apply: false,
             },
+            Command::Switchover(args) => Action::Handover {
+                config: Box::new(one_flow(from_file(&args.handover.config)?, &args.handover)?),
+                args: args.handover.clone(),
+                failback: None,
+            },
+            Command::Failback(args) => Action::Handover {
+                config: Box::new(one_flow(from_file(&args.handover.config)?, &args.handover)?),
+                args: args.handover.clone(),
+                failback: Some(args.choice()?),
+            },
             Command::Import(command) => Action::Import(command.clone()),
             Command::Mm2(args) => {
                 let loaded = mirrormaker::mm2::load(&args.options, env)?;
@@ -226,6 +324,38 @@ impl Command {
     }
 }
 
+/// The flow a switchover or failback moves: the configuration's only flow, or the one named
+/// with --flow.
+fn one_flow(loaded: Loaded, args: &HandoverArgs) -> Result<Config> {
+    use crate::config::flows::flow_name;
+    if loaded.flows.is_empty() {
+        return match &args.flow {
+            Some(f) if *f != flow_name(&loaded.config) => Err(crate::Error::Invalid {
+                key: "--flow".into(),
+                expected: format!("the configuration's flow {}", flow_name(&loaded.config)),
+                got: format!("{f:?}"),
+            }),
+            _ => Ok(loaded.config),
+        };
+    }
+    let names: Vec<String> = loaded.flows.iter().map(flow_name).collect();
+    match &args.flow {
+        Some(f) => loaded
+            .flows
+            .into_iter()
+            .find(|c| flow_name(c) == *f)
+            .ok_or_else(|| crate::Error::Invalid {
+                key: "--flow".into(),
+                expected: format!("one of {}", names.join(", ")),
+                got: format!("{f:?}"),
+            }),
+        None => Err(crate::Error::Missing {
+            key: "--flow".into(),
+            hint: format!("the configuration has several flows: {}", names.join(", ")),
+        }),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -235,6 +365,36 @@ mod tests {
     #[test]
     fn the_cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn failback_takes_an_explicit_stranded_choice() {
+        use crate::failover::failback::Stranded;
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["strait", "failback"];
+            args.extend_from_slice(extra);
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Failback(args) = cli.command else {
+                panic!("wrong command")
+            };
+            args.choice()
+        };
+        assert_eq!(parse(&[]).unwrap(), None);
+        assert_eq!(
+            parse(&["--stranded", "copy"]).unwrap(),
+            Some(Stranded::Copy)
+        );
+        assert_eq!(
+            parse(&["--stranded", "export", "s.jsonl", "--dry-run"]).unwrap(),
+            Some(Stranded::Export(PathBuf::from("s.jsonl")))
+        );
+        assert!(parse(&["--stranded", "keep"]).is_err());
+        assert!(parse(&["--stranded", "export"]).is_err());
+        let cli = Cli::try_parse_from(["strait", "switchover", "--timeout", "90s"]).unwrap();
+        let Command::Switchover(args) = cli.command else {
+            panic!("wrong command")
+        };
+        assert_eq!(args.handover.timeout, std::time::Duration::from_secs(90));
     }
 
     #[test]

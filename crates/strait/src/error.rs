@@ -164,6 +164,9 @@ pub enum Error {
     /// A Kafka client error (connection, authentication, authorization, broker error).
     #[error("{0}")]
     Wire(#[from] strait_wire::Error),
+    /// `strait switchover` / `strait failback` refused a step or waited too long.
+    #[error("{0}")]
+    Handover(#[from] crate::failover::plan::HandoverError),
 }
 
 impl From<strait_forward::Error> for Error {
@@ -183,7 +186,8 @@ impl Error {
             | Error::Start { .. }
             | Error::Forward(_)
             | Error::FinalCommit(_)
-            | Error::Wire(_) => 1,
+            | Error::Wire(_)
+            | Error::Handover(_) => 1,
             _ => 2,
         }
     }

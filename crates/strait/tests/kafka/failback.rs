@@ -1,0 +1,283 @@
+//! `strait failback` against real Kafka, after an unplanned failover.
+//!
+//! `strait run` mirrors two topics (checkpoints on) and is stopped; records then written to the
+//! source never reach the target (stranded: stopping the mirror makes the stranded range
+//! deterministic, where killing the source cluster under a producer would leave a range that
+//! depends on timing). The target takes writes of its own after the failover.
+//!
+//! * `fbc`, `--stranded copy`: without a decision the command refuses and names the range;
+//!   with `copy`, first interrupted by the test hook right after the copy, then run again: the
+//!   target holds every record exactly once (mirrored, written after the failover, stranded),
+//!   the original mirror's group on the old source is past the stranded records, and the
+//!   reverse mirror started from the written configuration copies to the old source exactly
+//!   what the target took after the failover (the stranded copies included, see
+//!   docs/failover.md).
+//! * `fbe`, `--stranded export FILE`: the file holds exactly the stranded range, record by
+//!   record, and nothing is written to the target.
+//!
+//! Run: `cargo test -p strait --test kafka -- failback:: --nocapture`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::*;
+use strait_testkit::AdminOp;
+use strait_wire::TopicPartition;
+use strait_wire::offset_commit::GroupOffsets;
+
+const COPY: &str = "fbc";
+const EXPORT: &str = "fbe";
+const PARTITIONS: i32 = 2;
+const MIRROR: &str = "strait-fb";
+/// Mirrored before the failure.
+const MIRRORED: usize = 100;
+/// Written to the source after the mirror stopped: stranded.
+const STRANDED: usize = 130;
+/// Written to the target after the failover (numbered from 1000).
+const AFTER: std::ops::Range<usize> = 1000..1020;
+
+fn failback(config: &Path, extra: &[&str], exit_after: Option<&str>) -> std::process::Output {
+    let mut cmd = StraitCommand::new(["failback", "--config"])
+        .arg(config)
+        .arg("--timeout")
+        .arg("60s");
+    for a in extra {
+        cmd = cmd.arg(a);
+    }
+    if let Some(step) = exit_after {
+        cmd.command()
+            .env(strait::failover::plan::TEST_EXIT_AFTER, step);
+    }
+    let out = cmd.output();
+    println!(
+        "strait failback {extra:?} (exit after {exit_after:?}): {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn numbers(values: &[Vec<u8>]) -> Vec<usize> {
+    values
+        .iter()
+        .map(|v| {
+            let v = String::from_utf8_lossy(v);
+            v.split_once('-').unwrap().1.parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn failback_copies_or_exports_exactly_the_stranded_records() {
+    let (src, dst) = clusters("fb");
+    for t in [COPY, EXPORT] {
+        src.admin(&[AdminOp::topic(t, PARTITIONS, 1)]).unwrap();
+        dst.admin(&[AdminOp::topic(t, PARTITIONS, 1)]).unwrap();
+    }
+    let rt = runtime();
+    let (s, d) = rt.block_on(async { (client(&src).await, client(&dst).await) });
+    rt.block_on(async {
+        for t in [COPY, EXPORT] {
+            produce_numbered(&s, t, 0..PARTITIONS, 0..MIRRORED).await;
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "groups = [\"app\"]\ncheckpoint_interval = \"500ms\"\n";
+    let mirror_config = write_config(dir.path(), "fb", &src, &dst, "fb.", MIRROR, extra);
+    let (mut mirror, log) = spawn_strait(&mirror_config, 0);
+    for t in [COPY, EXPORT] {
+        rt.block_on(wait_until_committed(
+            &s,
+            MIRROR,
+            t,
+            &[MIRRORED as i64; PARTITIONS as usize],
+            Duration::from_secs(120),
+        ));
+    }
+    assert_eq!(
+        terminate(&mut mirror).code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    drop(mirror);
+    // The source site "fails": what it takes now never reaches the target.
+    rt.block_on(async {
+        for t in [COPY, EXPORT] {
+            produce_numbered(&s, t, 0..PARTITIONS, MIRRORED..STRANDED).await;
+        }
+    });
+    // Failed over: the target takes writes.
+    rt.block_on(async {
+        for t in [COPY, EXPORT] {
+            produce_numbered(&d, t, 0..PARTITIONS, AFTER).await;
+        }
+    });
+    let copy_config = write_config(dir.path(), "fbc", &src, &dst, COPY, MIRROR, extra);
+    let export_config = write_config(dir.path(), "fbe", &src, &dst, EXPORT, MIRROR, extra);
+
+    // No decision: refused, naming the exact range.
+    let out = failback(&copy_config, &[], None);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for p in 0..PARTITIONS {
+        assert!(
+            text.contains(&format!(
+                "{COPY}-{p}: {} record(s) at offsets {MIRRORED}..{STRANDED}",
+                STRANDED - MIRRORED
+            )),
+            "{text}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--stranded"));
+
+    // Copy, interrupted right after the copy, then again.
+    let crashed = failback(
+        &copy_config,
+        &["--stranded", "copy"],
+        Some("stranded_decision"),
+    );
+    assert_eq!(
+        crashed.status.code(),
+        Some(strait::failover::plan::TEST_EXIT_CODE)
+    );
+    let reverse = dir.path().join("reverse.toml");
+    let out = failback(
+        &copy_config,
+        &[
+            "--stranded",
+            "copy",
+            "--write-reverse-config",
+            reverse.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("copied: "), "{text}");
+    let want: Vec<usize> = (0..MIRRORED)
+        .chain(AFTER)
+        .chain(MIRRORED..STRANDED)
+        .collect();
+    let on_target = rt.block_on(read_all(&d, COPY, PARTITIONS));
+    for p in 0..PARTITIONS {
+        assert_eq!(
+            numbers(&on_target[&p]),
+            want,
+            "{COPY}-{p} on the target: every record once, the stranded ones appended once"
+        );
+    }
+    let tps = |t: &str| -> Vec<TopicPartition> {
+        (0..PARTITIONS)
+            .map(|p| TopicPartition::new(t, p).unwrap())
+            .collect()
+    };
+    let commits = |client: &strait_wire::Client, t: &str| -> BTreeMap<i32, (i64, Option<String>)> {
+        rt.block_on(async {
+            GroupOffsets::new(client, MIRROR)
+                .fetch(&tps(t))
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|(tp, c)| {
+                    let c = c?;
+                    Some((tp.partition(), (c.offset, c.metadata)))
+                })
+                .collect()
+        })
+    };
+    for (p, (offset, metadata)) in commits(&s, COPY) {
+        assert_eq!(offset, STRANDED as i64, "partition {p}");
+        assert_eq!(metadata.as_deref(), Some("strait.failback=copy"));
+    }
+    assert_eq!(
+        commits(&d, COPY)
+            .into_iter()
+            .map(|(p, (o, _))| (p, o))
+            .collect::<BTreeMap<_, _>>(),
+        (0..PARTITIONS)
+            .map(|p| (p, MIRRORED as i64))
+            .collect::<BTreeMap<_, _>>(),
+        "the reverse mirror starts after the last record mirrored before the failover"
+    );
+
+    // The reverse mirror copies what the target took after the failover to the old source.
+    let (mut back, back_log) = spawn_strait(&reverse, 1);
+    let target_ends = rt.block_on(end_offsets(&d, COPY, PARTITIONS));
+    rt.block_on(wait_until_committed(
+        &d,
+        MIRROR,
+        COPY,
+        &target_ends,
+        Duration::from_secs(120),
+    ));
+    assert_eq!(
+        terminate(&mut back).code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&back_log).unwrap_or_default()
+    );
+    let on_old_source = rt.block_on(read_all(&s, COPY, PARTITIONS));
+    let old_want: Vec<usize> = (0..STRANDED)
+        .chain(want[MIRRORED..].iter().copied())
+        .collect();
+    for p in 0..PARTITIONS {
+        assert_eq!(
+            numbers(&on_old_source[&p]),
+            old_want,
+            "{COPY}-{p} on the old source: its history, then what the target took after the \
+             failover"
+        );
+    }
+
+    // Export: the file holds exactly the stranded range; the target is untouched.
+    let file = dir.path().join("stranded.jsonl");
+    let target_before = rt.block_on(end_offsets(&d, EXPORT, PARTITIONS));
+    let out = failback(
+        &export_config,
+        &["--stranded", "export", file.to_str().unwrap()],
+        None,
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        rt.block_on(end_offsets(&d, EXPORT, PARTITIONS)),
+        target_before
+    );
+    let mut exported: BTreeMap<i32, Vec<(i64, usize)>> = BTreeMap::new();
+    for line in std::fs::read_to_string(&file).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["topic"], EXPORT);
+        let value = base64::engine::general_purpose::STANDARD
+            .decode(v["value"].as_str().unwrap())
+            .unwrap();
+        let (p, n) = std::str::from_utf8(&value)
+            .unwrap()
+            .split_once('-')
+            .unwrap();
+        assert_eq!(p, v["partition"].as_i64().unwrap().to_string());
+        assert!(v["timestamp"].as_i64().unwrap() > 0);
+        exported
+            .entry(p.parse().unwrap())
+            .or_default()
+            .push((v["offset"].as_i64().unwrap(), n.parse().unwrap()));
+    }
+    for p in 0..PARTITIONS {
+        assert_eq!(
+            exported.get(&p).cloned().unwrap_or_default(),
+            (MIRRORED..STRANDED)
+                .map(|n| (n as i64, n))
+                .collect::<Vec<_>>(),
+            "{EXPORT}-{p}: the exported records are the stranded range"
+        );
+    }
+    for (_, (offset, metadata)) in commits(&s, EXPORT) {
+        assert_eq!(offset, STRANDED as i64);
+        assert_eq!(metadata.as_deref(), Some("strait.failback=export"));
+    }
+}
