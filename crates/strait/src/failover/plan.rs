@@ -256,6 +256,10 @@ pub async fn drive<H: Handover>(
         }
         tokio::time::sleep(options.poll).await;
     };
+    if plan.is_done() {
+        out(&format!("nothing to do, every step is done:\n{plan}"));
+        return Ok(plan);
+    }
     out(&format!("plan:\n{plan}"));
     let exit_after = std::env::var(TEST_EXIT_AFTER).ok();
     for step in &plan.steps {

@@ -75,7 +75,7 @@ fn numbers(values: &[Vec<u8>]) -> Vec<usize> {
 
 #[test]
 fn failback_copies_or_exports_exactly_the_stranded_records() {
-    let (src, dst) = clusters("fb");
+    let (mut src, dst) = clusters("fb");
     for t in [COPY, EXPORT] {
         src.admin(&[AdminOp::topic(t, PARTITIONS, 1)]).unwrap();
         dst.admin(&[AdminOp::topic(t, PARTITIONS, 1)]).unwrap();
@@ -113,12 +113,17 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
             produce_numbered(&s, t, 0..PARTITIONS, MIRRORED..STRANDED).await;
         }
     });
-    // Failed over: the target takes writes.
+    // The source's broker dies (SIGKILL); the target takes the writes meanwhile; the old source
+    // comes back with everything it had acknowledged.
+    let node = src.node_ids()[0];
+    src.kill_node(node).unwrap();
     rt.block_on(async {
         for t in [COPY, EXPORT] {
             produce_numbered(&d, t, 0..PARTITIONS, AFTER).await;
         }
     });
+    src.start_node(node).unwrap();
+    let s = rt.block_on(client(&src));
     let copy_config = write_config(dir.path(), "fbc", &src, &dst, COPY, MIRROR, extra);
     let export_config = write_config(dir.path(), "fbe", &src, &dst, EXPORT, MIRROR, extra);
 
@@ -235,6 +240,53 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
              failover"
         );
     }
+
+    // Later, the switchover back through the reverse flow moves the original mirror's group
+    // past everything the reverse mirror wrote: restarted, it copies nothing back.
+    let out = StraitCommand::new(["switchover", "--config"])
+        .arg(&reverse)
+        .arg("--timeout")
+        .arg("60s")
+        .output();
+    println!(
+        "strait switchover back: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success());
+    let source_ends = rt.block_on(end_offsets(&s, COPY, PARTITIONS));
+    assert_eq!(
+        commits(&s, COPY)
+            .into_iter()
+            .map(|(p, (o, _))| (p, o))
+            .collect::<BTreeMap<_, _>>(),
+        (0..PARTITIONS)
+            .map(|p| (p, source_ends[p as usize]))
+            .collect::<BTreeMap<_, _>>(),
+        "the original mirror's group is past the reverse mirror's records"
+    );
+    let (mut again, again_log) = spawn_strait(&copy_config, 2);
+    rt.block_on(wait_until_committed(
+        &s,
+        MIRROR,
+        COPY,
+        &source_ends,
+        Duration::from_secs(120),
+    ));
+    // A few commit intervals in which a loop would show.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        terminate(&mut again).code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&again_log).unwrap_or_default()
+    );
+    assert_eq!(
+        rt.block_on(end_offsets(&d, COPY, PARTITIONS)),
+        target_ends,
+        "the original mirror copied something back"
+    );
 
     // Export: the file holds exactly the stranded range; the target is untouched.
     let file = dir.path().join("stranded.jsonl");

@@ -133,6 +133,32 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
         "a dry run commits nothing"
     );
 
+    // The switchover, interrupted right after the groups were applied (the test hook exits
+    // there). Started while the mirror still runs: it waits until the mirror is stopped.
+    let reverse = dir.path().join("reverse.toml");
+    let reverse_arg = reverse.to_str().unwrap();
+    let waiting_out = dir.path().join("switchover-1.out");
+    let mut waiting = StraitCommand::new(["switchover", "--config"])
+        .arg(&config)
+        .arg("--timeout")
+        .arg("120s")
+        .arg("--write-reverse-config")
+        .arg(reverse_arg);
+    waiting
+        .command()
+        .env(strait::failover::plan::TEST_EXIT_AFTER, "groups_applied")
+        .stdout(std::fs::File::create(&waiting_out).unwrap())
+        .stderr(std::process::Stdio::inherit());
+    let mut waiting = waiting.spawn();
+    wait_for_log(
+        &waiting_out,
+        "[wait] mirror_stopped",
+        Duration::from_secs(60),
+    );
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "it waits for the mirror"
+    );
     // The operator stopped producers and consumers; the mirror catches up and is stopped.
     rt.block_on(wait_until_committed(
         &s,
@@ -148,6 +174,27 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     drop(mirror);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = waiting.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "strait switchover did not go on after the mirror stopped:\n{}",
+            std::fs::read_to_string(&waiting_out).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&waiting_out).unwrap();
+    println!("strait switchover (waiting, exit after groups_applied): {status}\n{text}");
+    assert_eq!(
+        status.code(),
+        Some(strait::failover::plan::TEST_EXIT_CODE),
+        "{text}"
+    );
+    assert!(text.contains("[done] groups_applied"), "{text}");
+    assert!(!reverse.exists());
     let source_commits: BTreeMap<i32, i64> = rt.block_on(async {
         GroupOffsets::new(&s, GROUP)
             .fetch(&tps)
@@ -157,20 +204,6 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
             .map(|(tp, c)| (tp.partition(), c.map_or(0, |c| c.offset)))
             .collect()
     });
-
-    // Interrupted right after the groups were applied (the test hook exits there).
-    let reverse = dir.path().join("reverse.toml");
-    let reverse_arg = reverse.to_str().unwrap();
-    let crashed = switchover(
-        &config,
-        &["--write-reverse-config", reverse_arg],
-        Some("groups_applied"),
-    );
-    assert_eq!(
-        crashed.status.code(),
-        Some(strait::failover::plan::TEST_EXIT_CODE)
-    );
-    assert!(!reverse.exists());
     let want: BTreeMap<i32, i64> = source_commits
         .iter()
         .map(|(p, c)| (*p, c + HEAD as i64))
@@ -207,7 +240,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
     let again = switchover(&config, &[], None);
     assert!(again.status.success());
     let text = String::from_utf8_lossy(&again.stdout);
-    assert!(!text.contains("[todo]"), "{text}");
+    assert!(text.contains("nothing to do"), "{text}");
 
     // Producers and the consumer at the target site now.
     rt.block_on(produce_numbered(&d, TOPIC, 0..PARTITIONS, WHILE..AFTER));
