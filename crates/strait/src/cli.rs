@@ -161,6 +161,11 @@ pub struct FailbackArgs {
     /// when there are any.
     #[arg(long, num_args = 1..=2, value_names = ["copy|export|drop", "FILE"])]
     pub stranded: Vec<String>,
+    /// When the failover happened (ms since the epoch): records of the old source with a later
+    /// timestamp are reported as diverged (written there after the failover), apart from the
+    /// stranded ones; the --stranded decision applies to both.
+    #[arg(long, value_name = "EPOCH_MS")]
+    pub failed_over_at: Option<i64>,
 }
 
 impl FailbackArgs {
@@ -252,8 +257,8 @@ pub enum Action {
         config: Box<crate::Config>,
         /// The shared options.
         args: HandoverArgs,
-        /// `None`: switchover; `Some(choice)`: failback with that decision (if any).
-        failback: Option<Option<crate::failover::failback::Stranded>>,
+        /// `None`: switchover; `Some(options)`: failback.
+        failback: Option<crate::failover::failback::FailbackOptions>,
     },
     /// `strait import`: converts and prints; no configuration to load.
     Import(crate::import::ImportCommand),
@@ -309,7 +314,10 @@ impl Command {
             Command::Failback(args) => Action::Handover {
                 config: Box::new(one_flow(from_file(&args.handover.config)?, &args.handover)?),
                 args: args.handover.clone(),
-                failback: Some(args.choice()?),
+                failback: Some(crate::failover::failback::FailbackOptions {
+                    choice: args.choice()?,
+                    failed_over_at: args.failed_over_at,
+                }),
             },
             Command::Import(command) => Action::Import(command.clone()),
             Command::Mm2(args) => {

@@ -134,7 +134,7 @@ fn main() -> ExitCode {
 fn handover(
     config: &strait::Config,
     args: &strait::cli::HandoverArgs,
-    failback: Option<Option<strait::failover::failback::Stranded>>,
+    failback: Option<strait::failover::failback::FailbackOptions>,
 ) -> ExitCode {
     use strait::failover::{failback as fb, plan::DriveOptions, reverse, switchover};
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -158,7 +158,7 @@ fn handover(
     let result = runtime.block_on(async {
         match failback {
             None => switchover::run(config, &options, print).await,
-            Some(choice) => fb::run(config, choice, &options, print).await,
+            Some(failback) => fb::run(config, failback, &options, print).await,
         }
     });
     if let Err(e) = result {

@@ -23,6 +23,16 @@ use super::state::{Clusters, FlowState, PartitionState, read_flow};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+/// The operator's input to `strait failback`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailbackOptions {
+    /// What to do with the stranded records (`--stranded`).
+    pub choice: Option<Stranded>,
+    /// When the failover happened (ms since the epoch, `--failed-over-at`): records of the old
+    /// source with a later timestamp are reported as diverged.
+    pub failed_over_at: Option<i64>,
+}
+
 /// What to do with the stranded records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stranded {
@@ -77,6 +87,8 @@ pub struct FailbackState {
     pub stranded: Vec<StrandedPartition>,
     /// The export file's current contents, when exporting and it exists.
     pub export_existing: Option<String>,
+    /// `--failed-over-at`: records after it are diverged, not stranded.
+    pub failed_over_at: Option<i64>,
 }
 
 /// `[from, to)` of `p`'s stranded records and whether `from` is exact: from the offset map's
@@ -152,7 +164,15 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
 
     let total: usize = s.stranded.iter().map(|p| p.records.len()).sum();
     let mut report = String::new();
+    let mut diverged_total = 0usize;
     for p in &s.stranded {
+        // Written after the failover (producers kept writing to the old source): reported
+        // apart, decided about the same way.
+        let (diverged, stranded): (Vec<&StrandedRecord>, Vec<&StrandedRecord>) = p
+            .records
+            .iter()
+            .partition(|r| s.failed_over_at.is_some_and(|t| r.timestamp > t));
+        diverged_total += diverged.len();
         let _ = write!(
             report,
             "\n    {}: {} record(s) at offsets {}..{}",
@@ -161,13 +181,19 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             p.from,
             p.to
         );
-        let times = p.records.iter().map(|r| r.timestamp);
-        if let (Some(first), Some(last)) = (times.clone().min(), times.max()) {
-            let _ = write!(
-                report,
-                ", timestamps {first}..{last} ms ({:.1} s)",
-                (last - first) as f64 / 1000.0
-            );
+        for (what, records) in [("stranded", &stranded), ("diverged", &diverged)] {
+            if s.failed_over_at.is_none() && what == "diverged" {
+                continue;
+            }
+            let _ = write!(report, "; {what}: {}", records.len());
+            let times = records.iter().map(|r| r.timestamp);
+            if let (Some(first), Some(last)) = (times.clone().min(), times.max()) {
+                let _ = write!(
+                    report,
+                    " (timestamps {first}..{last} ms, {:.1} s)",
+                    (last - first) as f64 / 1000.0
+                );
+            }
         }
         if !p.exact {
             let _ = write!(
@@ -190,18 +216,21 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             "stranded",
             StepState::Refused,
             format!(
-                "{total} record(s) on the old source {} never reached the target:{report}\n    \
+                "{total} record(s) on the old source {} never reached the target ({}):\
+                 {report}\n    \
                  choose --stranded copy (append them to the target), --stranded export FILE \
                  (write them to a file) or --stranded drop (leave them on the old source only)",
-                flow.source_alias
+                flow.source_alias,
+                split(total, diverged_total, s.failed_over_at),
             ),
         ),
         (_, Some(c)) => Step::new(
             "stranded",
             StepState::Done,
             format!(
-                "{total} record(s) on the old source never reached the target (decision: {}):\
-                 {report}",
+                "{total} record(s) on the old source never reached the target ({}; \
+                 decision: {}):{report}",
+                split(total, diverged_total, s.failed_over_at),
                 c.as_str()
             ),
         ),
@@ -302,6 +331,17 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
     plan
 }
 
+/// How many of `total` are stranded and diverged, in words.
+fn split(total: usize, diverged: usize, failed_over_at: Option<i64>) -> String {
+    match failed_over_at {
+        Some(t) => format!(
+            "{} stranded, {diverged} diverged (timestamps after --failed-over-at {t})",
+            total - diverged
+        ),
+        None => "stranded and diverged alike: give --failed-over-at to tell them apart".into(),
+    }
+}
+
 /// The step carrying out the decision about the stranded records.
 fn decision(s: &FailbackState, choice: Option<&Stranded>, total: usize) -> Step {
     const NAME: &str = "stranded_decision";
@@ -382,17 +422,17 @@ fn decision(s: &FailbackState, choice: Option<&Stranded>, total: usize) -> Step 
 pub struct Failback<'a> {
     config: &'a Config,
     clusters: Clusters,
-    choice: Option<Stranded>,
+    options: FailbackOptions,
 }
 
 impl<'a> Failback<'a> {
     /// Connects to both clusters of `config` (rename = "identity" only).
-    pub async fn connect(config: &'a Config, choice: Option<Stranded>) -> Result<Failback<'a>> {
+    pub async fn connect(config: &'a Config, options: FailbackOptions) -> Result<Failback<'a>> {
         super::state::require_identity(config, "failback")?;
         Ok(Failback {
             config,
             clusters: Clusters::connect(config).await?,
-            choice,
+            options,
         })
     }
 
@@ -407,7 +447,7 @@ impl<'a> Failback<'a> {
                 continue;
             }
             let records = read_range(&self.clusters.source, &p.source, from, to).await?;
-            let copied = match self.choice {
+            let copied = match self.options.choice {
                 Some(Stranded::Copy) => {
                     // Copies are appended after the records mirrored before the failover.
                     let after = p.mirrored.map_or(p.target_start, |s| s.offset);
@@ -433,7 +473,7 @@ impl<'a> Failback<'a> {
                 copied,
             });
         }
-        let export_existing = match &self.choice {
+        let export_existing = match &self.options.choice {
             Some(Stranded::Export(file)) => std::fs::read_to_string(file).ok(),
             _ => None,
         };
@@ -441,13 +481,14 @@ impl<'a> Failback<'a> {
             flow,
             stranded,
             export_existing,
+            failed_over_at: self.options.failed_over_at,
         })
     }
 }
 
 impl Handover for Failback<'_> {
     async fn plan(&mut self) -> Result<Plan> {
-        Ok(plan(&self.read().await?, self.choice.as_ref()))
+        Ok(plan(&self.read().await?, self.options.choice.as_ref()))
     }
 
     async fn execute(&mut self, action: &Action) -> Result<()> {
@@ -458,11 +499,11 @@ impl Handover for Failback<'_> {
 /// Runs `strait failback` for `config`; `out` receives what is printed.
 pub async fn run(
     config: &Config,
-    choice: Option<Stranded>,
+    failback: FailbackOptions,
     options: &DriveOptions,
     out: impl FnMut(&str),
 ) -> Result<Plan> {
-    let mut f = Failback::connect(config, choice).await?;
+    let mut f = Failback::connect(config, failback).await?;
     super::plan::drive(&mut f, options, out).await
 }
 
@@ -531,6 +572,7 @@ mod tests {
             }],
             flow,
             export_existing: None,
+            failed_over_at: None,
         }
     }
 
@@ -550,6 +592,21 @@ mod tests {
         let p = plan(&s, Some(&Stranded::Drop));
         assert!(p.refused().is_none(), "{p}");
         assert_eq!(p.steps[2].state, StepState::Done);
+    }
+
+    #[test]
+    fn records_after_the_failover_are_reported_as_diverged() {
+        let mut s = state();
+        // Timestamps are 1000 + offset: offsets 120..130 were written after 1119.
+        s.failed_over_at = Some(1119);
+        let p = plan(&s, Some(&Stranded::Drop));
+        let d = &p.steps[1].detail;
+        assert!(d.contains("20 stranded, 10 diverged"), "{p}");
+        assert!(
+            d.contains("stranded: 20 (timestamps 1100..1119 ms")
+                && d.contains("diverged: 10 (timestamps 1120..1129 ms"),
+            "{p}"
+        );
     }
 
     #[test]

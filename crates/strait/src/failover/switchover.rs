@@ -27,6 +27,8 @@ pub struct SwitchoverState {
     pub flow: FlowState,
     /// The flow's consumer groups.
     pub groups: Vec<GroupState>,
+    /// False when `mirror.groups` is not set (no group is moved).
+    pub groups_selected: bool,
     /// The latest checkpoint per (group, target topic, partition) on the target.
     pub checkpoints: BTreeMap<(String, String, i32), Checkpoint>,
     /// Now (ms since the epoch), for the checkpoints' recovery point.
@@ -83,11 +85,15 @@ pub fn plan(s: &SwitchoverState) -> Plan {
         Step::new(
             "target_groups_idle",
             StepState::Done,
-            format!(
-                "{} group(s) of mirror.groups, none active on {}",
-                s.groups.len(),
-                flow.target_alias
-            ),
+            if s.groups_selected {
+                format!(
+                    "{} group(s) of mirror.groups, none active on {}",
+                    s.groups.len(),
+                    flow.target_alias
+                )
+            } else {
+                "mirror.groups is not set: no consumer group is moved".to_string()
+            },
         )
     } else {
         Step::new(
@@ -391,6 +397,7 @@ impl<'a> Switchover<'a> {
         Ok(SwitchoverState {
             flow,
             groups,
+            groups_selected: self.config.mirror.groups.is_some(),
             checkpoints,
             now_ms: now_ms(),
         })
@@ -511,6 +518,7 @@ mod tests {
         SwitchoverState {
             flow,
             groups: vec![app],
+            groups_selected: true,
             checkpoints: BTreeMap::new(),
             now_ms: 1,
         }

@@ -3,7 +3,9 @@
 //! `strait run` mirrors two topics (checkpoints on) and is stopped; records then written to the
 //! source never reach the target (stranded: stopping the mirror makes the stranded range
 //! deterministic, where killing the source cluster under a producer would leave a range that
-//! depends on timing). The target takes writes of its own after the failover.
+//! depends on timing). The source's broker is then SIGKILLed while the target takes writes of
+//! its own (the failover), and restarted; some producers still write to the old source after
+//! the failover (diverged records, told apart with `--failed-over-at`).
 //!
 //! * `fbc`, `--stranded copy`: without a decision the command refuses and names the range;
 //!   with `copy`, first interrupted by the test hook right after the copy, then run again: the
@@ -40,12 +42,23 @@ const MIRRORED: usize = 100;
 const STRANDED: usize = 130;
 /// Written to the target after the failover (numbered from 1000).
 const AFTER: std::ops::Range<usize> = 1000..1020;
+/// Written to the old source after the failover (producers that kept writing there).
+const DIVERGED: std::ops::Range<usize> = 2000..2010;
+/// Offsets on the old source after the diverged records.
+const END: usize = STRANDED + 10;
 
-fn failback(config: &Path, extra: &[&str], exit_after: Option<&str>) -> std::process::Output {
+fn failback(
+    config: &Path,
+    failed_over_at: &str,
+    extra: &[&str],
+    exit_after: Option<&str>,
+) -> std::process::Output {
     let mut cmd = StraitCommand::new(["failback", "--config"])
         .arg(config)
         .arg("--timeout")
-        .arg("60s");
+        .arg("60s")
+        .arg("--failed-over-at")
+        .arg(failed_over_at);
     for a in extra {
         cmd = cmd.arg(a);
     }
@@ -124,27 +137,49 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     });
     src.start_node(node).unwrap();
     let s = rt.block_on(client(&src));
+    // The failover's time; then some producers still write to the old source (diverged).
+    let failed_over_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(20));
+    rt.block_on(async {
+        for t in [COPY, EXPORT] {
+            produce_numbered(&s, t, 0..PARTITIONS, DIVERGED).await;
+        }
+    });
     let copy_config = write_config(dir.path(), "fbc", &src, &dst, COPY, MIRROR, extra);
     let export_config = write_config(dir.path(), "fbe", &src, &dst, EXPORT, MIRROR, extra);
 
     // No decision: refused, naming the exact range.
-    let out = failback(&copy_config, &[], None);
+    let out = failback(&copy_config, &failed_over_at, &[], None);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     for p in 0..PARTITIONS {
         assert!(
             text.contains(&format!(
-                "{COPY}-{p}: {} record(s) at offsets {MIRRORED}..{STRANDED}",
+                "{COPY}-{p}: {} record(s) at offsets {MIRRORED}..{END}; stranded: {}",
+                END - MIRRORED,
                 STRANDED - MIRRORED
             )),
             "{text}"
         );
     }
+    assert!(
+        text.contains(&format!(
+            "{} stranded, {} diverged",
+            2 * (STRANDED - MIRRORED),
+            2 * DIVERGED.len()
+        )),
+        "{text}"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("--stranded"));
 
     // Copy, interrupted right after the copy, then again.
     let crashed = failback(
         &copy_config,
+        &failed_over_at,
         &["--stranded", "copy"],
         Some("stranded_decision"),
     );
@@ -155,6 +190,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     let reverse = dir.path().join("reverse.toml");
     let out = failback(
         &copy_config,
+        &failed_over_at,
         &[
             "--stranded",
             "copy",
@@ -169,6 +205,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     let want: Vec<usize> = (0..MIRRORED)
         .chain(AFTER)
         .chain(MIRRORED..STRANDED)
+        .chain(DIVERGED)
         .collect();
     let on_target = rt.block_on(read_all(&d, COPY, PARTITIONS));
     for p in 0..PARTITIONS {
@@ -198,7 +235,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
         })
     };
     for (p, (offset, metadata)) in commits(&s, COPY) {
-        assert_eq!(offset, STRANDED as i64, "partition {p}");
+        assert_eq!(offset, END as i64, "partition {p}");
         assert_eq!(metadata.as_deref(), Some("strait.failback=copy"));
     }
     assert_eq!(
@@ -230,6 +267,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     );
     let on_old_source = rt.block_on(read_all(&s, COPY, PARTITIONS));
     let old_want: Vec<usize> = (0..STRANDED)
+        .chain(DIVERGED)
         .chain(want[MIRRORED..].iter().copied())
         .collect();
     for p in 0..PARTITIONS {
@@ -293,6 +331,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     let target_before = rt.block_on(end_offsets(&d, EXPORT, PARTITIONS));
     let out = failback(
         &export_config,
+        &failed_over_at,
         &["--stranded", "export", file.to_str().unwrap()],
         None,
     );
@@ -323,13 +362,15 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
         assert_eq!(
             exported.get(&p).cloned().unwrap_or_default(),
             (MIRRORED..STRANDED)
-                .map(|n| (n as i64, n))
+                .chain(DIVERGED)
+                .zip(MIRRORED as i64..)
+                .map(|(n, o)| (o, n))
                 .collect::<Vec<_>>(),
             "{EXPORT}-{p}: the exported records are the stranded range"
         );
     }
     for (_, (offset, metadata)) in commits(&s, EXPORT) {
-        assert_eq!(offset, STRANDED as i64);
+        assert_eq!(offset, END as i64);
         assert_eq!(metadata.as_deref(), Some("strait.failback=export"));
     }
 }
