@@ -156,9 +156,16 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             StepState::Waiting,
             format!(
                 "{} partition(s) have records not mirrored yet: {}; stop the producers on the \
-                 source and keep the mirror running",
+                 source and keep the mirror running{}",
                 lagging.len(),
-                abbreviate(&lagging)
+                abbreviate(&lagging),
+                if flow.reverse_commits.is_empty() {
+                    ""
+                } else {
+                    // After a completed switchover the reverse mirror writes to the source: that
+                    // is not lag of this flow.
+                    " (if the reverse flow already runs, this switchover is complete)"
+                }
             ),
         )
     });
