@@ -207,6 +207,9 @@ pub struct DriveOptions {
     pub poll: Duration,
 }
 
+/// How often the plan is printed again while the same step waits.
+const WAIT_PRINT: Duration = Duration::from_secs(10);
+
 /// The environment variable naming a step after whose actions the process exits with
 /// [`TEST_EXIT_CODE`]: only for tests of re-running an interrupted command.
 pub const TEST_EXIT_AFTER: &str = "STRAIT_HANDOVER_EXIT_AFTER";
@@ -222,7 +225,8 @@ pub async fn drive<H: Handover>(
     mut out: impl FnMut(&str),
 ) -> crate::Result<Plan> {
     let started = tokio::time::Instant::now();
-    let mut last_wait: Option<String> = None;
+    // The waiting step last printed, and when.
+    let mut last_wait: Option<(&'static str, tokio::time::Instant)> = None;
     let plan = loop {
         let plan = command.plan().await?;
         if options.dry_run {
@@ -240,11 +244,12 @@ pub async fn drive<H: Handover>(
         let Some(step) = plan.waiting() else {
             break plan;
         };
-        // Printed when what it waits for changes, not at every poll.
-        let line = format!("{}: {}", step.name, step.detail);
-        if last_wait.as_deref() != Some(line.as_str()) {
+        // Printed when another step waits, and every WAIT_PRINT while the same one does (its
+        // detail, e.g. the lag, changes at every poll).
+        let now = tokio::time::Instant::now();
+        if last_wait.is_none_or(|(name, at)| name != step.name || now - at >= WAIT_PRINT) {
             out(&plan.to_string());
-            last_wait = Some(line);
+            last_wait = Some((step.name, now));
         }
         if started.elapsed() >= options.timeout {
             return Err(HandoverError::Timeout {
