@@ -76,6 +76,33 @@ fn failback(
     out
 }
 
+/// Waits (60 s at most) until the restarted old source serves both topics' partitions and the
+/// mirror's group coordinator: leaders are elected again some time after the broker is back.
+async fn wait_served(s: &strait_wire::Client) {
+    let tps: Vec<(TopicPartition, strait_wire::OffsetSpec)> = [COPY, EXPORT]
+        .into_iter()
+        .flat_map(|t| (0..PARTITIONS).map(move |p| TopicPartition::new(t, p).unwrap()))
+        .map(|tp| (tp, strait_wire::OffsetSpec::Latest))
+        .collect();
+    let only: Vec<TopicPartition> = tps.iter().map(|(tp, _)| tp.clone()).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = s
+            .list_offsets(&tps, strait_wire::IsolationLevel::ReadUncommitted)
+            .await
+            .is_ok_and(|l| l.iter().all(|l| l.offset.is_some()));
+        let group = GroupOffsets::new(s, MIRROR).fetch(&only).await.is_ok();
+        if listed && group {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted source does not serve its partitions after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn numbers(values: &[Vec<u8>]) -> Vec<usize> {
     values
         .iter()
@@ -137,6 +164,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     });
     src.start_node(node).unwrap();
     let s = rt.block_on(client(&src));
+    rt.block_on(wait_served(&s));
     // The failover's time; then some producers still write to the old source (diverged).
     let failed_over_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -245,7 +245,8 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
     // Producers and the consumer at the target site now.
     rt.block_on(produce_numbered(&d, TOPIC, 0..PARTITIONS, WHILE..AFTER));
     let total = PARTITIONS as usize * AFTER;
-    let on_target = consume(&dst, total - on_source.len() + 1, Duration::from_secs(10));
+    // One more than expected: a duplicate would be read; 20 s without a record ends it.
+    let on_target = consume(&dst, total - on_source.len() + 1, Duration::from_secs(20));
     let mut seen = numbers_by_partition(on_source);
     for (p, n) in numbers_by_partition(on_target) {
         seen.entry(p).or_default().extend(n);
