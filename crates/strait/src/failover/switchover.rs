@@ -74,6 +74,10 @@ fn translate(flow: &FlowState, p: &PartitionState, c: i64) -> Result<i64, Miss> 
 pub fn plan(s: &SwitchoverState) -> Plan {
     let flow = &s.flow;
     let mut plan = Plan::default();
+    // Written last: when it is done, the switchover is complete and the groups' consumers may
+    // run on the target.
+    let reverse = reverse_positions(flow);
+    let complete = reverse.state == StepState::Done;
 
     let active: Vec<String> = s
         .groups
@@ -81,7 +85,16 @@ pub fn plan(s: &SwitchoverState) -> Plan {
         .filter(|g| g.target_members > 0)
         .map(|g| format!("{} ({} members)", g.name, g.target_members))
         .collect();
-    plan.push(if active.is_empty() {
+    plan.push(if !active.is_empty() && complete {
+        Step::new(
+            "target_groups_idle",
+            StepState::Done,
+            format!(
+                "the switchover is complete: {} consume on the target",
+                active.join(", ")
+            ),
+        )
+    } else if active.is_empty() {
         Step::new(
             "target_groups_idle",
             StepState::Done,
@@ -309,7 +322,7 @@ pub fn plan(s: &SwitchoverState) -> Plan {
         )
     });
 
-    plan.push(reverse_positions(flow));
+    plan.push(reverse);
     plan
 }
 
@@ -620,11 +633,15 @@ mod tests {
             }
         }
         assert!(plan(&s).is_done(), "{}", plan(&s));
+        // The consumers run on the target now: a re-run still reads as done.
+        s.groups[0].target_members = 1;
+        assert!(plan(&s).is_done(), "{}", plan(&s));
         // The target takes writes after the switch: a re-run keeps the reverse positions
         // (recognised by their marker) instead of skipping the new records.
         s.flow.partitions[0].target_end = 150;
         assert!(plan(&s).is_done(), "{}", plan(&s));
-        // A later switchover (the source moved on) sets them again.
+        // A later switchover (the source moved on, the consumers stopped) sets them again.
+        s.groups[0].target_members = 0;
         s.flow.partitions[0].source_end = 120;
         s.flow.maps.replay(&tp("o", 0), Sync::new(120, 170));
         s.flow.partitions[0].mirrored = s.flow.maps.frontier(&tp("o", 0));

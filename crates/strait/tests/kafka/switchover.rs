@@ -133,6 +133,60 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
         "a dry run commits nothing"
     );
 
+    // A consumer of the group already runs on the target: refused, naming the group.
+    let dry_run = || {
+        let out = switchover(&config, &["--dry-run"], None);
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let member = Proc::new(
+        std::process::Command::new(java())
+            .arg("-cp")
+            .arg(format!("{}/*", dst.lib_dir().display()))
+            .arg("org.apache.kafka.tools.consumer.ConsoleConsumer")
+            .args(["--bootstrap-server", dst.bootstrap().as_str()])
+            .args(["--topic", TOPIC, "--group", GROUP, "--timeout-ms", "300000"])
+            .args(["--consumer-property", "enable.auto.commit=false"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start a console consumer"),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !dry_run().contains("[refused] target_groups_idle") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the member on the target never joined"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let refused = switchover(&config, &[], None);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("target_groups_idle") && err.contains("app (1 members)"),
+        "{err}"
+    );
+    assert!(
+        target_commits(GROUP).is_empty(),
+        "refused: nothing committed"
+    );
+    // Stopped (SIGTERM: the console consumer leaves the group).
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(member.0.id().to_string())
+        .status();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !dry_run().contains("[done] target_groups_idle") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the member on the target never left"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(member);
+
     // The switchover, interrupted right after the groups were applied (the test hook exits
     // there). Started while the mirror still runs: it waits until the mirror is stopped.
     let reverse = dir.path().join("reverse.toml");
