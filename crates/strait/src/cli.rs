@@ -406,6 +406,44 @@ mod tests {
     }
 
     #[test]
+    fn switchover_picks_one_flow_of_several_with_flow() {
+        let text = "[clusters.a]\n\"bootstrap.servers\" = \"a:1\"\n\
+                    [clusters.b]\n\"bootstrap.servers\" = \"b:1\"\n\
+                    [mirror]\ntopics = [\"t\"]\n\
+                    [[flows]]\nsource = \"a\"\ntarget = \"b\"\n\
+                    [[flows]]\nsource = \"b\"\ntarget = \"a\"\n";
+        let load = || {
+            Config::from_toml_str(
+                text,
+                std::path::Path::new("f.toml"),
+                &Environment::default(),
+            )
+            .unwrap()
+        };
+        let args = |flow: Option<&str>| HandoverArgs {
+            config: ConfigArgs { config: None },
+            flow: flow.map(str::to_string),
+            dry_run: false,
+            timeout: std::time::Duration::from_secs(1),
+            write_reverse_config: None,
+        };
+        let picked = one_flow(load(), &args(Some("b->a"))).unwrap();
+        assert_eq!(
+            (picked.source.alias.as_str(), picked.target.alias.as_str()),
+            ("b", "a")
+        );
+        let err = one_flow(load(), &args(None)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--flow: missing") && err.contains("a->b, b->a"),
+            "{err}"
+        );
+        let err = one_flow(load(), &args(Some("a->c")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("one of a->b, b->a"), "{err}");
+    }
+
+    #[test]
     fn offsets_translate_is_failover_without_apply() {
         let cli = Cli::try_parse_from([
             "strait",

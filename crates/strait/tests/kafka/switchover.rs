@@ -2,10 +2,11 @@
 //! from the source site to the target site and back the other way through the reverse flow.
 //!
 //! A Java consumer group reads part of a 3-partition topic on the source while `strait run`
-//! mirrors it (checkpoints on) and more records are produced. The producer stops, the consumer
-//! stops, the mirror catches up and stops. `strait switchover` is first run with the test hook
-//! that exits after the groups are applied (a crash half-way), then again: it continues and
-//! writes the reverse flow's configuration. Records are produced at the target; the same group
+//! mirrors it (checkpoints on) and more records are produced; the producer and the consumer
+//! stop. While a consumer of the group runs on the target the switchover is refused, naming the
+//! group. `strait switchover` is then started while the mirror still runs (it waits until the
+//! mirror is stopped) with the test hook that exits after the groups are applied (a crash
+//! half-way), then run again: it continues and writes the reverse flow's configuration. Records are produced at the target; the same group
 //! (Java consumer) on the target reads exactly what it had not read on the source plus the new
 //! records, per partition; and the reverse mirror copies to the old source exactly the records
 //! written after the switch. The target topic starts with records of its own, so target offsets
