@@ -59,6 +59,9 @@ pub enum SkipReason {
     Aborted,
     /// A batch whose records were all removed by compaction.
     Empty,
+    /// A batch inside a range excluded on purpose ([`Settings::excluded`](crate::Settings)):
+    /// records copied to the source from the cluster the mirror writes to.
+    Excluded,
 }
 
 impl SkipReason {
@@ -68,6 +71,7 @@ impl SkipReason {
             SkipReason::Control => "control",
             SkipReason::Aborted => "aborted",
             SkipReason::Empty => "empty",
+            SkipReason::Excluded => "excluded",
         }
     }
 }

@@ -12,6 +12,7 @@ mod backoff;
 mod budget;
 mod codec;
 mod cycle;
+pub mod exclude;
 pub mod io;
 pub mod kafka;
 mod partition;
@@ -40,6 +41,7 @@ use retry_log::{RETRY_WARN_EVERY, RetryLog};
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
 use io::{ErrorClass, IoError};
+pub use exclude::Excluded;
 pub use partition::Route;
 
 use budget::Budget;
@@ -114,6 +116,8 @@ pub struct Settings {
     pub drain_timeout: Duration,
     /// `Some`: exactly-once mode (see [`ExactlyOnce`]); `None`: at-least-once.
     pub exactly_once: Option<ExactlyOnce>,
+    /// Source offset ranges whose whole batches are skipped (see [`Excluded`]).
+    pub excluded: Excluded,
 }
 
 /// Exactly-once mirroring: each route writes to the target in transactions of its own, and
@@ -203,6 +207,7 @@ impl Default for Settings {
             batch_size: 256 << 10,
             drain_timeout: Duration::from_secs(10),
             exactly_once: None,
+            excluded: Excluded::new(),
         }
     }
 }
