@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::failover::copies::ExcludeCopies;
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::http::Readiness;
 use crate::lag::{Sampler, SamplerSettings};
@@ -104,7 +105,8 @@ async fn connect_cluster(
 
 /// The forwarder the mirror runs: source positions in the mirror's group on the source, gated
 /// by the offset syncs when checkpoints are on.
-pub type MirrorForwarder = Forwarder<WireSource, WireTarget, GatedPositions<GroupPositions>>;
+pub type MirrorForwarder =
+    Forwarder<WireSource, WireTarget, GatedPositions<ExcludeCopies<GroupPositions>>>;
 
 /// Runs the mirror until `shutdown` is cancelled; then drains in-flight batches, commits and
 /// leaves the group. With `offset_syncs` (checkpoints on), every commit of source positions
@@ -123,12 +125,20 @@ pub async fn run(
         _ = shutdown.cancelled() => return Ok(()),
     };
     let positions = GroupPositions::new(&source, &config.mirror.group_id);
+    let settings = settings(&config);
+    // Records strait failback copied to this source are not mirrored back (failover/copies.rs).
+    let excluded = ExcludeCopies::new(
+        positions.clone(),
+        &source,
+        &config.mirror.group_id,
+        settings.excluded.clone(),
+    );
     let forwarder = tokio::select! {
         f = Forwarder::new(
             WireSource::new(source.clone()),
             WireTarget::new(target.clone()),
-            GatedPositions::new(positions.clone(), offset_syncs),
-            settings(&config),
+            GatedPositions::new(excluded, offset_syncs),
+            settings,
             observer.clone(),
         ) => f,
         _ = shutdown.cancelled() => return Ok(()),

@@ -10,15 +10,16 @@
 //! receives everything the target took after the failover. [`plan`] decides from the clusters'
 //! state alone; [`run`] reads it and carries the plan out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use strait_wire::TopicPartition;
 use strait_wire::offset_commit::CommitOffset;
 
 use super::plan::{Action, DriveOptions, Handover, Plan, Side, Step, StepState};
-use super::records::{StrandedRecord, copied_offsets, read_range};
+use super::records::{StrandedRecord, copied, read_range};
 use super::state::{Clusters, FlowState, PartitionState, read_flow};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -76,6 +77,9 @@ pub struct StrandedPartition {
     pub records: Vec<StrandedRecord>,
     /// Offsets of them already copied to the target (found by their origin header).
     pub copied: BTreeSet<i64>,
+    /// The target batches made of those copies only, `[base, next)`: the reverse mirror must
+    /// not copy them back to the old source, which holds their originals.
+    pub copy_batches: Vec<Range<i64>>,
 }
 
 /// Everything the plan depends on.
@@ -89,6 +93,9 @@ pub struct FailbackState {
     pub export_existing: Option<String>,
     /// `--failed-over-at`: records after it are diverged, not stranded.
     pub failed_over_at: Option<i64>,
+    /// The copies' ranges now recorded for the reverse mirror ([`super::copies`]), by target
+    /// partition (commit metadata of [`super::copies::group`] on the target).
+    pub excluded_now: BTreeMap<TopicPartition, Option<String>>,
 }
 
 /// `[from, to)` of `p`'s stranded records and whether `from` is exact: from the offset map's
@@ -328,7 +335,89 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             ),
         )
     });
+    plan.push(exclusions(s, choice));
     plan
+}
+
+/// The step recording where the copies are on the target, so the reverse mirror skips them
+/// (the old source holds their originals; see [`super::copies`]).
+fn exclusions(s: &FailbackState, choice: Option<&Stranded>) -> Step {
+    const NAME: &str = "copies_excluded";
+    let flow = &s.flow;
+    let group = super::copies::group(&flow.mirror_group);
+    if choice != Some(&Stranded::Copy) {
+        return Step::new(NAME, StepState::Done, "nothing copied to the target");
+    }
+    let copying = s
+        .stranded
+        .iter()
+        .any(|p| p.records.iter().any(|r| !p.copied.contains(&r.offset)));
+    if copying {
+        // Their offsets on the target are known once they are there.
+        return Step::new(
+            NAME,
+            StepState::Blocked,
+            format!("record the copies' offsets in {group} once they are on the target"),
+        );
+    }
+    let mut commits = Vec::new();
+    let mut ranges = 0usize;
+    for p in &s.stranded {
+        let Some(last) = p.copy_batches.last() else {
+            continue;
+        };
+        ranges += p.copy_batches.len();
+        let Some(metadata) = super::copies::encode(&p.copy_batches) else {
+            return Step::new(
+                NAME,
+                StepState::Refused,
+                format!(
+                    "the copies on {} lie in {} separate ranges, too many to record in a                      commit's metadata (offset.metadata.max.bytes): the reverse mirror would                      copy them back; append them with a Kafka producer while the target takes                      no other writes, or use --stranded export FILE",
+                    p.target,
+                    p.copy_batches.len()
+                ),
+            );
+        };
+        let now = s.excluded_now.get(&p.target).cloned().flatten();
+        if now.as_deref() != Some(metadata.as_str()) {
+            let mut c = CommitOffset::new(p.target.clone(), last.end);
+            c.metadata = Some(metadata);
+            commits.push(c);
+        }
+    }
+    if commits.is_empty() {
+        Step::new(
+            NAME,
+            StepState::Done,
+            format!(
+                "the copies' offsets on {} ({ranges} range(s)) are recorded in {group}: the                  reverse mirror does not copy them back",
+                flow.target_alias
+            ),
+        )
+    } else if flow.reverse_members > 0 {
+        Step::new(
+            NAME,
+            StepState::Refused,
+            format!(
+                "the reverse mirror's group {} already has {} member(s) on {}: stop it; it                  reads the copies' offsets (in {group}) when it starts a partition, and would                  copy them back to the old source",
+                flow.mirror_group, flow.reverse_members, flow.target_alias
+            ),
+        )
+    } else {
+        let n = commits.len();
+        Step::new(
+            NAME,
+            StepState::Todo(vec![Action::Commit {
+                side: Side::Target,
+                group: group.clone(),
+                offsets: commits,
+            }]),
+            format!(
+                "record the copies' offsets on {} in {group} ({n} partition(s), {ranges}                  range(s)): the reverse mirror skips them",
+                flow.target_alias
+            ),
+        )
+    }
 }
 
 /// How many of `total` are stranded and diverged, in words.
@@ -447,11 +536,11 @@ impl<'a> Failback<'a> {
                 continue;
             }
             let records = read_range(&self.clusters.source, &p.source, from, to).await?;
-            let copied = match self.options.choice {
+            let copies = match self.options.choice {
                 Some(Stranded::Copy) => {
                     // Copies are appended after the records mirrored before the failover.
                     let after = p.mirrored.map_or(p.target_start, |s| s.offset);
-                    copied_offsets(
+                    copied(
                         &self.clusters.target,
                         &p.target,
                         after.max(p.target_start),
@@ -461,7 +550,7 @@ impl<'a> Failback<'a> {
                     )
                     .await?
                 }
-                _ => BTreeSet::new(),
+                _ => Default::default(),
             };
             stranded.push(StrandedPartition {
                 source: p.source.clone(),
@@ -470,9 +559,30 @@ impl<'a> Failback<'a> {
                 to,
                 exact,
                 records,
-                copied,
+                copied: copies.source_offsets,
+                copy_batches: copies.batches,
             });
         }
+        let excluded_now = match self.options.choice {
+            Some(Stranded::Copy) => {
+                let targets: Vec<TopicPartition> =
+                    stranded.iter().map(|p| p.target.clone()).collect();
+                let group = super::copies::group(&flow.mirror_group);
+                strait_wire::offset_commit::GroupOffsets::new(&self.clusters.target, &group)
+                    .fetch(&targets)
+                    .await
+                    .map_err(|e| {
+                        Error::Runtime(format!(
+                            "reading the offsets of {group} on {}: {e}",
+                            self.config.target.alias
+                        ))
+                    })?
+                    .into_iter()
+                    .map(|(tp, c)| (tp, c.and_then(|c| c.metadata)))
+                    .collect()
+            }
+            _ => BTreeMap::new(),
+        };
         let export_existing = match &self.options.choice {
             Some(Stranded::Export(file)) => std::fs::read_to_string(file).ok(),
             _ => None,
@@ -482,6 +592,7 @@ impl<'a> Failback<'a> {
             stranded,
             export_existing,
             failed_over_at: self.options.failed_over_at,
+            excluded_now,
         })
     }
 }
@@ -569,10 +680,12 @@ mod tests {
                 exact,
                 records: (100..130).map(record).collect(),
                 copied: BTreeSet::new(),
+                copy_batches: Vec::new(),
             }],
             flow,
             export_existing: None,
             failed_over_at: None,
+            excluded_now: BTreeMap::new(),
         }
     }
 
@@ -672,6 +785,52 @@ mod tests {
         s.flow.reverse_members = 1;
         let p = plan(&s, Some(&Stranded::Copy));
         assert!(p.is_done(), "{p}");
+    }
+
+    #[test]
+    fn the_copies_offsets_are_recorded_for_the_reverse_mirror_once_they_are_there() {
+        let mut s = state();
+        let p = plan(&s, Some(&Stranded::Copy));
+        let last = p.steps.last().unwrap();
+        assert_eq!(
+            (last.name, &last.state),
+            ("copies_excluded", &StepState::Blocked),
+            "{p}"
+        );
+        // Copied: 30 records in one batch at 120..150 on the target.
+        s.stranded[0].copied = (100..130).collect();
+        s.stranded[0].copy_batches = vec![120..150];
+        let p = plan(&s, Some(&Stranded::Copy));
+        let StepState::Todo(a) = &p.steps.last().unwrap().state else {
+            panic!("{p}")
+        };
+        let Action::Commit {
+            side,
+            group,
+            offsets,
+        } = &a[0]
+        else {
+            panic!()
+        };
+        assert_eq!((*side, group.as_str()), (Side::Target, "m.failback-copies"));
+        assert_eq!(offsets[0].offset, 150);
+        assert_eq!(
+            offsets[0].metadata.as_deref(),
+            Some("strait.failback.copies=120-150")
+        );
+        s.excluded_now
+            .insert(tp(0), Some("strait.failback.copies=120-150".into()));
+        assert_eq!(
+            plan(&s, Some(&Stranded::Copy)).steps.last().unwrap().state,
+            StepState::Done
+        );
+        // Not with a running reverse mirror: it reads them when it starts a partition.
+        s.excluded_now.clear();
+        s.flow.reverse_members = 1;
+        assert_eq!(
+            plan(&s, Some(&Stranded::Copy)).steps.last().unwrap().state,
+            StepState::Refused
+        );
     }
 
     #[test]

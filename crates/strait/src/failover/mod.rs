@@ -9,11 +9,12 @@
 //! * [`command`]: `strait failover`, from what is on the target alone.
 //! * [`switchover`] and [`failback`]: `strait switchover` / `strait failback`, planned from
 //!   [`state`] (both clusters, read afresh every run) into the steps of [`plan`]; [`records`]
-//!   reads, copies and exports stranded records; [`reverse`] writes the reverse flow's
-//!   configuration.
+//!   reads, copies and exports stranded records; [`copies`] keeps the reverse mirror from
+//!   copying the copies back; [`reverse`] writes the reverse flow's configuration.
 
 pub mod checkpoint;
 pub mod command;
+pub mod copies;
 pub mod failback;
 pub mod format;
 pub mod map;

@@ -216,8 +216,13 @@ pub const TEST_EXIT_AFTER: &str = "STRAIT_HANDOVER_EXIT_AFTER";
 /// The exit code of the test hook.
 pub const TEST_EXIT_CODE: i32 = 75;
 
+/// Rounds of actions one run carries out: a step blocked on an earlier step's writes (e.g. the
+/// copies' offsets, known once they are on the target) gets its actions in the next round.
+const MAX_ROUNDS: usize = 3;
+
 /// Runs `command`: waits while a step waits (printing it once), refuses when a step is refused,
-/// executes the actions of every step to do, then checks that the clusters show every step
+/// executes the actions of every step to do (again, up to [`MAX_ROUNDS`], while reading back
+/// shows steps to do that were blocked on them), then checks that the clusters show every step
 /// done. `out` receives each printed plan. Returns the final plan.
 pub async fn drive<H: Handover>(
     command: &mut H,
@@ -267,20 +272,37 @@ pub async fn drive<H: Handover>(
     }
     out(&format!("plan:\n{plan}"));
     let exit_after = std::env::var(TEST_EXIT_AFTER).ok();
-    for step in &plan.steps {
-        if let StepState::Todo(actions) = &step.state {
-            for action in actions {
-                command.execute(action).await?;
+    let mut plan = plan;
+    let mut round = 1;
+    let after = loop {
+        for step in &plan.steps {
+            if let StepState::Todo(actions) = &step.state {
+                for action in actions {
+                    command.execute(action).await?;
+                }
+                out(&format!("[done] {}", step.name));
             }
-            out(&format!("[done] {}", step.name));
+            if exit_after.as_deref() == Some(step.name) {
+                out(&format!("exiting after {} ({TEST_EXIT_AFTER})", step.name));
+                std::process::exit(TEST_EXIT_CODE);
+            }
         }
-        if exit_after.as_deref() == Some(step.name) {
-            out(&format!("exiting after {} ({TEST_EXIT_AFTER})", step.name));
-            std::process::exit(TEST_EXIT_CODE);
+        // Read back: the clusters must show every step done now. A step whose actions depend
+        // on what earlier ones wrote (blocked until then) has its actions now: one more round.
+        let after = command.plan().await?;
+        let more = after.refused().is_none()
+            && after.waiting().is_none()
+            && after
+                .steps
+                .iter()
+                .any(|s| matches!(s.state, StepState::Todo(_)));
+        if !more || round >= MAX_ROUNDS {
+            break after;
         }
-    }
-    // Read back: the clusters must show every step done now.
-    let after = command.plan().await?;
+        out(&format!("plan (continued):\n{after}"));
+        plan = after;
+        round += 1;
+    };
     out(&format!("result:\n{after}"));
     if let Some(step) = after.steps.iter().find(|s| s.state != StepState::Done) {
         return Err(HandoverError::NotSettled {

@@ -3,6 +3,7 @@
 //! JSON lines.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -79,6 +80,17 @@ pub fn origin(alias: &str, tp: &TopicPartition, offset: i64) -> String {
     format!("{alias}/{}/{}/{offset}", tp.topic(), tp.partition())
 }
 
+/// One batch as read: its offsets `[base, next)` and its records inside the range read.
+#[derive(Debug, Clone)]
+pub struct ReadBatch {
+    /// The batch's base offset.
+    pub base: i64,
+    /// The offset after its last one.
+    pub next: i64,
+    /// Its records with an offset inside the range read.
+    pub records: Vec<StrandedRecord>,
+}
+
 /// Every record of `tp` with an offset in `[from, to)`, in order (control records and
 /// transaction markers are not records).
 pub async fn read_range(
@@ -87,6 +99,20 @@ pub async fn read_range(
     from: i64,
     to: i64,
 ) -> Result<Vec<StrandedRecord>> {
+    Ok(read_batches(client, tp, from, to)
+        .await?
+        .into_iter()
+        .flat_map(|b| b.records)
+        .collect())
+}
+
+/// The data batches of `tp` holding records in `[from, to)`, in order, with those records.
+pub async fn read_batches(
+    client: &Client,
+    tp: &TopicPartition,
+    from: i64,
+    to: i64,
+) -> Result<Vec<ReadBatch>> {
     let mut out = Vec::new();
     let mut next = from;
     let read_err = |e: String| Error::Runtime(format!("reading {tp} in {from}..{to}: {e}"));
@@ -115,13 +141,14 @@ pub async fn read_range(
                 let decoded = batch
                     .decode_records(256 << 20)
                     .map_err(|e| read_err(e.to_string()))?;
+                let mut records = Vec::new();
                 for r in decoded.iter() {
                     let r = r.map_err(|e| read_err(e.to_string()))?;
                     let offset = batch.record_offset(&r);
                     if offset < next || offset >= to {
                         continue;
                     }
-                    out.push(StrandedRecord {
+                    records.push(StrandedRecord {
                         partition: tp.clone(),
                         offset,
                         timestamp: batch.record_timestamp(&r),
@@ -138,6 +165,13 @@ pub async fn read_range(
                             .collect(),
                     });
                 }
+                if !records.is_empty() {
+                    out.push(ReadBatch {
+                        base: batch.base_offset(),
+                        next: batch_next,
+                        records,
+                    });
+                }
             }
             next = next.max(batch_next);
         }
@@ -150,32 +184,60 @@ pub async fn read_range(
     Ok(out)
 }
 
-/// The source offsets of records copied from `source` (on the cluster `alias`) found in
-/// `[from, to)` of `target` by their [`ORIGIN_HEADER`].
-pub async fn copied_offsets(
+/// Records of the old source copied to a target partition, found by their [`ORIGIN_HEADER`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Copies {
+    /// Their offsets on the old source.
+    pub source_offsets: BTreeSet<i64>,
+    /// The target batches made of copies only, as `[base, next)` (adjacent ones joined): what
+    /// the reverse mirror must not copy back (see [`super::copies`]).
+    pub batches: Vec<Range<i64>>,
+}
+
+/// The records copied from `source` (on the cluster `alias`) found in `[from, to)` of `target`.
+pub async fn copied(
     target: &Client,
     target_tp: &TopicPartition,
     from: i64,
     to: i64,
     alias: &str,
     source: &TopicPartition,
-) -> Result<BTreeSet<i64>> {
+) -> Result<Copies> {
+    let batches = read_batches(target, target_tp, from, to).await?;
+    Ok(find_copies(&batches, alias, source, from, to))
+}
+
+/// [`copied`] on batches already read from `[from, to)`.
+pub fn find_copies(
+    batches: &[ReadBatch],
+    alias: &str,
+    source: &TopicPartition,
+    from: i64,
+    to: i64,
+) -> Copies {
     let prefix = format!("{alias}/{}/{}/", source.topic(), source.partition());
-    let mut out = BTreeSet::new();
-    for r in read_range(target, target_tp, from, to).await? {
-        for (k, v) in &r.headers {
+    let origin_of = |r: &StrandedRecord| -> Option<i64> {
+        r.headers.iter().find_map(|(k, v)| {
             if k.as_ref() != ORIGIN_HEADER.as_bytes() {
-                continue;
+                return None;
             }
-            let Some(v) = v.as_ref().and_then(|v| std::str::from_utf8(v).ok()) else {
-                continue;
-            };
-            if let Some(offset) = v.strip_prefix(&prefix).and_then(|o| o.parse().ok()) {
-                out.insert(offset);
-            }
+            let v = std::str::from_utf8(v.as_ref()?).ok()?;
+            v.strip_prefix(&prefix)?.parse().ok()
+        })
+    };
+    let mut out = Copies::default();
+    let mut ranges = Vec::new();
+    for b in batches {
+        let origins: Vec<Option<i64>> = b.records.iter().map(origin_of).collect();
+        out.source_offsets.extend(origins.iter().flatten());
+        // Only a whole batch of copies inside the range read is excluded: the reverse mirror
+        // skips whole batches, never part of one.
+        if b.base >= from && b.next <= to && origins.iter().all(Option::is_some) {
+            ranges.push(b.base..b.next);
         }
     }
-    Ok(out)
+    out.batches = super::copies::merge(ranges);
+    out
 }
 
 /// Appends `records` to `to` on `target`, in order, each with its key, value, timestamp
