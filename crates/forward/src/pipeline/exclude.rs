@@ -69,7 +69,10 @@ mod tests {
         assert_eq!(&*r, &[5..10, 20..30]);
         assert!(covers(&r, 20, 30));
         assert!(covers(&r, 5, 6));
-        assert!(!covers(&r, 9, 11), "a batch reaching past the range is kept whole");
+        assert!(
+            !covers(&r, 9, 11),
+            "a batch reaching past the range is kept whole"
+        );
         assert!(!covers(&r, 0, 5));
         assert!(x.get(&TopicPartition::new("t", 1).unwrap()).is_empty());
         x.set(&tp, vec![]);

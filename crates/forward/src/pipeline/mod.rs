@@ -40,8 +40,8 @@ use retry_log::{RETRY_WARN_EVERY, RetryLog};
 
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
-use io::{ErrorClass, IoError};
 pub use exclude::Excluded;
+use io::{ErrorClass, IoError};
 pub use partition::Route;
 
 use budget::Budget;

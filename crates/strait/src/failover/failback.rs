@@ -372,7 +372,10 @@ fn exclusions(s: &FailbackState, choice: Option<&Stranded>) -> Step {
                 NAME,
                 StepState::Refused,
                 format!(
-                    "the copies on {} lie in {} separate ranges, too many to record in a                      commit's metadata (offset.metadata.max.bytes): the reverse mirror would                      copy them back; append them with a Kafka producer while the target takes                      no other writes, or use --stranded export FILE",
+                    "the copies on {} lie in {} separate ranges, too many to record in a \
+                     commit's metadata (offset.metadata.max.bytes): the reverse mirror would \
+                     copy them back; append them with a Kafka producer while the target takes \
+                     no other writes, or use --stranded export FILE",
                     p.target,
                     p.copy_batches.len()
                 ),
@@ -390,7 +393,8 @@ fn exclusions(s: &FailbackState, choice: Option<&Stranded>) -> Step {
             NAME,
             StepState::Done,
             format!(
-                "the copies' offsets on {} ({ranges} range(s)) are recorded in {group}: the                  reverse mirror does not copy them back",
+                "the copies' offsets on {} ({ranges} range(s)) are recorded in {group}: the \
+                 reverse mirror does not copy them back",
                 flow.target_alias
             ),
         )
@@ -399,7 +403,9 @@ fn exclusions(s: &FailbackState, choice: Option<&Stranded>) -> Step {
             NAME,
             StepState::Refused,
             format!(
-                "the reverse mirror's group {} already has {} member(s) on {}: stop it; it                  reads the copies' offsets (in {group}) when it starts a partition, and would                  copy them back to the old source",
+                "the reverse mirror's group {} already has {} member(s) on {}: stop it; it \
+                 reads the copies' offsets (in {group}) when it starts a partition, and would \
+                 copy them back to the old source",
                 flow.mirror_group, flow.reverse_members, flow.target_alias
             ),
         )
@@ -413,7 +419,8 @@ fn exclusions(s: &FailbackState, choice: Option<&Stranded>) -> Step {
                 offsets: commits,
             }]),
             format!(
-                "record the copies' offsets on {} in {group} ({n} partition(s), {ranges}                  range(s)): the reverse mirror skips them",
+                "record the copies' offsets on {} in {group} ({n} partition(s), {ranges} \
+                 range(s)): the reverse mirror skips them",
                 flow.target_alias
             ),
         )
