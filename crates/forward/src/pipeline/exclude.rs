@@ -13,12 +13,15 @@ use std::sync::{Arc, RwLock};
 
 use strait_wire::TopicPartition;
 
+/// One partition's ranges, sorted by start.
+type Ranges = Arc<[Range<i64>]>;
+
 /// A shared table of excluded source offset ranges, filled by whoever knows them (before a
 /// partition starts: the forwarder reads a partition's ranges when it starts mirroring it).
 /// Cheap to clone; clones share the table.
 #[derive(Debug, Clone, Default)]
 pub struct Excluded {
-    ranges: Arc<RwLock<HashMap<TopicPartition, Arc<[Range<i64>]>>>>,
+    ranges: Arc<RwLock<HashMap<TopicPartition, Ranges>>>,
 }
 
 impl Excluded {

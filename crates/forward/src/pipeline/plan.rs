@@ -281,7 +281,7 @@ mod tests {
                 max_message_bytes: 1 << 20,
                 ..TargetPolicy::default()
             },
-            excluded: Arc::from(vec![15..21]),
+            excluded: std::iter::once(15..21).collect(),
         };
         let plan = plan(&fetched, 10, &rules, &mut Allowance::new(0)).unwrap();
         assert_eq!(plan.next, 22);

@@ -806,7 +806,7 @@ mod tests {
         );
         // Copied: 30 records in one batch at 120..150 on the target.
         s.stranded[0].copied = (100..130).collect();
-        s.stranded[0].copy_batches = vec![120..150];
+        s.stranded[0].copy_batches = std::iter::once(120..150).collect();
         let p = plan(&s, Some(&Stranded::Copy));
         let StepState::Todo(a) = &p.steps.last().unwrap().state else {
             panic!("{p}")
