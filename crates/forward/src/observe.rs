@@ -63,6 +63,9 @@ pub enum SkipReason {
     Aborted,
     /// A batch whose records were all removed by compaction.
     Empty,
+    /// A batch inside a range excluded on purpose ([`Settings::excluded`](crate::Settings)):
+    /// records copied to the source from the cluster the mirror writes to.
+    Excluded,
 }
 
 impl SkipReason {
@@ -72,6 +75,7 @@ impl SkipReason {
             SkipReason::Control => "control",
             SkipReason::Aborted => "aborted",
             SkipReason::Empty => "empty",
+            SkipReason::Excluded => "excluded",
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The command line: `strait run|check|status|mirror-maker|mm2|failover|offsets|import|
-//! completions|man`.
+//! The command line: `strait run|check|status|mirror-maker|mm2|failover|switchover|failback|
+//! offsets|import|completions|man`.
 //!
 //! Exit status: see [`crate::exit`] (0 success, 1 runtime error, 2 configuration or usage error,
 //! the message on stderr naming the key, ...). clap's own usage errors also exit with 2.
@@ -81,6 +81,19 @@ pub enum Command {
         after_help = "Example:\n  strait failover --config strait.toml --group orders-app --apply"
     )]
     Failover(FailoverArgs),
+    /// Planned switchover of a flow to its target site (both sites up): waits until the groups
+    /// stopped on the source, the mirror's lag is 0 and the mirror stopped, then commits the
+    /// groups' translated offsets on the target and the reverse flow's start positions.
+    #[command(
+        after_help = "Example:\n  strait switchover --config strait.toml --write-reverse-config reverse.toml"
+    )]
+    Switchover(SwitchoverArgs),
+    /// After an unplanned failover, with the old source back: decides about the records that
+    /// never reached the target (--stranded), then sets up the reverse flow's start positions.
+    #[command(
+        after_help = "Example:\n  strait failback --config strait.toml --stranded copy --write-reverse-config reverse.toml"
+    )]
+    Failback(FailbackArgs),
     /// Consumer-group offset tools.
     #[command(subcommand)]
     Offsets(OffsetsCommand),
@@ -178,6 +191,77 @@ pub struct FailoverArgs {
     pub output: Output,
 }
 
+/// What `switchover` and `failback` share.
+#[derive(Debug, Clone, Args)]
+pub struct HandoverArgs {
+    /// The configuration of the flow to move.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The flow (`<source alias>-><target alias>`) when the configuration has several.
+    #[arg(long, value_name = "NAME")]
+    pub flow: Option<String>,
+    /// Print the plan (each step and its state) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long a step may wait for the operator (producers, consumers, the mirror to stop).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Write the reverse flow's strait.toml here (secrets from references stay references);
+    /// without it, the reverse configuration is printed with secrets redacted.
+    #[arg(long, value_name = "FILE")]
+    pub write_reverse_config: Option<PathBuf>,
+}
+
+/// `switchover` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct SwitchoverArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub handover: HandoverArgs,
+}
+
+/// `failback` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct FailbackArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub handover: HandoverArgs,
+    /// What to do with records on the old source that never reached the target: `copy`
+    /// (append them to the target), `export FILE` (JSON lines) or `drop` (leave them). Required
+    /// when there are any.
+    #[arg(long, num_args = 1..=2, value_names = ["copy|export|drop", "FILE"])]
+    pub stranded: Vec<String>,
+    /// When the failover happened (ms since the epoch): records of the old source with a later
+    /// timestamp are reported as diverged (written there after the failover), apart from the
+    /// stranded ones; the --stranded decision applies to both.
+    #[arg(long, value_name = "EPOCH_MS")]
+    pub failed_over_at: Option<i64>,
+}
+
+impl FailbackArgs {
+    /// The decision given with --stranded.
+    pub fn choice(&self) -> Result<Option<crate::failover::failback::Stranded>> {
+        use crate::failover::failback::Stranded;
+        let bad = |got: String| crate::Error::Invalid {
+            key: "--stranded".into(),
+            expected: "copy, export FILE or drop".into(),
+            got,
+        };
+        match self.stranded.as_slice() {
+            [] => Ok(None),
+            [c] if c == "copy" => Ok(Some(Stranded::Copy)),
+            [c] if c == "drop" => Ok(Some(Stranded::Drop)),
+            [c, file] if c == "export" => Ok(Some(Stranded::Export(PathBuf::from(file)))),
+            other => Err(bad(format!("{:?}", other.join(" ")))),
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    crate::config::value::parse_duration(s)
+        .ok_or_else(|| format!("expected a duration like \"90s\" or \"5m\", got {s:?}"))
+}
+
 /// `run` / `check` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct ConfigArgs {
@@ -242,6 +326,15 @@ pub enum Action {
         /// How to print the table.
         output: Output,
     },
+    /// `strait switchover` / `strait failback` for one flow.
+    Handover {
+        /// The flow's configuration.
+        config: Box<crate::Config>,
+        /// The shared options.
+        args: HandoverArgs,
+        /// `None`: switchover; `Some(options)`: failback.
+        failback: Option<crate::failover::failback::FailbackOptions>,
+    },
     /// `strait import`: converts and prints; no configuration to load.
     Import(crate::import::ImportCommand),
     /// `strait status`: no configuration to load.
@@ -298,6 +391,19 @@ impl Command {
                 apply: false,
                 output: args.output,
             },
+            Command::Switchover(args) => Action::Handover {
+                config: Box::new(one_flow(from_file(&args.handover.config)?, &args.handover)?),
+                args: args.handover.clone(),
+                failback: None,
+            },
+            Command::Failback(args) => Action::Handover {
+                config: Box::new(one_flow(from_file(&args.handover.config)?, &args.handover)?),
+                args: args.handover.clone(),
+                failback: Some(crate::failover::failback::FailbackOptions {
+                    choice: args.choice()?,
+                    failed_over_at: args.failed_over_at,
+                }),
+            },
             Command::Import(command) => Action::Import(command.clone()),
             Command::Status(args) => Action::Status(args.clone()),
             Command::Completions { shell } => Action::Completions(*shell),
@@ -314,6 +420,38 @@ impl Command {
     }
 }
 
+/// The flow a switchover or failback moves: the configuration's only flow, or the one named
+/// with --flow.
+fn one_flow(loaded: Loaded, args: &HandoverArgs) -> Result<Config> {
+    use crate::config::flows::flow_name;
+    if loaded.flows.is_empty() {
+        return match &args.flow {
+            Some(f) if *f != flow_name(&loaded.config) => Err(crate::Error::Invalid {
+                key: "--flow".into(),
+                expected: format!("the configuration's flow {}", flow_name(&loaded.config)),
+                got: format!("{f:?}"),
+            }),
+            _ => Ok(loaded.config),
+        };
+    }
+    let names: Vec<String> = loaded.flows.iter().map(flow_name).collect();
+    match &args.flow {
+        Some(f) => loaded
+            .flows
+            .into_iter()
+            .find(|c| flow_name(c) == *f)
+            .ok_or_else(|| crate::Error::Invalid {
+                key: "--flow".into(),
+                expected: format!("one of {}", names.join(", ")),
+                got: format!("{f:?}"),
+            }),
+        None => Err(crate::Error::Missing {
+            key: "--flow".into(),
+            hint: format!("the configuration has several flows: {}", names.join(", ")),
+        }),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -323,6 +461,74 @@ mod tests {
     #[test]
     fn the_cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn failback_takes_an_explicit_stranded_choice() {
+        use crate::failover::failback::Stranded;
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["strait", "failback"];
+            args.extend_from_slice(extra);
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Failback(args) = cli.command else {
+                panic!("wrong command")
+            };
+            args.choice()
+        };
+        assert_eq!(parse(&[]).unwrap(), None);
+        assert_eq!(
+            parse(&["--stranded", "copy"]).unwrap(),
+            Some(Stranded::Copy)
+        );
+        assert_eq!(
+            parse(&["--stranded", "export", "s.jsonl", "--dry-run"]).unwrap(),
+            Some(Stranded::Export(PathBuf::from("s.jsonl")))
+        );
+        assert!(parse(&["--stranded", "keep"]).is_err());
+        assert!(parse(&["--stranded", "export"]).is_err());
+        let cli = Cli::try_parse_from(["strait", "switchover", "--timeout", "90s"]).unwrap();
+        let Command::Switchover(args) = cli.command else {
+            panic!("wrong command")
+        };
+        assert_eq!(args.handover.timeout, std::time::Duration::from_secs(90));
+    }
+
+    #[test]
+    fn switchover_picks_one_flow_of_several_with_flow() {
+        let text = "[clusters.a]\n\"bootstrap.servers\" = \"a:1\"\n\
+                    [clusters.b]\n\"bootstrap.servers\" = \"b:1\"\n\
+                    [mirror]\ntopics = [\"t\"]\n\
+                    [[flows]]\nsource = \"a\"\ntarget = \"b\"\n\
+                    [[flows]]\nsource = \"b\"\ntarget = \"a\"\n";
+        let load = || {
+            Config::from_toml_str(
+                text,
+                std::path::Path::new("f.toml"),
+                &Environment::default(),
+            )
+            .unwrap()
+        };
+        let args = |flow: Option<&str>| HandoverArgs {
+            config: ConfigArgs { config: None },
+            flow: flow.map(str::to_string),
+            dry_run: false,
+            timeout: std::time::Duration::from_secs(1),
+            write_reverse_config: None,
+        };
+        let picked = one_flow(load(), &args(Some("b->a"))).unwrap();
+        assert_eq!(
+            (picked.source.alias.as_str(), picked.target.alias.as_str()),
+            ("b", "a")
+        );
+        let err = one_flow(load(), &args(None)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--flow: missing") && err.contains("a->b, b->a"),
+            "{err}"
+        );
+        let err = one_flow(load(), &args(Some("a->c")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("one of a->b, b->a"), "{err}");
     }
 
     #[test]

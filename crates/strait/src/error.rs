@@ -181,6 +181,9 @@ pub enum Error {
     /// `strait status` could not read the instance.
     #[error(transparent)]
     Status(#[from] crate::status::StatusError),
+    /// `strait switchover` / `strait failback` refused a step or waited too long.
+    #[error("{0}")]
+    Handover(#[from] crate::failover::plan::HandoverError),
 }
 
 impl From<strait_forward::Error> for Error {
@@ -205,7 +208,8 @@ impl Error {
             | Error::Start { .. }
             | Error::Forward(_)
             | Error::FinalCommit(_)
-            | Error::Wire(_) => exit::RUNTIME,
+            | Error::Wire(_)
+            | Error::Handover(_) => exit::RUNTIME,
             _ => exit::CONFIG,
         }
     }

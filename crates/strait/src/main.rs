@@ -33,6 +33,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Action::Man(dir) => man(dir.as_deref()),
+        Action::Handover {
+            config,
+            args,
+            failback,
+        } => handover(&config, &args, failback),
         Action::Run(loaded) => {
             if let Err(e) = logging::init(&loaded.config.log) {
                 return fail(&e);
@@ -53,6 +58,64 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `strait switchover` (`failback` = `None`) or `strait failback`: drives the plan, printing
+/// each step, then prints or writes the reverse flow's configuration.
+fn handover(
+    config: &strait::Config,
+    args: &strait::cli::HandoverArgs,
+    failback: Option<strait::failover::failback::FailbackOptions>,
+) -> ExitCode {
+    use strait::failover::{failback as fb, plan::DriveOptions, reverse, switchover};
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
+    };
+    let options = DriveOptions {
+        dry_run: args.dry_run,
+        timeout: args.timeout,
+        poll: std::time::Duration::from_secs(1),
+    };
+    let print = |s: &str| {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", s.trim_end());
+        let _ = out.flush();
+    };
+    let result = runtime.block_on(async {
+        match failback {
+            None => switchover::run(config, &options, print).await,
+            Some(failback) => fb::run(config, failback, &options, print).await,
+        }
+    });
+    if let Err(e) = result {
+        return fail(&e);
+    }
+    if args.dry_run {
+        return ExitCode::SUCCESS;
+    }
+    match &args.write_reverse_config {
+        Some(file) => {
+            if let Err(e) = reverse::write_reverse(config, file) {
+                return fail(&e);
+            }
+            println!(
+                "reverse flow configuration written to {}; stop the original mirror for good, \
+                 then start: strait run --config {}",
+                file.display(),
+                file.display()
+            );
+        }
+        None => {
+            println!("reverse flow configuration (secrets redacted):");
+            print!("{}", reverse::reverse_toml(config, true));
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn fail(e: &Error) -> ExitCode {

@@ -12,6 +12,7 @@ mod budget;
 mod codec;
 pub mod commit_hook;
 mod cycle;
+pub mod exclude;
 pub mod io;
 pub mod kafka;
 mod partition;
@@ -41,6 +42,7 @@ use retry_log::{RETRY_WARN_EVERY, RetryLog};
 pub use commit_hook::{AckedBatch, CommitHook, NoCommitHook};
 pub use io::{Isolation, NoTransactions, Positions, Source, StartPosition, Target, Transactions};
 
+pub use exclude::Excluded;
 use io::{FailureAction, IoError};
 pub use partition::Route;
 
@@ -116,6 +118,8 @@ pub struct Settings {
     pub drain_timeout: Duration,
     /// `Some`: exactly-once mode (see [`ExactlyOnce`]); `None`: at-least-once.
     pub exactly_once: Option<ExactlyOnce>,
+    /// Source offset ranges whose whole batches are skipped (see [`Excluded`]).
+    pub excluded: Excluded,
 }
 
 /// Exactly-once mirroring: each route writes to the target in transactions of its own, and
@@ -205,6 +209,7 @@ impl Default for Settings {
             batch_size: 256 << 10,
             drain_timeout: Duration::from_secs(10),
             exactly_once: None,
+            excluded: Excluded::new(),
         }
     }
 }

@@ -5,6 +5,9 @@
 //! re-encoded (and why), and where the position moves. It does no I/O, so every rule of
 //! `forwarding.md` §8 is unit-tested here without a broker.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::Error;
@@ -15,6 +18,7 @@ use crate::reencode::{Allowance, ReencodedBatch, reencode_within};
 use crate::rewrite::{ProducerStamp, ReencodeReason, TargetPolicy, needs_reencode};
 use crate::txn::{AbortedTransactionFilter, TxnDecision};
 
+use super::exclude::covers;
 use super::io::{Fetched, Isolation};
 
 /// One batch ready to produce (not yet stamped with the producer id and sequence).
@@ -69,6 +73,8 @@ pub(crate) struct Plan {
 pub(crate) struct Rules {
     pub(crate) isolation: Isolation,
     pub(crate) policy: TargetPolicy,
+    /// Source ranges whose whole batches are skipped (see `exclude.rs`).
+    pub(crate) excluded: Arc<[Range<i64>]>,
 }
 
 /// Plans the forwarding of `fetched`, for a partition whose next wanted offset is `position`.
@@ -113,6 +119,9 @@ pub(crate) fn plan(
             (TxnDecision::DropControl, FetchedBatch::V2(b)) => skip(SkipReason::Control, &b, next),
             (_, FetchedBatch::V2(b)) if b.is_control() => skip(SkipReason::Control, &b, next),
             (_, FetchedBatch::V2(b)) if b.has_no_records() => skip(SkipReason::Empty, &b, next),
+            (_, FetchedBatch::V2(b)) if covers(&rules.excluded, b.base_offset(), next) => {
+                skip(SkipReason::Excluded, &b, next)
+            }
             (_, FetchedBatch::V2(b)) => forward(&b, out.next, &rules.policy, allowance)?,
             (_, FetchedBatch::Legacy(legacy)) => {
                 let batches = legacy.reencode_within(
@@ -215,4 +224,78 @@ fn parts_from(batches: Vec<ReencodedBatch>, path: Path) -> Vec<Part> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use strait_wire::kafka_protocol::records::{
+        Compression as Codec, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    /// One uncompressed v2 batch of `n` records at offsets `base..base + n`.
+    fn batch(buf: &mut BytesMut, base: i64, n: i64) {
+        let records: Vec<Record> = (base..base + n)
+            .map(|o| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: o,
+                // kafka-protocol starts a new batch when offset - sequence changes.
+                sequence: i32::try_from(o - base).unwrap(),
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(Bytes::from(o.to_string())),
+                headers: Default::default(),
+            })
+            .collect();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Codec::None,
+        };
+        RecordBatchEncoder::encode(buf, &records, &options).unwrap();
+    }
+
+    #[test]
+    fn batches_inside_an_excluded_range_are_skipped_whole() {
+        let mut buf = BytesMut::new();
+        batch(&mut buf, 10, 5); // 10..15: forwarded
+        batch(&mut buf, 15, 5); // 15..20: excluded
+        batch(&mut buf, 20, 2); // 20..22: reaches past the range, forwarded whole
+        let fetched = Fetched {
+            records: buf.freeze(),
+            high_watermark: 22,
+            last_stable_offset: 22,
+            log_start_offset: 0,
+            aborted: Vec::new(),
+        };
+        let rules = Rules {
+            isolation: Isolation::ReadUncommitted,
+            policy: TargetPolicy {
+                max_message_bytes: 1 << 20,
+                ..TargetPolicy::default()
+            },
+            excluded: std::iter::once(15..21).collect(),
+        };
+        let plan = plan(&fetched, 10, &rules, &mut Allowance::new(0)).unwrap();
+        assert_eq!(plan.next, 22);
+        let kinds: Vec<(bool, i64)> = plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Forward { next, .. } => (true, *next),
+                Step::Skip { reason, next, .. } => {
+                    assert_eq!(*reason, SkipReason::Excluded);
+                    (false, *next)
+                }
+            })
+            .collect();
+        assert_eq!(kinds, vec![(true, 15), (false, 20), (true, 22)]);
+    }
 }

@@ -7,11 +7,22 @@
 //! * [`syncs`]: the one writer of the offset-syncs topic, and the gate that commits source
 //!   positions only after the syncs mapping them are on the target.
 //! * [`command`]: `strait failover`, from what is on the target alone.
+//! * [`switchover`] and [`failback`]: `strait switchover` / `strait failback`, planned from
+//!   [`state`] (both clusters, read afresh every run) into the steps of [`plan`]; [`records`]
+//!   reads, copies and exports stranded records; [`copies`] keeps the reverse mirror from
+//!   copying the copies back; [`reverse`] writes the reverse flow's configuration.
 
 pub mod checkpoint;
 pub mod command;
+pub mod copies;
+pub mod failback;
 pub mod format;
 pub mod map;
+pub mod plan;
+pub mod records;
+pub mod reverse;
+pub mod state;
+pub mod switchover;
 pub mod syncs;
 pub(crate) mod topic;
 
@@ -131,6 +142,12 @@ impl OffsetMaps {
     /// The next source offset after everything the target acknowledged for `source`.
     pub fn mirrored(&self, source: &TopicPartition) -> Option<i64> {
         self.lock().get(source)?.frontier().map(|f| f.upstream)
+    }
+
+    /// The frontier of `source`'s map: the next source offset after everything acknowledged
+    /// and the target offset it maps to.
+    pub fn frontier(&self, source: &TopicPartition) -> Option<Sync> {
+        self.lock().get(source)?.frontier()
     }
 
     /// The source partitions with a map, sorted.

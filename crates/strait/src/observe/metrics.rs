@@ -9,7 +9,7 @@
 //! | `strait_records_total` | counter | source_topic, target_topic, path | records acknowledged by the target |
 //! | `strait_bytes_total` | counter | source_topic, target_topic, path | bytes of the produced batches (compressed, as on the wire) |
 //! | `strait_batches_total` | counter | source_topic, target_topic, path, reason | produced batches; `path` is `pass_through`, `reencoded` or `merged`, `reason` the re-encode reason, the merge kind (`records`: uncompressed, deltas rewritten; `recompressed`) or `none` |
-//! | `strait_batches_skipped_total` | counter | reason | source batches not forwarded on purpose: `control`, `aborted`, `empty` |
+//! | `strait_batches_skipped_total` | counter | reason | source batches not forwarded on purpose: `control`, `aborted`, `empty`, `excluded` (copies of `strait failback`, see docs/failover.md) |
 //! | `strait_records_skipped_total` | counter | reason | records in those batches |
 //! | `strait_partition_lag_records` | gauge | topic, partition | source end offset minus the position the target has acknowledged (see below) |
 //! | `strait_partition_lag_seconds` | gauge | topic, partition | age of the oldest record the target has not acknowledged (see below) |

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::connect::connect;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::failover::copies::ExcludeCopies;
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::observe::http::Readiness;
 use crate::observe::log_limit::{self, LogLimiter, Verdict};
@@ -98,7 +99,8 @@ async fn written_topics(source: &Client, target: &Client, config: &Config) -> Ve
 
 /// The forwarder the mirror runs: source positions in the mirror's group on the source, gated
 /// by the offset syncs when checkpoints are on.
-pub type MirrorForwarder = Forwarder<WireSource, WireTarget, GatedPositions<GroupPositions>>;
+pub type MirrorForwarder =
+    Forwarder<WireSource, WireTarget, GatedPositions<ExcludeCopies<GroupPositions>>>;
 
 /// Runs the mirror until `shutdown` is cancelled; then drains in-flight batches, commits and
 /// leaves the group. With `offset_syncs` (checkpoints on), every commit of source positions
@@ -126,12 +128,20 @@ pub async fn run(
         w = written_topics(&source, &target, &config) => w,
         _ = shutdown.cancelled() => return Ok(()),
     };
+    let settings = settings(&config);
+    // Records strait failback copied to this source are not mirrored back (failover/copies.rs).
+    let excluded = ExcludeCopies::new(
+        positions.clone(),
+        &source,
+        &config.mirror.group_id,
+        settings.excluded.clone(),
+    );
     let forwarder = tokio::select! {
         f = Forwarder::with_commit_hook(
             WireSource::new(source.clone()),
             WireTarget::new(target.clone()).with_written_topics(written),
-            GatedPositions::new(positions.clone(), offset_syncs),
-            settings(&config),
+            GatedPositions::new(excluded, offset_syncs),
+            settings,
             observer.clone(),
             commit_hook,
         ) => f,

@@ -232,6 +232,7 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
                 max_decompressed_bytes: shared.settings.max_decompressed_bytes,
                 ..TargetPolicy::default()
             },
+            excluded: shared.settings.excluded.get(&route.source),
         };
         // The produce side lowers it when the target refuses a batch as too large.
         let max_message_bytes = AtomicUsize::new(self.limits.max_message_bytes);
