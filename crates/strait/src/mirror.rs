@@ -234,11 +234,25 @@ async fn mirror_loop(
                 None => Ok(g),
             })
             .and_then(|g| g.with_assignors(&assignors(&config.mirror)))
+            .and_then(|g| g.with_remote_assignor(config.mirror.group_remote_assignor.clone()))
+            .map(|g| {
+                let g = g.with_protocol(config.mirror.group_protocol);
+                // Dynamic members always leave; a static one only when removed for good.
+                match config.mirror.instance_id {
+                    Some(_) => g.with_leave_on_close(config.mirror.leave_group_on_shutdown),
+                    None => g,
+                }
+            })
             .map_err(Error::Wire)?;
         let mut member = tokio::select! {
             m = GroupMember::join(source, group) => m.map_err(Error::Wire)?,
             _ = shutdown.cancelled() => return Ok(()),
         };
+        tracing::info!(
+            group = %config.mirror.group_id,
+            protocol = member.protocol().name(),
+            "joining the consumer group"
+        );
         let outcome = member_loop(
             &mut member,
             &selected,
@@ -310,13 +324,20 @@ async fn member_loop(
     loop {
         tokio::select! {
             event = member.next_event() => match event {
+                // `partitions` are added to what this instance mirrors: the whole assignment
+                // on the classic protocol (everything was revoked before), only the new ones
+                // on the consumer protocol, or none when only the member epoch moved on.
                 Some(GroupEvent::Assigned { generation, partitions }) => {
                     positions.set_generation(generation);
                     let routes = routes(&partitions, selected)?;
-                    tracing::info!(partitions = partitions.len(), "assigned");
-                    observer.rebalance(&partitions);
+                    if !partitions.is_empty() {
+                        tracing::info!(partitions = partitions.len(), "assigned");
+                    }
                     forwarder.assign(routes).await?;
-                    tracing::debug!("partitions started");
+                    let owned: Vec<TopicPartition> =
+                        forwarder.assigned().into_iter().map(|r| r.source).collect();
+                    observer.rebalance(&owned);
+                    tracing::debug!(owned = owned.len(), "partitions started");
                     readiness.set_ready();
                 }
                 Some(GroupEvent::Revoked { partitions, lost, done }) => {

@@ -52,7 +52,7 @@ use crate::error::{Error, Result};
 // (`mirror.on_offset_out_of_range`) and the group's assignors.
 pub use strait_forward::{OutOfRangePolicy as OffsetOutOfRange, pipeline::StartPosition};
 pub use strait_wire::IsolationLevel as Isolation;
-pub use strait_wire::group::Assignor;
+pub use strait_wire::group::{Assignor, GroupProtocol};
 
 /// Compression of batches written to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +94,11 @@ pub enum TracingMode {
     Off,
 }
 
+const GROUP_PROTOCOL: &[(&str, GroupProtocol)] = &[
+    ("auto", GroupProtocol::Auto),
+    ("consumer", GroupProtocol::Consumer),
+    ("classic", GroupProtocol::Classic),
+];
 const START: &[(&str, StartPosition)] = &[
     ("earliest", StartPosition::Earliest),
     ("latest", StartPosition::Latest),
@@ -281,6 +286,17 @@ pub struct Mirror {
     /// same id gets its partitions back at once instead of after the session timeout. Unique per
     /// process.
     pub instance_id: Option<String>,
+    /// The group protocol (`mirror.group_protocol`, Kafka's `group.protocol`): `consumer`
+    /// (KIP-848, incremental: only moved partitions pause), `classic` (eager JoinGroup/SyncGroup)
+    /// or `auto` (the default: consumer when the source's group coordinator runs it, Kafka 4.0+).
+    pub group_protocol: GroupProtocol,
+    /// The consumer protocol's server-side assignor (`mirror.group_remote_assignor`, Kafka's
+    /// `group.remote.assignor`: `uniform` or `range`); `None` lets the broker choose.
+    pub group_remote_assignor: Option<String>,
+    /// A static member (`instance_id`) leaves the group on shutdown so its partitions move at
+    /// once (a scale-down); default false: a restart gets them back without a rebalance.
+    /// Dynamic members always leave.
+    pub leave_group_on_shutdown: bool,
     /// Replication factor for created topics; -1 = the target broker's default. With
     /// `replication_factor_from_source` (`replication_factor = "source"`, the default) created
     /// mirror topics take the source topic's factor instead and this is -1 (Strait's own
@@ -680,6 +696,13 @@ impl Config {
         mirror.insert("group_id".into(), m.group_id.clone().into());
         if let Some(id) = &m.instance_id {
             mirror.insert("instance_id".into(), id.clone().into());
+        }
+        mirror.insert("group_protocol".into(), m.group_protocol.name().into());
+        if let Some(a) = &m.group_remote_assignor {
+            mirror.insert("group_remote_assignor".into(), a.clone().into());
+        }
+        if m.leave_group_on_shutdown {
+            mirror.insert("leave_group_on_shutdown".into(), true.into());
         }
         mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
         mirror.insert(
@@ -1199,6 +1222,11 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
             .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
         instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
+        group_protocol: get(raw, s, "group_protocol", |f| f.choice(GROUP_PROTOCOL))?
+            .unwrap_or(GroupProtocol::Auto),
+        group_remote_assignor: get(raw, s, "group_remote_assignor", |f| f.non_empty_string())?,
+        leave_group_on_shutdown: get(raw, s, "leave_group_on_shutdown", |f| f.boolean())?
+            .unwrap_or(false),
         memory_budget: get(raw, s, "memory_budget", |f| {
             let b = f.byte_size()?;
             if b.0 < (1 << 20) {

@@ -78,6 +78,8 @@ pub(crate) fn map_client_setting(
     match (role, key) {
         (Role::Source, "group.id") => mirror(raw, "group_id"),
         (Role::Source, "isolation.level") => mirror(raw, "isolation"),
+        (Role::Source, "group.protocol") => mirror(raw, "group_protocol"),
+        (Role::Source, "group.remote.assignor") => mirror(raw, "group_remote_assignor"),
         (Role::Source, "auto.offset.reset") => {
             if value.trim().eq_ignore_ascii_case("none") {
                 return Err(Error::Unsupported {
@@ -210,6 +212,8 @@ mod tests {
             (Role::Source, "group.id", "g"),
             (Role::Source, "auto.offset.reset", "earliest"),
             (Role::Source, "isolation.level", "read_uncommitted"),
+            (Role::Source, "group.protocol", "consumer"),
+            (Role::Source, "group.remote.assignor", "range"),
             (Role::Source, "enable.auto.commit", "false"),
             (Role::Target, "bootstrap.servers", "b:1"),
             (Role::Target, "compression.type", "lz4"),
@@ -228,6 +232,8 @@ mod tests {
         assert_eq!(text("group_id"), "g");
         assert_eq!(text("start"), "earliest");
         assert_eq!(text("isolation"), "read_uncommitted");
+        assert_eq!(text("group_protocol"), "consumer");
+        assert_eq!(text("group_remote_assignor"), "range");
         assert_eq!(text("compression"), "lz4");
         assert_eq!(text("max_in_flight"), "5");
         assert_eq!(report.ignored, ["enable.auto.commit", "linger.ms"]);
