@@ -321,6 +321,7 @@ async fn member_loop(
 ) -> Result<Next> {
     // The next refresh: one interval after a success, a growing backoff after failures.
     let mut next_refresh = tokio::time::Instant::now() + refresh;
+    let mut logged_owned: Option<usize> = None;
     loop {
         tokio::select! {
             event = member.next_event() => match event {
@@ -330,14 +331,16 @@ async fn member_loop(
                 Some(GroupEvent::Assigned { generation, partitions }) => {
                     positions.set_generation(generation);
                     let routes = routes(&partitions, selected)?;
-                    if !partitions.is_empty() {
-                        tracing::info!(partitions = partitions.len(), "assigned");
-                    }
                     forwarder.assign(routes).await?;
                     let owned: Vec<TopicPartition> =
                         forwarder.assigned().into_iter().map(|r| r.source).collect();
+                    // `partitions` is what this instance mirrors now (operators and tests read
+                    // it), logged once per change; the group logs what each rebalance moved.
+                    if !partitions.is_empty() || logged_owned != Some(owned.len()) {
+                        tracing::info!(partitions = owned.len(), "assigned");
+                        logged_owned = Some(owned.len());
+                    }
                     observer.rebalance(&owned);
-                    tracing::debug!(owned = owned.len(), "partitions started");
                     readiness.set_ready();
                 }
                 Some(GroupEvent::Revoked { partitions, lost, done }) => {

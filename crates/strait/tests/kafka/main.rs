@@ -24,6 +24,7 @@ mod failover_kills;
 mod failover_sources;
 mod hot_reload;
 mod import_seed_mirrors;
+mod leave_on_shutdown;
 mod scale;
 mod scale_topics;
 mod scenario;
