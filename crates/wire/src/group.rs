@@ -40,6 +40,7 @@ pub(crate) mod coordinator;
 pub(crate) mod heartbeat;
 pub(crate) mod membership;
 pub(crate) mod protocol;
+mod sticky;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
