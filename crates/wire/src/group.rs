@@ -248,12 +248,17 @@ impl GroupConfig {
                 let short = match name {
                     "org.apache.kafka.clients.consumer.RangeAssignor" => "range",
                     "org.apache.kafka.clients.consumer.RoundRobinAssignor" => "roundrobin",
+                    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
+                        "cooperative-sticky"
+                    }
                     other => other,
                 };
                 let Some(a) = Assignor::from_name(short) else {
                     return Err(Error::config(
                         "partition.assignment.strategy",
-                        format!("`{name}` is not supported; use range and/or roundrobin"),
+                        format!(
+                            "`{name}` is not supported; use range, roundrobin or cooperative-sticky"
+                        ),
                     ));
                 };
                 if !assignors.contains(&a) {
@@ -388,7 +393,7 @@ impl GroupConfig {
         if self.assignors.is_empty() {
             return Err(Error::config(
                 "partition.assignment.strategy",
-                "is empty; offer at least one assignor (range, roundrobin)",
+                "is empty; offer at least one assignor (range, roundrobin, cooperative-sticky)",
             ));
         }
         let max = Duration::from_millis(i32::MAX as u64);
@@ -688,6 +693,13 @@ fn to_topic_partitions(set: &PartitionSet) -> Result<Vec<TopicPartition>> {
     set.iter().map(|(t, p)| TopicPartition::new(t, p)).collect()
 }
 
+/// What a SyncGroup changed for this member.
+struct Synced {
+    added: PartitionSet,
+    /// Cooperative only: owned before, not in the new assignment.
+    revoked: PartitionSet,
+}
+
 /// How a stable period ended.
 enum Change {
     Rebalance,
@@ -747,24 +759,50 @@ impl Driver {
     /// Join, own, heartbeat, revoke, rejoin... until a fatal error.
     async fn membership_loop(&self) -> Result<std::convert::Infallible> {
         loop {
-            let (generation, partitions, leader_counts) = self.join_and_sync().await?;
-            let owned = to_topic_partitions(&partitions)?;
+            let (generation, sync, leader_counts) = self.join_and_sync().await?;
             tracing::info!(
                 group = self.group_id(),
                 generation = generation.generation_id,
                 member = %generation.member_id,
-                partitions = owned.len(),
+                added = sync.added.len(),
+                revoked = sync.revoked.len(),
                 "joined consumer group"
             );
+            // Cooperative (KIP-429): give up only what the new assignment lacks, then rejoin
+            // once more so the group hands it to its new owner.
+            if !sync.revoked.is_empty() {
+                let done = self.emit_revoked(&sync.revoked, false);
+                if let Some(lost) = self.wait_for_release(done).await? {
+                    // What the application had (not the revoked, not the unannounced added).
+                    let had = lost.difference(&sync.revoked).difference(&sync.added);
+                    tracing::warn!(
+                        group = self.group_id(),
+                        "consumer group membership lost; rejoining"
+                    );
+                    if !had.is_empty() {
+                        self.emit_revoked(&had, true);
+                    }
+                    continue;
+                }
+                self.shared
+                    .membership()
+                    .finish_cooperative_revoke(&sync.revoked);
+            }
+            self.emit(GroupEvent::Assigned {
+                generation,
+                partitions: to_topic_partitions(&sync.added)?,
+            });
+            if !sync.revoked.is_empty() {
+                continue;
+            }
             let baseline = match leader_counts {
                 Some(c) => Some(c),
                 None => self.partition_counts().await.ok(),
             };
-            self.emit(GroupEvent::Assigned {
-                generation,
-                partitions: owned,
-            });
+            let cooperative = self.shared.membership().is_cooperative();
             match self.stable(baseline).await? {
+                // Cooperative members rejoin keeping their partitions.
+                Change::Rebalance if cooperative => {}
                 Change::Rebalance => self.revoke().await?,
                 Change::Lost(partitions) => {
                     tracing::warn!(
@@ -783,9 +821,7 @@ impl Driver {
         partition_counts(&self.shared.client, &topics).await
     }
 
-    async fn join_and_sync(
-        &self,
-    ) -> Result<(Generation, PartitionSet, Option<BTreeMap<String, i32>>)> {
+    async fn join_and_sync(&self) -> Result<(Generation, Synced, Option<BTreeMap<String, i32>>)> {
         let config = self.shared.client.config().clone();
         let mut backoff = Backoff::for_retries(&config);
         loop {
@@ -858,8 +894,9 @@ impl Driver {
             match step {
                 SyncStep::Assigned {
                     generation,
-                    partitions,
-                } => return Ok((generation, partitions, counts)),
+                    added,
+                    revoked,
+                } => return Ok((generation, Synced { added, revoked }, counts)),
                 SyncStep::Rejoin => continue,
                 SyncStep::Backoff => tokio::time::sleep(backoff.next_delay()).await,
                 SyncStep::FindCoordinator => {
@@ -1008,6 +1045,36 @@ impl Driver {
         }
         self.shared.membership().finish_revoke();
         Ok(())
+    }
+
+    /// Heartbeats while the application releases a cooperative revocation, up to the
+    /// rebalance timeout. Returns what was lost if the membership ended meanwhile; a new
+    /// rebalance does not end the wait (the partitions must be released before rejoining).
+    async fn wait_for_release(
+        &self,
+        mut done: oneshot::Receiver<()>,
+    ) -> Result<Option<PartitionSet>> {
+        let cfg = &self.shared.config;
+        let deadline = tokio::time::sleep(cfg.rebalance_timeout);
+        tokio::pin!(deadline);
+        let mut last_ok = Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut done => return Ok(None),
+                () = &mut deadline => {
+                    tracing::warn!(
+                        group = self.group_id(),
+                        "the application did not release revoked partitions within the rebalance timeout; rejoining anyway"
+                    );
+                    return Ok(None);
+                }
+                () = tokio::time::sleep(cfg.heartbeat_interval) => {
+                    if let Some(Change::Lost(lost)) = self.heartbeat(&mut last_ok).await? {
+                        return Ok(Some(lost));
+                    }
+                }
+            }
+        }
     }
 
     /// LeaveGroup for the current member, if [`GroupConfig::leaves_on_close`]: dynamic members

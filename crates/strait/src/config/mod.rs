@@ -123,6 +123,7 @@ const OUT_OF_RANGE: &[(&str, OffsetOutOfRange)] = &[
 const ASSIGNOR: &[(&str, Assignor)] = &[
     ("roundrobin", Assignor::RoundRobin),
     ("range", Assignor::Range),
+    ("cooperative-sticky", Assignor::CooperativeSticky),
 ];
 /// The Java client's class names for the same assignors (MirrorMaker consumer configs).
 const ASSIGNOR_CLASSES: &[(&str, Assignor)] = &[
@@ -133,6 +134,10 @@ const ASSIGNOR_CLASSES: &[(&str, Assignor)] = &[
     (
         "org.apache.kafka.clients.consumer.RangeAssignor",
         Assignor::Range,
+    ),
+    (
+        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        Assignor::CooperativeSticky,
     ),
 ];
 const LOG_FORMAT: &[(&str, LogFormat)] = &[("text", LogFormat::Text), ("json", LogFormat::Json)];
@@ -1314,8 +1319,9 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
 /// `["roundrobin", "range"]`, `"roundrobin"` or `"roundrobin,range"` (also Java class names):
 /// the assignors to offer, most preferred first, without repeats.
 fn assignors(f: &Field<'_>) -> Result<Vec<Assignor>> {
-    const EXPECTED: &str = "a list of assignors, most preferred first: \"roundrobin\" and/or \"range\" \
-                            (the sticky assignors are not implemented), e.g. [\"roundrobin\", \"range\"]";
+    const EXPECTED: &str = "a list of assignors, most preferred first: \"roundrobin\", \"range\", \
+                            \"cooperative-sticky\" (incremental when offered alone; \"sticky\" is not \
+                            implemented), e.g. [\"roundrobin\", \"range\"]";
     let names = match f.string() {
         Ok(s) if !s.trim_start().starts_with('[') => {
             s.split(',').map(|n| n.trim().to_string()).collect()

@@ -623,7 +623,15 @@ fn partition_assignment_strategy_defaults_to_roundrobin_then_range() {
         c.mirror.partition_assignment_strategy,
         [Assignor::Range, Assignor::RoundRobin]
     );
-    for bad in ["\"cooperative-sticky\"", "[]", "\"\"", "3"] {
+    let c = parse(&format!(
+        "{MINIMAL}[mirror]\npartition_assignment_strategy = \"cooperative-sticky\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.mirror.partition_assignment_strategy,
+        [Assignor::CooperativeSticky]
+    );
+    for bad in ["\"sticky\"", "[]", "\"\"", "3"] {
         let e = err(&format!(
             "{MINIMAL}[mirror]\npartition_assignment_strategy = {bad}\n"
         ));

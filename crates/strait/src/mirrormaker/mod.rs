@@ -92,8 +92,8 @@ pub(crate) fn map_client_setting(
             mirror(raw, "start");
         }
         (Role::Source, "partition.assignment.strategy") => {
-            // The Java class names map to Strait's assignors; the sticky ones are not
-            // implemented, so they are dropped with a note rather than failing a drop-in config.
+            // The Java class names map to Strait's assignors; StickyAssignor is not
+            // implemented, so it is dropped with a note rather than failing a drop-in config.
             let (known, unknown): (Vec<&str>, Vec<&str>) = value
                 .split(',')
                 .map(str::trim)
@@ -286,29 +286,13 @@ mod tests {
         );
         assert!(report.notes.is_empty() && report.ignored.is_empty());
 
-        // Java's default list (range, cooperative-sticky): the sticky one is noted and dropped.
+        // Java's default list (range, cooperative-sticky) maps as it is (eager, as in Java,
+        // until only the cooperative one is offered).
         let mut raw = RawConfig::default();
-        map_client_setting(
-            &mut raw,
-            Role::Source,
-            key,
-            "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
-            key,
-            o(),
-            &mut report,
-        )
-        .unwrap();
-        assert_eq!(
-            text(&raw).as_deref(),
-            Some("org.apache.kafka.clients.consumer.RangeAssignor")
-        );
-        assert_eq!(
-            report.notes,
-            [
-                "partition.assignment.strategy: org.apache.kafka.clients.consumer.CooperativeStickyAssignor \
-              is not implemented by strait and is left out; offering org.apache.kafka.clients.consumer.RangeAssignor"
-            ]
-        );
+        let both = "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+        map_client_setting(&mut raw, Role::Source, key, both, key, o(), &mut report).unwrap();
+        assert_eq!(text(&raw).as_deref(), Some(both));
+        assert!(report.notes.is_empty(), "{:?}", report.notes);
 
         // Only sticky: strait's default stays.
         let mut raw = RawConfig::default();
