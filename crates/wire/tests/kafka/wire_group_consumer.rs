@@ -1,7 +1,9 @@
 //! strait-wire on KIP-848's consumer group protocol against a real Kafka 4 cluster: a second
 //! member takes some partitions and the first member revokes only those; commits follow the
 //! member epoch; a static member that leaves for good (epoch -1) hands its partitions over at
-//! once; and against Kafka 3.9 the automatic choice falls back to the classic protocol.
+//! once; classic and consumer members share one group; and against Kafka 3.9 the automatic
+//! choice falls back to the classic protocol, where cooperative-sticky (KIP-429) revokes only
+//! what moves.
 //!
 //! Run: `cargo test -p strait-wire --test kafka -- wire_group_consumer:: --nocapture`
 #![allow(clippy::unwrap_used)]
@@ -11,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use strait_testkit::{Cluster, KafkaVersion};
 use strait_wire::admin::{Admin, CreateTopicOutcome, NewTopic};
-use strait_wire::group::{Generation, GroupConfig, GroupEvent, GroupMember, GroupProtocol};
+use strait_wire::group::{
+    Assignor, Generation, GroupConfig, GroupEvent, GroupMember, GroupProtocol,
+};
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, ClientConfig, ResponseError, TopicPartition};
 
@@ -394,4 +398,69 @@ async fn kafka_3_9_falls_back_to_classic() {
     )
     .await;
     m.close().await.unwrap();
+    cooperative_sticky_revokes_only_what_moves(&cluster, &admin).await;
+}
+
+/// KIP-429 on the classic protocol: with cooperative-sticky alone, a second member joining
+/// makes the first revoke only the partitions that move to it (second round), never the ones
+/// it keeps; when the second leaves, the first gets them back without revoking anything.
+async fn cooperative_sticky_revokes_only_what_moves(cluster: &Cluster, admin: &Client) {
+    let (topic, group) = ("cooperative", "cooperative-group");
+    create_topic(admin, topic, 6).await;
+    let all = all_partitions(topic, 6);
+    let cooperative = || {
+        GroupConfig::new(group, [topic])
+            .unwrap()
+            .with_assignors(&[Assignor::CooperativeSticky])
+            .unwrap()
+            .with_session_timeout(Duration::from_secs(10))
+            .unwrap()
+            .with_heartbeat_interval(Duration::from_millis(500))
+            .unwrap()
+            .with_rebalance_timeout(Duration::from_secs(30))
+            .unwrap()
+    };
+    let mut a = GroupMember::join(&client(cluster).await, cooperative())
+        .await
+        .unwrap();
+    let mut oa = Owner::default();
+    pump(
+        &mut [(&mut a, &mut oa, "a")],
+        |o| o[0].owned == all,
+        "a owning all 6 partitions",
+    )
+    .await;
+    let mut b = GroupMember::join(&client(cluster).await, cooperative())
+        .await
+        .unwrap();
+    let mut ob = Owner::default();
+    pump(
+        &mut [(&mut a, &mut oa, "a"), (&mut b, &mut ob, "b")],
+        |o| {
+            let epoch = |i: usize| o[i].generation.as_ref().map(|g| g.generation_id);
+            o[0].owned.len() == 3
+                && o[1].owned.len() == 3
+                && o[0].owned.union(&o[1].owned).count() == 6
+                && epoch(0) == epoch(1)
+        },
+        "a 3/3 cooperative split",
+    )
+    .await;
+    assert_eq!(oa.revoked, ob.owned, "a revoked exactly what b took");
+    assert!(
+        oa.revoked.is_disjoint(&oa.owned),
+        "a never revoked what it kept"
+    );
+    let ga = oa.generation.clone().unwrap();
+    a.commit(&ga, &offsets(&oa.owned, 7)).await.unwrap();
+    let revoked_before = oa.revoked.clone();
+    b.close().await.unwrap();
+    pump(
+        &mut [(&mut a, &mut oa, "a")],
+        |o| o[0].owned == all,
+        "a taking b's partitions back",
+    )
+    .await;
+    assert_eq!(oa.revoked, revoked_before, "nothing revoked when b left");
+    a.close().await.unwrap();
 }
