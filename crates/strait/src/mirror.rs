@@ -321,7 +321,7 @@ async fn member_loop(
 ) -> Result<Next> {
     // The next refresh: one interval after a success, a growing backoff after failures.
     let mut next_refresh = tokio::time::Instant::now() + refresh;
-    let mut logged_owned: Option<usize> = None;
+    let mut reported: Option<Vec<TopicPartition>> = None;
     loop {
         tokio::select! {
             event = member.next_event() => match event {
@@ -335,12 +335,14 @@ async fn member_loop(
                     let owned: Vec<TopicPartition> =
                         forwarder.assigned().into_iter().map(|r| r.source).collect();
                     // `partitions` is what this instance mirrors now (operators and tests read
-                    // it), logged once per change; the group logs what each rebalance moved.
-                    if !partitions.is_empty() || logged_owned != Some(owned.len()) {
+                    // it), logged and counted as a rebalance once per change (an Assigned that
+                    // only announces a new member epoch changes nothing); the group logs what
+                    // each rebalance moved.
+                    if !partitions.is_empty() || reported.as_ref() != Some(&owned) {
                         tracing::info!(partitions = owned.len(), "assigned");
-                        logged_owned = Some(owned.len());
+                        observer.rebalance(&owned);
+                        reported = Some(owned);
                     }
-                    observer.rebalance(&owned);
                     readiness.set_ready();
                 }
                 Some(GroupEvent::Revoked { partitions, lost, done }) => {
