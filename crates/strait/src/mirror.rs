@@ -187,6 +187,9 @@ async fn mirror_loop(
     // one group membership.
     let mut retry = RefreshRetry::new(refresh);
     let mut stopped = StoppedPartitions::default();
+    // `auto` is resolved by the first join; rejoins keep that answer instead of asking the
+    // coordinator again (a lookup that fails then would end the mirror).
+    let mut protocol = config.mirror.group_protocol;
     loop {
         let synced = tokio::select! {
             s = topics.sync() => s,
@@ -236,7 +239,7 @@ async fn mirror_loop(
             .and_then(|g| g.with_assignors(&assignors(&config.mirror)))
             .and_then(|g| g.with_remote_assignor(config.mirror.group_remote_assignor.clone()))
             .map(|g| {
-                let g = g.with_protocol(config.mirror.group_protocol);
+                let g = g.with_protocol(protocol);
                 // Dynamic members always leave; a static one only when removed for good.
                 match config.mirror.instance_id {
                     Some(_) => g.with_leave_on_close(config.mirror.leave_group_on_shutdown),
@@ -248,9 +251,10 @@ async fn mirror_loop(
             m = GroupMember::join(source, group) => m.map_err(Error::Wire)?,
             _ = shutdown.cancelled() => return Ok(()),
         };
+        protocol = member.protocol();
         tracing::info!(
             group = %config.mirror.group_id,
-            protocol = member.protocol().name(),
+            protocol = protocol.name(),
             "joining the consumer group"
         );
         let outcome = member_loop(
