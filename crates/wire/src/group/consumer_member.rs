@@ -120,7 +120,13 @@ impl ConsumerDriver {
         let due = self.m().next_heartbeat();
         let at = due.unwrap_or_else(|| Instant::now() + self.m().heartbeat_interval());
         tokio::time::sleep_until(at.into()).await;
-        let session = self.shared.config.session_timeout;
+        // The broker's session timeout is not known here; never give up within three of its
+        // heartbeat intervals, whatever the local setting.
+        let session = self
+            .shared
+            .config
+            .session_timeout
+            .max(self.m().heartbeat_interval() * 3);
         let expired = self.m().expire_if_silent(Instant::now(), session);
         if let Some(lost) = expired {
             tracing::warn!(
