@@ -218,8 +218,10 @@ impl ConsumerDriver {
             let Some(rec) = self.m().reconcile() else {
                 return Ok(());
             };
+            let epoch = self.m().epoch();
             tracing::info!(
                 group = self.group_id(),
+                epoch,
                 revoke = rec.revoke.len(),
                 assign = rec.assign.len(),
                 "reconciling the consumer group assignment"
