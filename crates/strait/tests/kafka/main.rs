@@ -26,6 +26,7 @@ mod hot_reload;
 mod import_seed_mirrors;
 mod leave_on_shutdown;
 mod scale;
+mod scale_incremental;
 mod scale_topics;
 mod scenario;
 mod secrets;
