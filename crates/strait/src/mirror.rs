@@ -147,7 +147,7 @@ pub async fn run(
         Sampler::new(
             source.clone(),
             forwarder.clone(),
-            metrics,
+            metrics.clone(),
             readiness.clone(),
             sampler_settings(&config),
         )
@@ -158,8 +158,8 @@ pub async fn run(
         .refresh_interval
         .max(Duration::from_millis(100));
     let result = mirror_loop(
-        &config, &source, &topics, &forwarder, &positions, &observer, &readiness, &shutdown,
-        refresh,
+        &config, &source, &topics, &forwarder, &positions, &observer, &metrics, &readiness,
+        &shutdown, refresh,
     )
     .await;
     readiness.set_not_ready("shutting down");
@@ -178,6 +178,7 @@ async fn mirror_loop(
     forwarder: &MirrorForwarder,
     positions: &GroupPositions,
     observer: &Arc<dyn Observer>,
+    metrics: &Metrics,
     readiness: &Readiness,
     shutdown: &CancellationToken,
     refresh: Duration,
@@ -264,6 +265,7 @@ async fn mirror_loop(
             forwarder,
             positions,
             observer,
+            metrics,
             readiness,
             shutdown,
             refresh,
@@ -317,6 +319,7 @@ async fn member_loop(
     forwarder: &MirrorForwarder,
     positions: &GroupPositions,
     observer: &Arc<dyn Observer>,
+    metrics: &Metrics,
     readiness: &Readiness,
     shutdown: &CancellationToken,
     refresh: Duration,
@@ -333,6 +336,7 @@ async fn member_loop(
                 // on the classic protocol (everything was revoked before), only the new ones
                 // on the consumer protocol, or none when only the member epoch moved on.
                 Some(GroupEvent::Assigned { generation, partitions }) => {
+                    metrics.record_generation(generation.generation_id);
                     positions.set_generation(generation);
                     let routes = routes(&partitions, selected)?;
                     forwarder.assign(routes).await?;
@@ -351,6 +355,7 @@ async fn member_loop(
                 }
                 Some(GroupEvent::Revoked { partitions, lost, done }) => {
                     tracing::info!(partitions = partitions.len(), lost, "revoked");
+                    metrics.record_revoked(partitions.len());
                     if let Err(e) = forwarder.revoke(&partitions).await {
                         // A lost membership cannot commit; the next owner re-mirrors from the
                         // last successful commit (duplicates, never a gap).
