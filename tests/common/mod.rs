@@ -17,7 +17,18 @@ use strait_wire::{
 pub fn clusters(prefix: &str) -> (Cluster, Cluster) {
     let p1 = format!("{prefix}-src");
     let p2 = format!("{prefix}-dst");
-    let a = std::thread::spawn(move || Cluster::builder(&p1).start().expect("source cluster"));
+    // The consumer group protocol (KIP-848, the default on Kafka 4) takes its session timeout
+    // and heartbeat interval from the broker: match the 6 s the mirror configs below use, so
+    // a killed instance's partitions move as fast as on the classic protocol.
+    let a = std::thread::spawn(move || {
+        Cluster::builder(&p1)
+            .broker_config("group.consumer.min.session.timeout.ms", "6000")
+            .broker_config("group.consumer.session.timeout.ms", "6000")
+            .broker_config("group.consumer.min.heartbeat.interval.ms", "1000")
+            .broker_config("group.consumer.heartbeat.interval.ms", "1000")
+            .start()
+            .expect("source cluster")
+    });
     let b = Cluster::builder(&p2).start().expect("target cluster");
     (a.join().expect("source thread"), b)
 }

@@ -106,6 +106,9 @@ fn sigkill_at_random_moments_loses_nothing() {
 
 /// With `mirror.instance_id` (static membership), an instance restarted after SIGKILL gets its
 /// partitions back at once, instead of waiting for the session timeout to expire the dead one.
+/// That is the classic protocol's behaviour: on the consumer protocol (KIP-848) the broker
+/// refuses the instance id (UNRELEASED_INSTANCE_ID) until the crashed member's session expires,
+/// unless it left with epoch -2 on a graceful shutdown.
 #[test]
 fn static_member_restarted_after_sigkill_resumes_before_session_timeout() {
     let (source, target) = clusters("static");
@@ -121,7 +124,7 @@ fn static_member_restarted_after_sigkill_resumes_before_session_timeout() {
         &target,
         topic,
         "static-mirror",
-        "instance_id = \"mirror-1\"",
+        "instance_id = \"mirror-1\"\ngroup_protocol = \"classic\"",
     );
     let config_text = std::fs::read_to_string(&config)
         .unwrap()

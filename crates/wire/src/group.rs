@@ -1,29 +1,46 @@
-//! Consumer groups, classic protocol: coordinator lookup, membership (JoinGroup, SyncGroup,
-//! Heartbeat, LeaveGroup) and client-side assignment ("range", "roundrobin").
+//! Consumer groups: coordinator lookup and membership, on either group protocol
+//! ([`GroupProtocol`]):
+//!
+//! * classic: JoinGroup, SyncGroup, Heartbeat, LeaveGroup with a client-side assignor
+//!   ("range", "roundrobin"); rebalancing is eager: a member gives up everything before it
+//!   rejoins, so no partition is ever owned by two members of the same generation.
+//! * consumer (KIP-848, Kafka 4.0+): ConsumerGroupHeartbeat with a server-side assignor
+//!   (`group.remote.assignor`: "uniform", "range"); incremental: only the partitions that move
+//!   are revoked, the others keep being owned through the rebalance. The member epoch is the
+//!   generation of commits.
 //!
 //! [`GroupMember`] joins a group and runs a background task that heartbeats and follows
-//! rebalances. The application learns what it owns from [`GroupEvent`]s:
+//! rebalances. The application learns what it owns from [`GroupEvent`]s, the same on both
+//! protocols:
 //!
-//! * [`GroupEvent::Assigned`]: the partitions this member owns in a generation. Commit their
-//!   progress with [`GroupMember::commit`] and that [`Generation`].
-//! * [`GroupEvent::Revoked`]: give the partitions up. When `lost` is false a rebalance is in
-//!   progress and commits with the old generation still work: commit, then drop (or call
-//!   [`Revocation::done`] on) the `done` handle so the member rejoins. When `lost` is true the
-//!   coordinator already removed this member; commits for those partitions will fail.
+//! * [`GroupEvent::Assigned`]: this member now also owns `partitions` (possibly none), and
+//!   commits carry `generation` from now on ([`GroupMember::commit`]). On the classic protocol
+//!   the member owned nothing before, so this is its whole assignment. On the consumer
+//!   protocol it is only what was added; an `Assigned` without partitions announces a new
+//!   member epoch.
+//! * [`GroupEvent::Revoked`]: give the partitions up (classic: everything; consumer: only what
+//!   moves). When `lost` is false commits with the current generation still work: commit, then
+//!   drop (or call [`Revocation::done`] on) the `done` handle so the member rejoins (classic)
+//!   or acknowledges (consumer). When `lost` is true the coordinator already removed this
+//!   member; commits for those partitions will fail.
 //! * [`GroupEvent::Failed`]: the membership ended with a fatal error (e.g. FENCED_INSTANCE_ID,
 //!   missing ACLs).
 //!
-//! Rebalancing is eager: a member gives up everything before it rejoins, so no partition is
-//! ever owned by two members of the same generation.
-//!
-//! Defaults are the Java consumer's: `session.timeout.ms` 45000, `heartbeat.interval.ms` 3000
-//! and a rebalance timeout of 300000 (Java's `max.poll.interval.ms`, which the Java client sends
-//! as the rebalance timeout).
+//! Defaults are the Java consumer's: `group.protocol` classic, `session.timeout.ms` 45000,
+//! `heartbeat.interval.ms` 3000 and a rebalance timeout of 300000 (Java's
+//! `max.poll.interval.ms`, which the Java client sends as the rebalance timeout). On the
+//! consumer protocol the broker sets the session timeout and heartbeat interval
+//! (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`); the member
+//! uses its own session timeout only to give its partitions up when it has not reached the
+//! coordinator for that long.
 
 pub mod assignor;
+mod consumer_member;
 pub(crate) mod coordinator;
+pub(crate) mod heartbeat;
 pub(crate) mod membership;
 pub(crate) mod protocol;
+mod sticky;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -43,7 +60,9 @@ use tokio::task::JoinHandle;
 pub use assignor::{Assignor, MemberSubscription, PartitionSet};
 pub use coordinator::CoordinatorType;
 
+use self::consumer_member::{ConsumerDriver, new_member_id, supports_consumer_protocol};
 use self::coordinator::{CoordinatorCache, is_coordinator_error};
+use self::heartbeat::ConsumerMembership;
 use self::membership::{
     HeartbeatStep, JoinPlan, JoinReply, JoinStep, Membership, SyncReply, SyncStep,
 };
@@ -93,6 +112,43 @@ pub struct GroupConfig {
     rebalance_timeout: Duration,
     assignors: Vec<Assignor>,
     metadata_check_interval: Option<Duration>,
+    protocol: GroupProtocol,
+    remote_assignor: Option<String>,
+    leave_on_close: Option<bool>,
+}
+
+/// Which group protocol a member speaks (Kafka's `group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup/Heartbeat with a client-side assignor (every Kafka version).
+    #[default]
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat with a server-side assignor (Kafka 4.0+).
+    Consumer,
+    /// `Consumer` when the group coordinator supports ConsumerGroupHeartbeat, else `Classic`.
+    Auto,
+}
+
+impl GroupProtocol {
+    /// From Kafka's `group.protocol` values (`classic`, `consumer`) or `auto`.
+    pub fn from_name(name: &str) -> Option<GroupProtocol> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "classic" => Some(GroupProtocol::Classic),
+            "consumer" => Some(GroupProtocol::Consumer),
+            "auto" => Some(GroupProtocol::Auto),
+            _ => None,
+        }
+    }
+
+    /// The name in Kafka's `group.protocol`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupProtocol::Classic => "classic",
+            GroupProtocol::Consumer => "consumer",
+            GroupProtocol::Auto => "auto",
+        }
+    }
 }
 
 /// The group properties [`GroupConfig::from_properties`] understands.
@@ -103,6 +159,8 @@ pub const GROUP_KEYS: &[&str] = &[
     "heartbeat.interval.ms",
     "max.poll.interval.ms",
     "partition.assignment.strategy",
+    "group.protocol",
+    "group.remote.assignor",
 ];
 
 impl GroupConfig {
@@ -122,6 +180,9 @@ impl GroupConfig {
             rebalance_timeout: DEFAULT_REBALANCE_TIMEOUT,
             assignors: vec![Assignor::Range, Assignor::RoundRobin],
             metadata_check_interval: None,
+            protocol: GroupProtocol::Classic,
+            remote_assignor: None,
+            leave_on_close: None,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -187,12 +248,17 @@ impl GroupConfig {
                 let short = match name {
                     "org.apache.kafka.clients.consumer.RangeAssignor" => "range",
                     "org.apache.kafka.clients.consumer.RoundRobinAssignor" => "roundrobin",
+                    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
+                        "cooperative-sticky"
+                    }
                     other => other,
                 };
                 let Some(a) = Assignor::from_name(short) else {
                     return Err(Error::config(
                         "partition.assignment.strategy",
-                        format!("`{name}` is not supported; use range and/or roundrobin"),
+                        format!(
+                            "`{name}` is not supported; use range, roundrobin or cooperative-sticky"
+                        ),
                     ));
                 };
                 if !assignors.contains(&a) {
@@ -200,6 +266,17 @@ impl GroupConfig {
                 }
             }
             cfg.assignors = assignors;
+        }
+        if let Some(v) = map.remove("group.protocol") {
+            cfg.protocol = GroupProtocol::from_name(&v).ok_or_else(|| {
+                Error::config(
+                    "group.protocol",
+                    format!("`{v}` is not classic, consumer or auto"),
+                )
+            })?;
+        }
+        if let Some(v) = map.remove("group.remote.assignor") {
+            cfg.remote_assignor = (!v.is_empty()).then_some(v);
         }
         cfg.validate()?;
         Ok(cfg)
@@ -244,6 +321,40 @@ impl GroupConfig {
         self
     }
 
+    /// The group protocol (default: classic, as Java's `group.protocol`).
+    pub fn with_protocol(mut self, protocol: GroupProtocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// The server-side assignor the consumer protocol asks for (`group.remote.assignor`,
+    /// e.g. `uniform` or `range`); `None` leaves the choice to the broker. The classic
+    /// protocol ignores it.
+    pub fn with_remote_assignor(mut self, assignor: Option<String>) -> Result<Self> {
+        self.remote_assignor = assignor;
+        self.validate().map(|()| self)
+    }
+
+    /// Whether [`GroupMember::close`] leaves the group so the partitions move at once.
+    /// Default: dynamic members leave, static members do not (a restart with the same
+    /// `group.instance.id` gets the same partitions back without a rebalance). `true` for a
+    /// static member that is removed for good (a scale-down).
+    pub fn with_leave_on_close(mut self, leave: bool) -> Self {
+        self.leave_on_close = Some(leave);
+        self
+    }
+
+    /// The configured group protocol.
+    pub fn protocol(&self) -> GroupProtocol {
+        self.protocol
+    }
+
+    /// Whether closing leaves the group (see [`with_leave_on_close`](Self::with_leave_on_close)).
+    pub fn leaves_on_close(&self) -> bool {
+        self.leave_on_close
+            .unwrap_or(self.group_instance_id.is_none())
+    }
+
     /// The group id.
     pub fn group_id(&self) -> &str {
         &self.group_id
@@ -273,10 +384,16 @@ impl GroupConfig {
                 "is empty; unset it or give it a value",
             ));
         }
+        if self.remote_assignor.as_deref() == Some("") {
+            return Err(Error::config(
+                "group.remote.assignor",
+                "is empty; unset it or name a broker assignor (uniform, range)",
+            ));
+        }
         if self.assignors.is_empty() {
             return Err(Error::config(
                 "partition.assignment.strategy",
-                "is empty; offer at least one assignor (range, roundrobin)",
+                "is empty; offer at least one assignor (range, roundrobin, cooperative-sticky)",
             ));
         }
         let max = Duration::from_millis(i32::MAX as u64);
@@ -365,6 +482,8 @@ struct Shared {
     client: Client,
     config: GroupConfig,
     membership: Mutex<Membership>,
+    /// Set when the member speaks the consumer protocol (KIP-848); `membership` is unused then.
+    consumer: Option<Arc<Mutex<ConsumerMembership>>>,
     coordinator: CoordinatorCache,
     offsets: GroupOffsets,
 }
@@ -375,6 +494,28 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn consumer(&self) -> Option<MutexGuard<'_, ConsumerMembership>> {
+        self.consumer
+            .as_ref()
+            .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The protocol to use: `Auto` asks the coordinator whether it runs the consumer protocol.
+async fn resolve_protocol(
+    coordinator: &CoordinatorCache,
+    wanted: GroupProtocol,
+) -> Result<GroupProtocol> {
+    if wanted != GroupProtocol::Auto {
+        return Ok(wanted);
+    }
+    let conn = coordinator.get().await?;
+    Ok(if supports_consumer_protocol(&conn) {
+        GroupProtocol::Consumer
+    } else {
+        GroupProtocol::Classic
+    })
 }
 
 impl GroupMember {
@@ -384,6 +525,20 @@ impl GroupMember {
         config.validate()?;
         let coordinator =
             CoordinatorCache::new(client.clone(), CoordinatorType::Group, &config.group_id);
+        let protocol = resolve_protocol(&coordinator, config.protocol).await?;
+        tracing::debug!(group = %config.group_id, protocol = protocol.name(), "joining consumer group");
+        let consumer = (protocol == GroupProtocol::Consumer).then(|| {
+            Arc::new(Mutex::new(ConsumerMembership::new(
+                config.group_id.clone(),
+                config.group_instance_id.clone(),
+                config.topics.clone(),
+                config.remote_assignor.clone(),
+                config.rebalance_timeout,
+                new_member_id(),
+                config.heartbeat_interval,
+                Instant::now(),
+            )))
+        });
         let shared = Arc::new(Shared {
             client: client.clone(),
             membership: Mutex::new(Membership::new(
@@ -392,17 +547,30 @@ impl GroupMember {
                 config.topics.clone(),
                 config.assignors.clone(),
             )),
+            consumer: consumer.clone(),
             offsets: GroupOffsets::with_coordinator(coordinator.clone()),
             coordinator,
             config,
         });
         let (events_tx, events) = mpsc::unbounded_channel();
         let (close_tx, close_rx) = oneshot::channel();
-        let driver = Driver {
-            shared: shared.clone(),
-            events: events_tx,
+        let task = match consumer {
+            Some(membership) => tokio::spawn(
+                ConsumerDriver {
+                    shared: shared.clone(),
+                    membership,
+                    events: events_tx,
+                }
+                .run(close_rx),
+            ),
+            None => tokio::spawn(
+                Driver {
+                    shared: shared.clone(),
+                    events: events_tx,
+                }
+                .run(close_rx),
+            ),
         };
-        let task = tokio::spawn(driver.run(close_rx));
         Ok(GroupMember {
             shared,
             events,
@@ -418,13 +586,29 @@ impl GroupMember {
 
     /// The generation this member currently owns partitions in.
     pub fn generation(&self) -> Option<Generation> {
-        self.shared.membership().generation()
+        match self.shared.consumer() {
+            Some(c) => c.generation(),
+            None => self.shared.membership().generation(),
+        }
+    }
+
+    /// The group protocol this member speaks (`Auto` resolved).
+    pub fn protocol(&self) -> GroupProtocol {
+        if self.shared.consumer.is_some() {
+            GroupProtocol::Consumer
+        } else {
+            GroupProtocol::Classic
+        }
     }
 
     /// The partitions owned right now: still listed while a revocation is in progress, empty
     /// from its release until the next assignment.
     pub fn assignment(&self) -> Vec<TopicPartition> {
-        to_topic_partitions(self.shared.membership().owned()).unwrap_or_default()
+        let owned = match self.shared.consumer() {
+            Some(c) => c.owned(),
+            None => self.shared.membership().owned().clone(),
+        };
+        to_topic_partitions(&owned).unwrap_or_default()
     }
 
     /// The group id.
@@ -439,8 +623,15 @@ impl GroupMember {
     /// rejects it too if the group has moved on meanwhile. In both cases
     /// [`Error::is_stale_membership`] is true and nothing was committed.
     pub async fn commit(&self, generation: &Generation, offsets: &[CommitOffset]) -> Result<()> {
-        self.shared.membership().check_commit(generation)?;
-        self.shared.offsets.commit(generation, offsets).await
+        let consumer = self.shared.consumer().map(|c| c.check_commit(generation));
+        match consumer {
+            // The member epoch moves on with every reconciliation: send the current one.
+            Some(current) => self.shared.offsets.commit(&current?, offsets).await,
+            None => {
+                self.shared.membership().check_commit(generation)?;
+                self.shared.offsets.commit(generation, offsets).await
+            }
+        }
     }
 
     /// The committed offsets of `partitions` in this group.
@@ -451,8 +642,10 @@ impl GroupMember {
         self.shared.offsets.fetch(partitions).await
     }
 
-    /// Leaves the group (LeaveGroup; static members do not send it, like Java) and stops.
-    /// Commit before closing: the partitions are released at once.
+    /// Leaves the group and stops: LeaveGroup (classic) or a heartbeat with member epoch -1
+    /// (consumer protocol) when [`GroupConfig::leaves_on_close`], so the partitions move at
+    /// once; otherwise a static member keeps its assignment until the session timeout (epoch -2
+    /// on the consumer protocol; nothing on classic, like Java). Commit before closing.
     pub async fn close(mut self) -> Result<()> {
         let (reply_tx, reply_rx) = oneshot::channel();
         let sent = self.close.take().is_some_and(|c| c.send(reply_tx).is_ok());
@@ -478,6 +671,15 @@ impl Drop for GroupMember {
 
 impl std::fmt::Debug for GroupMember {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(c) = self.shared.consumer() {
+            return f
+                .debug_struct("GroupMember")
+                .field("group_id", &c.group_id())
+                .field("member_id", &c.member_id())
+                .field("epoch", &c.epoch())
+                .field("state", &c.state())
+                .finish();
+        }
         let m = self.shared.membership();
         f.debug_struct("GroupMember")
             .field("group_id", &m.group_id())
@@ -489,6 +691,13 @@ impl std::fmt::Debug for GroupMember {
 
 fn to_topic_partitions(set: &PartitionSet) -> Result<Vec<TopicPartition>> {
     set.iter().map(|(t, p)| TopicPartition::new(t, p)).collect()
+}
+
+/// What a SyncGroup changed for this member.
+struct Synced {
+    added: PartitionSet,
+    /// Cooperative only: owned before, not in the new assignment.
+    revoked: PartitionSet,
 }
 
 /// How a stable period ended.
@@ -550,24 +759,50 @@ impl Driver {
     /// Join, own, heartbeat, revoke, rejoin... until a fatal error.
     async fn membership_loop(&self) -> Result<std::convert::Infallible> {
         loop {
-            let (generation, partitions, leader_counts) = self.join_and_sync().await?;
-            let owned = to_topic_partitions(&partitions)?;
+            let (generation, sync, leader_counts) = self.join_and_sync().await?;
             tracing::info!(
                 group = self.group_id(),
                 generation = generation.generation_id,
                 member = %generation.member_id,
-                partitions = owned.len(),
+                added = sync.added.len(),
+                revoked = sync.revoked.len(),
                 "joined consumer group"
             );
+            // Cooperative (KIP-429): give up only what the new assignment lacks, then rejoin
+            // once more so the group hands it to its new owner.
+            if !sync.revoked.is_empty() {
+                let done = self.emit_revoked(&sync.revoked, false);
+                if let Some(lost) = self.wait_for_release(done).await? {
+                    // What the application had (not the revoked, not the unannounced added).
+                    let had = lost.difference(&sync.revoked).difference(&sync.added);
+                    tracing::warn!(
+                        group = self.group_id(),
+                        "consumer group membership lost; rejoining"
+                    );
+                    if !had.is_empty() {
+                        self.emit_revoked(&had, true);
+                    }
+                    continue;
+                }
+                self.shared
+                    .membership()
+                    .finish_cooperative_revoke(&sync.revoked);
+            }
+            self.emit(GroupEvent::Assigned {
+                generation,
+                partitions: to_topic_partitions(&sync.added)?,
+            });
+            if !sync.revoked.is_empty() {
+                continue;
+            }
             let baseline = match leader_counts {
                 Some(c) => Some(c),
                 None => self.partition_counts().await.ok(),
             };
-            self.emit(GroupEvent::Assigned {
-                generation,
-                partitions: owned,
-            });
+            let cooperative = self.shared.membership().is_cooperative();
             match self.stable(baseline).await? {
+                // Cooperative members rejoin keeping their partitions.
+                Change::Rebalance if cooperative => {}
                 Change::Rebalance => self.revoke().await?,
                 Change::Lost(partitions) => {
                     tracing::warn!(
@@ -586,9 +821,7 @@ impl Driver {
         partition_counts(&self.shared.client, &topics).await
     }
 
-    async fn join_and_sync(
-        &self,
-    ) -> Result<(Generation, PartitionSet, Option<BTreeMap<String, i32>>)> {
+    async fn join_and_sync(&self) -> Result<(Generation, Synced, Option<BTreeMap<String, i32>>)> {
         let config = self.shared.client.config().clone();
         let mut backoff = Backoff::for_retries(&config);
         loop {
@@ -661,8 +894,9 @@ impl Driver {
             match step {
                 SyncStep::Assigned {
                     generation,
-                    partitions,
-                } => return Ok((generation, partitions, counts)),
+                    added,
+                    revoked,
+                } => return Ok((generation, Synced { added, revoked }, counts)),
                 SyncStep::Rejoin => continue,
                 SyncStep::Backoff => tokio::time::sleep(backoff.next_delay()).await,
                 SyncStep::FindCoordinator => {
@@ -813,26 +1047,58 @@ impl Driver {
         Ok(())
     }
 
-    /// LeaveGroup for the current member id (dynamic members only).
+    /// Heartbeats while the application releases a cooperative revocation, up to the
+    /// rebalance timeout. Returns what was lost if the membership ended meanwhile; a new
+    /// rebalance does not end the wait (the partitions must be released before rejoining).
+    async fn wait_for_release(
+        &self,
+        mut done: oneshot::Receiver<()>,
+    ) -> Result<Option<PartitionSet>> {
+        let cfg = &self.shared.config;
+        let deadline = tokio::time::sleep(cfg.rebalance_timeout);
+        tokio::pin!(deadline);
+        let mut last_ok = Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut done => return Ok(None),
+                () = &mut deadline => {
+                    tracing::warn!(
+                        group = self.group_id(),
+                        "the application did not release revoked partitions within the rebalance timeout; rejoining anyway"
+                    );
+                    return Ok(None);
+                }
+                () = tokio::time::sleep(cfg.heartbeat_interval) => {
+                    if let Some(Change::Lost(lost)) = self.heartbeat(&mut last_ok).await? {
+                        return Ok(Some(lost));
+                    }
+                }
+            }
+        }
+    }
+
+    /// LeaveGroup for the current member, if [`GroupConfig::leaves_on_close`]: dynamic members
+    /// by default; a static member only when told to (with its instance id, LeaveGroup v3+).
     async fn leave(&self) -> Result<()> {
-        let (member_id, is_static) = {
+        let (member_id, instance_id) = {
             let mut m = self.shared.membership();
-            let is_static = m.identity().group_instance_id.is_some();
-            (m.leave(), is_static)
+            let instance_id = m.identity().group_instance_id;
+            (m.leave(), instance_id)
         };
         let Some(member_id) = member_id else {
             return Ok(());
         };
-        if is_static {
+        if !self.shared.config.leaves_on_close() {
             return Ok(());
         }
-        let (group_id, member) = (self.group_id(), member_id.as_str());
+        let (group_id, member, instance) =
+            (self.group_id(), member_id.as_str(), instance_id.as_deref());
         self.shared
             .coordinator
             .call(
                 "LeaveGroup",
                 self.shared.client.config().request_timeout(),
-                |conn| async move { send_leave(&conn, group_id, member).await },
+                |conn| async move { send_leave(&conn, group_id, member, instance).await },
             )
             .await?;
         tracing::info!(group = group_id, member = %member_id, "left consumer group");
@@ -992,13 +1258,21 @@ async fn send_heartbeat(
     Ok(ResponseError::try_from_code(resp.error_code))
 }
 
-async fn send_leave(conn: &Connection, group_id: &str, member_id: &str) -> Result<()> {
-    let version = conn.pick_version::<LeaveGroupRequest>(0..=5)?;
+async fn send_leave(
+    conn: &Connection,
+    group_id: &str,
+    member_id: &str,
+    instance_id: Option<&str>,
+) -> Result<()> {
+    // A static member leaves by its instance id, which needs the batch form (v3).
+    let min = if instance_id.is_some() { 3 } else { 0 };
+    let version = conn.pick_version::<LeaveGroupRequest>(min..=5)?;
     let mut req = LeaveGroupRequest::default();
     req.group_id = group_id_field(group_id);
     if version >= 3 {
         let mut m = MemberIdentity::default();
         m.member_id = str_bytes(member_id);
+        m.group_instance_id = instance_id.map(str_bytes);
         if version >= 5 {
             m.reason = Some(StrBytes::from_static_str("the member is closing"));
         }

@@ -248,7 +248,9 @@ fn commit_error(
         ResponseError::IllegalGeneration
         | ResponseError::UnknownMemberId
         | ResponseError::RebalanceInProgress
-        | ResponseError::FencedInstanceId => Error::Broker {
+        | ResponseError::FencedInstanceId
+        | ResponseError::StaleMemberEpoch
+        | ResponseError::FencedMemberEpoch => Error::Broker {
             code,
             context: format!(
                 "OffsetCommit for group '{group_id}' as generation {} of member '{}' was rejected for {partitions}: {}",
@@ -446,6 +448,9 @@ impl Error {
                     | ResponseError::UnknownMemberId
                     | ResponseError::RebalanceInProgress
                     | ResponseError::FencedInstanceId
+                    // The consumer protocol's (KIP-848) member epoch checks.
+                    | ResponseError::StaleMemberEpoch
+                    | ResponseError::FencedMemberEpoch
             )
         )
     }

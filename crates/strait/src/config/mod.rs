@@ -55,7 +55,7 @@ use crate::error::{Error, Result};
 // (`mirror.on_offset_out_of_range`) and the group's assignors.
 pub use strait_forward::{OffsetOutOfRange, pipeline::StartPosition};
 pub use strait_wire::Isolation;
-pub use strait_wire::group::Assignor;
+pub use strait_wire::group::{Assignor, GroupProtocol};
 
 /// Compression of batches written to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +97,11 @@ pub enum TracingMode {
     Off,
 }
 
+const GROUP_PROTOCOL: &[(&str, GroupProtocol)] = &[
+    ("auto", GroupProtocol::Auto),
+    ("consumer", GroupProtocol::Consumer),
+    ("classic", GroupProtocol::Classic),
+];
 const START: &[(&str, StartPosition)] = &[
     ("earliest", StartPosition::Earliest),
     ("latest", StartPosition::Latest),
@@ -121,6 +126,7 @@ const OUT_OF_RANGE: &[(&str, OffsetOutOfRange)] = &[
 const ASSIGNOR: &[(&str, Assignor)] = &[
     ("roundrobin", Assignor::RoundRobin),
     ("range", Assignor::Range),
+    ("cooperative-sticky", Assignor::CooperativeSticky),
 ];
 /// The Java client's class names for the same assignors (MirrorMaker consumer configs).
 const ASSIGNOR_CLASSES: &[(&str, Assignor)] = &[
@@ -131,6 +137,10 @@ const ASSIGNOR_CLASSES: &[(&str, Assignor)] = &[
     (
         "org.apache.kafka.clients.consumer.RangeAssignor",
         Assignor::Range,
+    ),
+    (
+        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        Assignor::CooperativeSticky,
     ),
 ];
 const LOG_FORMAT: &[(&str, LogFormat)] = &[("text", LogFormat::Text), ("json", LogFormat::Json)];
@@ -284,6 +294,17 @@ pub struct Mirror {
     /// same id gets its partitions back at once instead of after the session timeout. Unique per
     /// process.
     pub instance_id: Option<String>,
+    /// The group protocol (`mirror.group_protocol`, Kafka's `group.protocol`): `consumer`
+    /// (KIP-848, incremental: only moved partitions pause), `classic` (eager JoinGroup/SyncGroup)
+    /// or `auto` (the default: consumer when the source's group coordinator runs it, Kafka 4.0+).
+    pub group_protocol: GroupProtocol,
+    /// The consumer protocol's server-side assignor (`mirror.group_remote_assignor`, Kafka's
+    /// `group.remote.assignor`: `uniform` or `range`); `None` lets the broker choose.
+    pub group_remote_assignor: Option<String>,
+    /// A static member (`instance_id`) leaves the group on shutdown so its partitions move at
+    /// once (a scale-down); default false: a restart gets them back without a rebalance.
+    /// Dynamic members always leave.
+    pub leave_group_on_shutdown: bool,
     /// Replication factor for created topics; -1 = the target broker's default. With
     /// `replication_factor_from_source` (`replication_factor = "source"`, the default) created
     /// mirror topics take the source topic's factor instead and this is -1 (Strait's own
@@ -721,6 +742,13 @@ fn mirror_settings(m: &Mirror) -> toml::Table {
     if let Some(id) = &m.instance_id {
         mirror.insert("instance_id".into(), id.clone().into());
     }
+    mirror.insert("group_protocol".into(), m.group_protocol.name().into());
+    if let Some(a) = &m.group_remote_assignor {
+        mirror.insert("group_remote_assignor".into(), a.clone().into());
+    }
+    if m.leave_group_on_shutdown {
+        mirror.insert("leave_group_on_shutdown".into(), true.into());
+    }
     mirror.insert("memory_budget".into(), m.memory_budget.to_string().into());
     mirror.insert(
         "max_decompressed_batch_bytes".into(),
@@ -1154,6 +1182,11 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
             .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
         instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
+        group_protocol: get(raw, s, "group_protocol", |f| f.choice(GROUP_PROTOCOL))?
+            .unwrap_or(GroupProtocol::Auto),
+        group_remote_assignor: get(raw, s, "group_remote_assignor", |f| f.non_empty_string())?,
+        leave_group_on_shutdown: get(raw, s, "leave_group_on_shutdown", |f| f.boolean())?
+            .unwrap_or(false),
         memory_budget: at_least_1mib(raw, "memory_budget")?.unwrap_or(defaults::MEMORY_BUDGET),
         max_decompressed_batch_bytes: at_least_1mib(raw, "max_decompressed_batch_bytes")?
             .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
@@ -1352,8 +1385,9 @@ fn topic_naming(
 /// `["roundrobin", "range"]`, `"roundrobin"` or `"roundrobin,range"` (also Java class names):
 /// the assignors to offer, most preferred first, without repeats.
 fn assignors(f: &Field<'_>) -> Result<Vec<Assignor>> {
-    const EXPECTED: &str = "a list of assignors, most preferred first: \"roundrobin\" and/or \"range\" \
-                            (the sticky assignors are not implemented), e.g. [\"roundrobin\", \"range\"]";
+    const EXPECTED: &str = "a list of assignors, most preferred first: \"roundrobin\", \"range\", \
+                            \"cooperative-sticky\" (incremental when offered alone; \"sticky\" is not \
+                            implemented), e.g. [\"roundrobin\", \"range\"]";
     let names = match f.string() {
         Ok(s) if !s.trim_start().starts_with('[') => {
             s.split(',').map(|n| n.trim().to_string()).collect()

@@ -623,7 +623,15 @@ fn partition_assignment_strategy_defaults_to_roundrobin_then_range() {
         c.mirror.partition_assignment_strategy,
         [Assignor::Range, Assignor::RoundRobin]
     );
-    for bad in ["\"cooperative-sticky\"", "[]", "\"\"", "3"] {
+    let c = parse(&format!(
+        "{MINIMAL}[mirror]\npartition_assignment_strategy = \"cooperative-sticky\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.mirror.partition_assignment_strategy,
+        [Assignor::CooperativeSticky]
+    );
+    for bad in ["\"sticky\"", "[]", "\"\"", "3"] {
         let e = err(&format!(
             "{MINIMAL}[mirror]\npartition_assignment_strategy = {bad}\n"
         ));
@@ -731,4 +739,27 @@ fn debug_output_holds_no_secret() {
     assert!(printed[1].contains("sasl.password") && printed[1].contains(REDACTED));
     assert!(printed[1].contains("my-us-user") && printed[1].contains("europe-kafka:9093"));
     assert!(printed[4].contains("STRAIT_SOURCE_SSL_KEY_PASSWORD"));
+}
+
+#[test]
+fn group_protocol_keys_default_and_print_back() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.mirror.group_protocol, GroupProtocol::Auto);
+    assert_eq!(c.mirror.group_remote_assignor, None);
+    assert!(!c.mirror.leave_group_on_shutdown);
+    let c = parse(&format!(
+        "{MINIMAL}[mirror]\ngroup_protocol = \"classic\"\ngroup_remote_assignor = \"range\"\nleave_group_on_shutdown = true\n"
+    ))
+    .unwrap();
+    assert_eq!(c.mirror.group_protocol, GroupProtocol::Classic);
+    assert_eq!(c.mirror.group_remote_assignor.as_deref(), Some("range"));
+    assert!(c.mirror.leave_group_on_shutdown);
+    let again = parse(&c.to_toml(false)).unwrap();
+    assert_eq!(again.mirror.group_protocol, GroupProtocol::Classic);
+    assert_eq!(again.mirror.group_remote_assignor.as_deref(), Some("range"));
+    assert!(again.mirror.leave_group_on_shutdown);
+    let e = parse(&format!("{MINIMAL}[mirror]\ngroup_protocol = \"eager\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("mirror.group_protocol: expected"), "{e}");
 }

@@ -28,6 +28,8 @@
 //! | `strait_partitions_blocked` | gauge | | partitions retrying an authorization failure (they resume by themselves once granted) |
 //! | `strait_rebalances_total` | counter | | partition assignment changes |
 //! | `strait_partitions_assigned` | gauge | | partitions this instance mirrors |
+//! | `strait_partitions_revoked_total` | counter | | partitions this instance gave up in rebalances (consumer protocol and cooperative-sticky: only the ones that moved; eager: all) |
+//! | `strait_group_generation` | gauge | | this instance's generation in the mirror's group: the member epoch on the consumer protocol |
 //! | `strait_checkpoint_round_seconds` | histogram | | per checkpoint round (`mirror.groups`): persist offset syncs, heartbeat, read the groups' source offsets, translate, write checkpoints, sync group offsets |
 //! | `strait_checkpoint_age_seconds` | gauge | group | seconds since the last round that checkpointed every committed partition of the group (a group with a translation miss ages) |
 //! | `strait_groups_synced_total` | counter | | group offset syncs that committed offsets to a group on the target (`mirror.sync_group_offsets`) |
@@ -215,6 +217,8 @@ pub struct Metrics {
     partitions_stopped: Counter,
     rebalances: Counter,
     partitions_assigned: Gauge,
+    partitions_revoked: Counter,
+    group_generation: Gauge,
     partitions_blocked: Gauge,
     checkpoint_round: Histogram,
     checkpoint_age: Family<GroupLabels, Gauge<f64, AtomicU64>>,
@@ -346,6 +350,8 @@ impl Metrics {
             partitions_stopped: Counter::default(),
             rebalances: Counter::default(),
             partitions_assigned: Gauge::default(),
+            partitions_revoked: Counter::default(),
+            group_generation: Gauge::default(),
             partitions_blocked: Gauge::default(),
             checkpoint_round: Histogram::new(LATENCY_BUCKETS),
             checkpoint_age: Family::default(),
@@ -464,6 +470,16 @@ impl Metrics {
             "partitions_assigned",
             "Partitions this instance mirrors",
             m.partitions_assigned.clone(),
+        );
+        registry.register(
+            "partitions_revoked",
+            "Partitions this instance gave up in rebalances (incremental protocols: only the moved ones)",
+            m.partitions_revoked.clone(),
+        );
+        registry.register(
+            "group_generation",
+            "Generation of this instance in the mirror's group (the member epoch on the consumer protocol)",
+            m.group_generation.clone(),
         );
         registry.register(
             "partitions_blocked",
@@ -809,6 +825,17 @@ impl Metrics {
         self.partitions_stopped.inc();
     }
 
+    /// `n` partitions were revoked from this instance.
+    pub fn record_revoked(&self, n: usize) {
+        self.partitions_revoked
+            .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+
+    /// The group generation (member epoch) this instance commits with now.
+    pub fn record_generation(&self, generation: i32) {
+        self.group_generation.set(i64::from(generation));
+    }
+
     /// Records a new assignment; series of partitions no longer assigned are removed.
     pub fn record_rebalance<'a>(&self, assigned: impl IntoIterator<Item = (&'a Arc<str>, i32)>) {
         let assigned: HashSet<PartitionLabels> = assigned
@@ -1005,6 +1032,17 @@ mod tests {
         assert_eq!(line_value(&text, "strait_rebalances_total"), 1.0);
         assert_eq!(line_value(&text, "strait_partitions_blocked"), 0.0);
         assert!(m.blocked_partitions().is_empty());
+    }
+
+    #[test]
+    fn revocations_and_the_group_generation() {
+        let m = Metrics::new();
+        m.record_generation(7);
+        m.record_revoked(3);
+        m.record_revoked(2);
+        let text = m.encode_openmetrics();
+        assert_eq!(line_value(&text, "strait_group_generation"), 7.0);
+        assert_eq!(line_value(&text, "strait_partitions_revoked_total"), 5.0);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use strait_forward::{
     Compression as Codec, ExactlyOnce, Forwarder, GroupPositions, Route, Settings, WireSource,
     WireTarget,
 };
-use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember};
+use strait_wire::group::{Assignor, GroupConfig, GroupEvent, GroupMember, GroupProtocol};
 use strait_wire::{Client, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
@@ -161,7 +161,7 @@ pub async fn run(
         Sampler::new(
             source.clone(),
             forwarder.clone(),
-            metrics,
+            metrics.clone(),
             readiness.clone(),
             sampler_settings(&config),
         )
@@ -178,6 +178,7 @@ pub async fn run(
         forwarder: &forwarder,
         positions: &positions,
         observer: &observer,
+        metrics: &metrics,
         readiness: &readiness,
         shutdown: &shutdown,
         refresh,
@@ -199,16 +200,21 @@ struct Mirror<'a> {
     forwarder: &'a MirrorForwarder,
     positions: &'a GroupPositions,
     observer: &'a Arc<dyn Observer>,
+    metrics: &'a Metrics,
     readiness: &'a Readiness,
     shutdown: &'a CancellationToken,
     /// `mirror.refresh_interval`, at least 100 ms.
     refresh: Duration,
 }
 
-/// What outlives one group membership: the refresh backoff and the log limits.
+/// What outlives one group membership: the refresh backoff, the log limits and the group
+/// protocol the first join chose.
 struct Pacing {
     retry: RefreshRetry,
     stopped: StoppedPartitions,
+    /// `auto` is resolved by the first join; rejoins keep that answer instead of asking the
+    /// coordinator again (a lookup that fails then would end the mirror).
+    protocol: GroupProtocol,
 }
 
 enum Next {
@@ -227,6 +233,7 @@ impl Mirror<'_> {
         let mut pacing = Pacing {
             retry: RefreshRetry::new(self.refresh),
             stopped: StoppedPartitions::default(),
+            protocol: self.config.mirror.group_protocol,
         };
         loop {
             let synced = tokio::select! {
@@ -263,11 +270,21 @@ impl Mirror<'_> {
                 }
             }
             tracing::info!(topics = ?selected.keys().collect::<Vec<_>>(), "mirroring");
-            let group = group_config(self.config, selected.keys().cloned().collect())?;
+            let group = group_config(
+                self.config,
+                selected.keys().cloned().collect(),
+                pacing.protocol,
+            )?;
             let mut member = tokio::select! {
                 m = GroupMember::join(self.source, group) => m.map_err(Error::Wire)?,
                 _ = self.shutdown.cancelled() => return Ok(()),
             };
+            pacing.protocol = member.protocol();
+            tracing::info!(
+                group = %self.config.mirror.group_id,
+                protocol = pacing.protocol.name(),
+                "joining the consumer group"
+            );
             let outcome = self.member_loop(&mut member, &selected, &mut pacing).await;
             self.release_and_leave(member).await;
             match outcome? {
@@ -317,20 +334,35 @@ impl Mirror<'_> {
     ) -> Result<Next> {
         // The next refresh: one interval after a success, a growing backoff after failures.
         let mut next_refresh = tokio::time::Instant::now() + self.refresh;
+        let mut reported: Option<Vec<TopicPartition>> = None;
         loop {
             tokio::select! {
                 event = member.next_event() => match event {
+                    // `partitions` are added to what this instance mirrors: the whole assignment
+                    // on the classic eager protocol (everything was revoked before), only the new
+                    // ones on the consumer protocol and cooperative classic, or none when only
+                    // the member epoch moved on.
                     Some(GroupEvent::Assigned { generation, partitions }) => {
+                        self.metrics.record_generation(generation.generation_id);
                         self.positions.set_generation(generation);
                         let routes = routes(&partitions, selected)?;
-                        tracing::info!(partitions = partitions.len(), "assigned");
-                        self.observer.rebalance(&partitions);
                         self.forwarder.assign(routes).await?;
-                        tracing::debug!("partitions started");
+                        let owned: Vec<TopicPartition> =
+                            self.forwarder.assigned().into_iter().map(|r| r.source).collect();
+                        // What this instance mirrors now (operators and tests read it), logged
+                        // and counted as a rebalance once per change (an Assigned that only
+                        // announces a new member epoch changes nothing); the group logs what
+                        // each rebalance moved.
+                        if !partitions.is_empty() || reported.as_ref() != Some(&owned) {
+                            tracing::info!(partitions = owned.len(), "assigned");
+                            self.observer.rebalance(&owned);
+                            reported = Some(owned);
+                        }
                         self.readiness.set_ready();
                     }
                     Some(GroupEvent::Revoked { partitions, lost, done }) => {
                         tracing::info!(partitions = partitions.len(), lost, "revoked");
+                        self.metrics.record_revoked(partitions.len());
                         if let Err(e) = self.forwarder.revoke(&partitions).await {
                             // A lost membership cannot commit; the next owner re-mirrors from the
                             // last successful commit (duplicates, never a gap).
@@ -373,8 +405,13 @@ impl Mirror<'_> {
     }
 }
 
-/// The group membership `mirror.*` asks for, subscribed to `topics`.
-fn group_config(config: &Config, topics: Vec<String>) -> Result<GroupConfig> {
+/// The group membership `mirror.*` asks for, subscribed to `topics`, with `protocol` (the
+/// configured one, or what the first join resolved `auto` to).
+fn group_config(
+    config: &Config,
+    topics: Vec<String>,
+    protocol: GroupProtocol,
+) -> Result<GroupConfig> {
     GroupConfig::new(config.mirror.group_id.clone(), topics)
         .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
         .and_then(|g| {
@@ -387,6 +424,15 @@ fn group_config(config: &Config, topics: Vec<String>) -> Result<GroupConfig> {
             None => Ok(g),
         })
         .and_then(|g| g.with_assignors(&assignors(&config.mirror)))
+        .and_then(|g| g.with_remote_assignor(config.mirror.group_remote_assignor.clone()))
+        .map(|g| {
+            let g = g.with_protocol(protocol);
+            // Dynamic members always leave; a static one only when removed for good.
+            match config.mirror.instance_id {
+                Some(_) => g.with_leave_on_close(config.mirror.leave_group_on_shutdown),
+                None => g,
+            }
+        })
         .map_err(Error::Wire)
 }
 

@@ -224,6 +224,8 @@ async fn scrape_health_ready_and_shutdown() {
         ("strait_partitions_stopped", "counter"),
         ("strait_rebalances", "counter"),
         ("strait_partitions_assigned", "gauge"),
+        ("strait_partitions_revoked", "counter"),
+        ("strait_group_generation", "gauge"),
         ("strait_partitions_blocked", "gauge"),
         ("strait_checkpoint_round_seconds", "histogram"),
         ("strait_checkpoint_age_seconds", "gauge"),

@@ -66,6 +66,18 @@ impl PartitionSet {
             .map(|(t, ps)| (t.as_str(), ps))
     }
 
+    /// Removes one partition; returns whether it was present.
+    pub fn remove(&mut self, topic: &str, partition: i32) -> bool {
+        let removed = self
+            .topics
+            .get_mut(topic)
+            .is_some_and(|set| set.remove(&partition));
+        if self.topics.get(topic).is_some_and(BTreeSet::is_empty) {
+            self.topics.remove(topic);
+        }
+        removed
+    }
+
     /// Partitions in `self` that are not in `other`.
     pub fn difference(&self, other: &PartitionSet) -> PartitionSet {
         let mut out = PartitionSet::new();
@@ -97,8 +109,8 @@ pub struct MemberSubscription {
     pub group_instance_id: Option<String>,
     /// Topics the member wants.
     pub topics: BTreeSet<String>,
-    /// Partitions the member says it owns (sent by cooperative-capable clients; unused by the
-    /// eager assignors here).
+    /// Partitions the member says it owns (sent by cooperative members; only the
+    /// cooperative-sticky assignor uses it).
     pub owned: PartitionSet,
 }
 
@@ -112,6 +124,11 @@ pub enum Assignor {
     /// `roundrobin`: all subscribed partitions (sorted by topic, partition) dealt one by one to
     /// the members in order, skipping members not subscribed to the partition's topic.
     RoundRobin,
+    /// `cooperative-sticky` (KIP-429): balanced, members keep what they own, and only the
+    /// partitions that move are revoked (incremental cooperative rebalancing: a second round
+    /// hands them to their new owner). Offered alone (or with other cooperative assignors) it
+    /// makes the member cooperative.
+    CooperativeSticky,
 }
 
 impl Assignor {
@@ -120,7 +137,13 @@ impl Assignor {
         match self {
             Assignor::Range => "range",
             Assignor::RoundRobin => "roundrobin",
+            Assignor::CooperativeSticky => "cooperative-sticky",
         }
+    }
+
+    /// Whether the assignor follows the cooperative rebalance protocol (KIP-429).
+    pub fn is_cooperative(self) -> bool {
+        matches!(self, Assignor::CooperativeSticky)
     }
 
     /// The assignor with this protocol name, if this crate implements it.
@@ -128,6 +151,7 @@ impl Assignor {
         match name {
             "range" => Some(Assignor::Range),
             "roundrobin" => Some(Assignor::RoundRobin),
+            "cooperative-sticky" => Some(Assignor::CooperativeSticky),
             _ => None,
         }
     }
@@ -150,6 +174,13 @@ impl Assignor {
         match self {
             Assignor::Range => assign_range(partition_counts, &ordered, &mut out),
             Assignor::RoundRobin => assign_round_robin(partition_counts, &ordered, &mut out),
+            Assignor::CooperativeSticky => {
+                let partitions: Vec<(&str, i32)> = subscribed_topics(partition_counts, &ordered)
+                    .into_iter()
+                    .flat_map(|(t, n)| (0..n).map(move |p| (t, p)))
+                    .collect();
+                super::sticky::assign(&partitions, &ordered, &mut out);
+            }
         }
         out
     }
@@ -437,10 +468,14 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for a in [Assignor::Range, Assignor::RoundRobin] {
+        for a in [
+            Assignor::Range,
+            Assignor::RoundRobin,
+            Assignor::CooperativeSticky,
+        ] {
             assert_eq!(Assignor::from_name(a.name()), Some(a));
         }
-        assert_eq!(Assignor::from_name("cooperative-sticky"), None);
+        assert_eq!(Assignor::from_name("sticky"), None);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! this module decides what they mean (join again, compute an assignment, revoke, give up).
 //! Keeping it free of I/O and clocks makes every transition unit-testable.
 //!
-//! Phases (eager rebalancing: a member gives up everything before it rejoins):
+//! Phases (eager rebalancing: a member gives up everything before it rejoins; with only
+//! cooperative assignors offered (KIP-429) the member rejoins keeping what it owns, revokes
+//! after SyncGroup only what its new assignment lacks, and rejoins once more if it revoked any):
 //!
 //! ```text
 //! Unjoined --join_request--> Joining --Lead/Follow--> Syncing --Assigned--> Stable
@@ -100,10 +102,13 @@ pub(crate) struct SyncReply {
 /// What the driver does after a SyncGroup response.
 #[derive(Debug)]
 pub(crate) enum SyncStep {
-    /// The member owns `partitions` in `generation`.
+    /// The member owns its new assignment in `generation`: `added` is what it did not own
+    /// before (eager: everything), `revoked` what it owned but must give up (cooperative only;
+    /// the driver revokes it, calls [`Membership::finish_cooperative_revoke`] and rejoins).
     Assigned {
         generation: Generation,
-        partitions: PartitionSet,
+        added: PartitionSet,
+        revoked: PartitionSet,
     },
     /// Join again now.
     Rejoin,
@@ -148,6 +153,8 @@ pub(crate) struct Membership {
     owned: PartitionSet,
     /// The assignor the coordinator picked for the current generation.
     protocol: Option<Assignor>,
+    /// Only cooperative assignors offered: rebalances keep what stays (KIP-429).
+    cooperative: bool,
 }
 
 impl Membership {
@@ -161,7 +168,9 @@ impl Membership {
     ) -> Membership {
         topics.sort();
         topics.dedup();
+        let cooperative = !assignors.is_empty() && assignors.iter().all(|a| a.is_cooperative());
         Membership {
+            cooperative,
             group_id,
             group_instance_id,
             topics,
@@ -209,9 +218,16 @@ impl Membership {
         self.protocol
     }
 
-    /// Builds the next JoinGroup. Only valid while the member owns nothing (eager protocol).
+    /// Whether rebalances are incremental (only cooperative assignors offered).
+    pub fn is_cooperative(&self) -> bool {
+        self.cooperative
+    }
+
+    /// Builds the next JoinGroup. An eager member must own nothing; a cooperative one lists
+    /// what it owns (and its generation) so the leader keeps it there.
     pub fn join_request(&mut self) -> Result<JoinPlan> {
-        if !matches!(self.phase, Phase::Unjoined | Phase::Joining) || !self.owned.is_empty() {
+        let owning_ok = self.cooperative || self.owned.is_empty();
+        if !matches!(self.phase, Phase::Unjoined | Phase::Joining) || !owning_ok {
             return Err(group_protocol_error(format!(
                 "internal: JoinGroup for group '{}' requested in phase {:?} while owning {} partitions",
                 self.group_id,
@@ -221,7 +237,11 @@ impl Membership {
         }
         let subscription = protocol::encode_subscription(&Subscription {
             topics: self.topics.clone(),
-            owned: PartitionSet::new(),
+            owned: if self.cooperative {
+                self.owned.clone()
+            } else {
+                PartitionSet::new()
+            },
             generation_id: self.generation_id,
             rack_id: None,
         })?;
@@ -407,11 +427,17 @@ impl Membership {
         }
         match protocol::decode_assignment(&reply.assignment) {
             Ok(partitions) => {
-                self.owned = partitions.clone();
+                let added = partitions.difference(&self.owned);
+                let revoked = self.owned.difference(&partitions);
+                // Revoked partitions stay owned until the application released them.
+                for (t, p) in added.iter() {
+                    self.owned.insert(t, p);
+                }
                 self.phase = Phase::Stable;
                 SyncStep::Assigned {
                     generation: self.identity(),
-                    partitions,
+                    added,
+                    revoked,
                 }
             }
             Err(e) => self.fail(e),
@@ -424,6 +450,12 @@ impl Membership {
         };
         match error {
             ResponseError::RebalanceInProgress => match self.phase {
+                // Cooperative: rejoin keeping everything; nothing is revoked before the new
+                // assignment says what moves.
+                Phase::Stable if self.cooperative => {
+                    self.phase = Phase::Unjoined;
+                    HeartbeatStep::Rebalance
+                }
                 Phase::Stable => {
                     self.phase = Phase::Revoking;
                     HeartbeatStep::Rebalance
@@ -460,10 +492,25 @@ impl Membership {
     /// Returns false if the member is not Stable.
     pub fn request_rebalance(&mut self) -> bool {
         if self.phase == Phase::Stable {
-            self.phase = Phase::Revoking;
+            self.phase = if self.cooperative {
+                Phase::Unjoined
+            } else {
+                Phase::Revoking
+            };
             true
         } else {
             false
+        }
+    }
+
+    /// Cooperative: the application released `revoked` after SyncGroup; drop them and rejoin
+    /// (the second round hands them to their new owner).
+    pub fn finish_cooperative_revoke(&mut self, revoked: &PartitionSet) {
+        for (t, p) in revoked.iter() {
+            self.owned.remove(t, p);
+        }
+        if self.phase == Phase::Stable {
+            self.phase = Phase::Unjoined;
         }
     }
 
@@ -594,9 +641,11 @@ mod tests {
         }) {
             SyncStep::Assigned {
                 generation,
-                partitions,
+                added,
+                revoked,
             } => {
-                assert_eq!(partitions, set);
+                assert_eq!(added, set);
+                assert!(revoked.is_empty());
                 generation
             }
             other => panic!("expected Assigned, got {other:?}"),
@@ -854,6 +903,70 @@ mod tests {
         assert!(m.fail_now().is_empty());
         assert_eq!(m.phase(), Phase::Failed);
         assert!(m.check_commit(&g).is_err());
+    }
+
+    #[test]
+    fn cooperative_rebalance_keeps_what_stays_and_revokes_only_what_moves() {
+        let mut m = Membership::new(
+            "g".into(),
+            None,
+            vec!["t".into()],
+            vec![Assignor::CooperativeSticky],
+        );
+        assert!(m.is_cooperative());
+        let sync = |m: &mut Membership, parts: &[(&str, i32)]| {
+            let set: PartitionSet = parts.iter().copied().collect();
+            m.on_sync_response(SyncReply {
+                error: None,
+                protocol_name: Some("cooperative-sticky".into()),
+                assignment: protocol::encode_assignment(&set).unwrap(),
+            })
+        };
+        let join = |m: &mut Membership, generation: i32| {
+            let plan = m.join_request().unwrap();
+            let step = m.on_join_response(JoinReply {
+                generation_id: generation,
+                protocol_type: Some("consumer".into()),
+                protocol_name: Some("cooperative-sticky".into()),
+                leader: "m-1".into(),
+                member_id: "m-2".into(),
+                ..JoinReply::default()
+            });
+            assert!(matches!(step, JoinStep::Follow));
+            protocol::decode_subscription(&plan.protocols[0].1).unwrap()
+        };
+        join(&mut m, 1);
+        let SyncStep::Assigned { added, revoked, .. } =
+            sync(&mut m, &[("t", 0), ("t", 1), ("t", 2), ("t", 3)])
+        else {
+            panic!("expected Assigned");
+        };
+        assert_eq!(added.len(), 4);
+        assert!(revoked.is_empty());
+        // A rebalance starts: nothing is revoked, the member rejoins owning everything.
+        assert!(matches!(
+            m.on_heartbeat(Some(ResponseError::RebalanceInProgress)),
+            HeartbeatStep::Rebalance
+        ));
+        assert_eq!(m.owned().len(), 4);
+        let sub = join(&mut m, 2);
+        assert_eq!(sub.owned.len(), 4, "the subscription lists what it owns");
+        assert_eq!(sub.generation_id, 1);
+        let SyncStep::Assigned { added, revoked, .. } = sync(&mut m, &[("t", 0), ("t", 1)]) else {
+            panic!("expected Assigned");
+        };
+        assert!(added.is_empty());
+        assert_eq!(revoked, [("t", 2), ("t", 3)].into_iter().collect());
+        assert_eq!(m.owned().len(), 4, "owned until released");
+        m.finish_cooperative_revoke(&revoked);
+        assert_eq!(m.owned().len(), 2);
+        assert_eq!(m.phase(), Phase::Unjoined, "second round");
+        assert_eq!(join(&mut m, 3).owned.len(), 2);
+        let SyncStep::Assigned { added, revoked, .. } = sync(&mut m, &[("t", 0), ("t", 1)]) else {
+            panic!("expected Assigned");
+        };
+        assert!(added.is_empty() && revoked.is_empty());
+        assert_eq!(m.phase(), Phase::Stable);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod wire_admin;
 mod wire_coordinator;
 mod wire_failover;
 mod wire_group;
+mod wire_group_consumer;
 mod wire_kafka39;
 mod wire_oauth;
 mod wire_plaintext;

@@ -77,6 +77,8 @@ pub(crate) fn map_client_setting(
     match (role, key) {
         (Role::Source, "group.id") => mirror(raw, "group_id"),
         (Role::Source, "isolation.level") => mirror(raw, "isolation"),
+        (Role::Source, "group.protocol") => mirror(raw, "group_protocol"),
+        (Role::Source, "group.remote.assignor") => mirror(raw, "group_remote_assignor"),
         (Role::Source, "auto.offset.reset") => {
             if value.trim().eq_ignore_ascii_case("none") {
                 return Err(Error::Unsupported {
@@ -89,8 +91,8 @@ pub(crate) fn map_client_setting(
             mirror(raw, "start");
         }
         (Role::Source, "partition.assignment.strategy") => {
-            // The Java class names map to Strait's assignors; the sticky ones are not
-            // implemented, so they are dropped with a note rather than failing a drop-in config.
+            // The Java class names map to Strait's assignors; StickyAssignor is not
+            // implemented, so it is dropped with a note rather than failing a drop-in config.
             let (known, unknown): (Vec<&str>, Vec<&str>) = value
                 .split(',')
                 .map(str::trim)
@@ -209,6 +211,8 @@ mod tests {
             (Role::Source, "group.id", "g"),
             (Role::Source, "auto.offset.reset", "earliest"),
             (Role::Source, "isolation.level", "read_uncommitted"),
+            (Role::Source, "group.protocol", "consumer"),
+            (Role::Source, "group.remote.assignor", "range"),
             (Role::Source, "enable.auto.commit", "false"),
             (Role::Target, "bootstrap.servers", "b:1"),
             (Role::Target, "compression.type", "lz4"),
@@ -227,6 +231,8 @@ mod tests {
         assert_eq!(text("group_id"), "g");
         assert_eq!(text("start"), "earliest");
         assert_eq!(text("isolation"), "read_uncommitted");
+        assert_eq!(text("group_protocol"), "consumer");
+        assert_eq!(text("group_remote_assignor"), "range");
         assert_eq!(text("compression"), "lz4");
         assert_eq!(text("max_in_flight"), "5");
         assert_eq!(report.ignored, ["enable.auto.commit", "linger.ms"]);
@@ -279,29 +285,13 @@ mod tests {
         );
         assert!(report.notes.is_empty() && report.ignored.is_empty());
 
-        // Java's default list (range, cooperative-sticky): the sticky one is noted and dropped.
+        // Java's default list (range, cooperative-sticky) maps as it is (eager, as in Java,
+        // until only the cooperative one is offered).
         let mut raw = RawConfig::default();
-        map_client_setting(
-            &mut raw,
-            Role::Source,
-            key,
-            "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
-            key,
-            o(),
-            &mut report,
-        )
-        .unwrap();
-        assert_eq!(
-            text(&raw).as_deref(),
-            Some("org.apache.kafka.clients.consumer.RangeAssignor")
-        );
-        assert_eq!(
-            report.notes,
-            [
-                "partition.assignment.strategy: org.apache.kafka.clients.consumer.CooperativeStickyAssignor \
-              is not implemented by strait and is left out; offering org.apache.kafka.clients.consumer.RangeAssignor"
-            ]
-        );
+        let both = "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+        map_client_setting(&mut raw, Role::Source, key, both, key, o(), &mut report).unwrap();
+        assert_eq!(text(&raw).as_deref(), Some(both));
+        assert!(report.notes.is_empty(), "{:?}", report.notes);
 
         // Only sticky: strait's default stays.
         let mut raw = RawConfig::default();
