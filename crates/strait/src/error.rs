@@ -1,6 +1,7 @@
 //! The binary's one error type and its exit codes.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::exit;
 
@@ -183,7 +184,7 @@ pub enum Error {
     Status(#[from] crate::status::StatusError),
     /// `strait switchover` / `strait failback` refused a step or waited too long.
     #[error("{0}")]
-    Handover(#[from] crate::failover::plan::HandoverError),
+    Handover(#[from] HandoverError),
 }
 
 impl From<strait_forward::Error> for Error {
@@ -450,4 +451,41 @@ mod tests {
                 .starts_with("final commit failed: source offset 42")
         );
     }
+}
+
+// `strait switchover` / `strait failback` (crate::failover::plan): defined here, below the
+// failover module, so that this enum can carry it without an import loop.
+/// Errors of the switchover and failback commands.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    /// A step cannot be done in the clusters' current state.
+    #[error("{step}: {reason}")]
+    Refused {
+        /// The step's name.
+        step: &'static str,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A step kept waiting for the operator beyond `--timeout`.
+    #[error(
+        "{step}: still waiting after {waited:?}: {reason}; run the command again to continue \
+         (or give a longer --timeout)"
+    )]
+    Timeout {
+        /// The step's name.
+        step: &'static str,
+        /// How long the command waited.
+        waited: Duration,
+        /// What it waits for.
+        reason: String,
+    },
+    /// The actions ran but the clusters do not show the step done (another process changed
+    /// them meanwhile).
+    #[error("{step}: not done after its actions ran: {reason}; run the command again")]
+    NotSettled {
+        /// The step's name.
+        step: &'static str,
+        /// The step's state as read back.
+        reason: String,
+    },
 }

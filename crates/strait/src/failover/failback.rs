@@ -13,13 +13,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use strait_wire::TopicPartition;
 use strait_wire::offset_commit::CommitOffset;
 
 use super::plan::{Action, DriveOptions, Handover, Plan, Side, Step, StepState};
-use super::records::{StrandedRecord, copied, read_range};
+use super::records::{StrandedRecord, copied, export_text, read_range};
 use super::state::{Clusters, FlowState, PartitionState, read_flow};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -117,30 +117,6 @@ pub fn stranded_range(flow: &FlowState, p: &PartitionState) -> (i64, i64, bool) 
     let from = from.max(p.source_start);
     let to = decided.map_or(p.source_end, |c| c.offset.min(p.source_end));
     (from, to.max(from), exact)
-}
-
-/// The export file's contents for `records`.
-pub fn export_text(records: &[StrandedRecord]) -> String {
-    let mut s = String::new();
-    for r in records {
-        s.push_str(&r.to_json_line());
-        s.push('\n');
-    }
-    s
-}
-
-/// Writes the export file (replaced atomically).
-pub fn export(file: &Path, records: &[StrandedRecord]) -> Result<()> {
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, export_text(records))
-        .and_then(|()| std::fs::rename(&tmp, file))
-        .map_err(|e| {
-            Error::Runtime(format!(
-                "cannot write the stranded records to {}: {e}; check the directory and its \
-                 permissions",
-                file.display()
-            ))
-        })
 }
 
 /// The plan, from the clusters' state and the operator's choice.

@@ -17,40 +17,7 @@ use strait_wire::offset_commit::CommitOffset;
 use super::format::Checkpoint;
 use super::records::StrandedRecord;
 
-/// Errors of the switchover and failback commands.
-#[derive(Debug, thiserror::Error)]
-pub enum HandoverError {
-    /// A step cannot be done in the clusters' current state.
-    #[error("{step}: {reason}")]
-    Refused {
-        /// The step's name.
-        step: &'static str,
-        /// Why, and what to do.
-        reason: String,
-    },
-    /// A step kept waiting for the operator beyond `--timeout`.
-    #[error(
-        "{step}: still waiting after {waited:?}: {reason}; run the command again to continue \
-         (or give a longer --timeout)"
-    )]
-    Timeout {
-        /// The step's name.
-        step: &'static str,
-        /// How long the command waited.
-        waited: Duration,
-        /// What it waits for.
-        reason: String,
-    },
-    /// The actions ran but the clusters do not show the step done (another process changed
-    /// them meanwhile).
-    #[error("{step}: not done after its actions ran: {reason}; run the command again")]
-    NotSettled {
-        /// The step's name.
-        step: &'static str,
-        /// The step's state as read back.
-        reason: String,
-    },
-}
+pub use crate::error::HandoverError;
 
 /// Which cluster of the flow an action writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

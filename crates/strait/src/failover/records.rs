@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::Range;
+use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -336,6 +337,30 @@ fn unsupported_header(r: &StrandedRecord) -> Error {
          unchanged; use --stranded export FILE and re-produce it with a Kafka producer",
         r.partition, r.offset
     ))
+}
+
+/// The export file's contents for `records`.
+pub fn export_text(records: &[StrandedRecord]) -> String {
+    let mut s = String::new();
+    for r in records {
+        s.push_str(&r.to_json_line());
+        s.push('\n');
+    }
+    s
+}
+
+/// Writes the export file (replaced atomically).
+pub fn export(file: &Path, records: &[StrandedRecord]) -> Result<()> {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, export_text(records))
+        .and_then(|()| std::fs::rename(&tmp, file))
+        .map_err(|e| {
+            Error::Runtime(format!(
+                "cannot write the stranded records to {}: {e}; check the directory and its \
+                 permissions",
+                file.display()
+            ))
+        })
 }
 
 #[cfg(test)]

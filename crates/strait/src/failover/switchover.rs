@@ -474,7 +474,7 @@ pub(crate) async fn execute(config: &Config, clusters: &Clusters, action: &Actio
         Action::Copy { to, records } => {
             super::records::append(&clusters.target, to, records, &config.source.alias).await
         }
-        Action::Export { file, records } => super::failback::export(file, records),
+        Action::Export { file, records } => super::records::export(file, records),
     }
 }
 
