@@ -11,6 +11,7 @@
 mod backoff;
 mod budget;
 mod codec;
+pub mod copies;
 mod cycle;
 pub mod io;
 pub mod kafka;

@@ -1363,6 +1363,8 @@ async fn new_identity<S: Source, T: Target>(
 /// Re-encoded parts already own theirs.
 fn own(part: &mut Part) {
     if matches!(part.path, Path::PassThrough) {
-        part.batch = Bytes::from(part.batch.to_vec());
+        let owned = Bytes::from(part.batch.to_vec());
+        super::copies::record(&part.batch, &owned);
+        part.batch = owned;
     }
 }
