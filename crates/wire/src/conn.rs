@@ -3,7 +3,8 @@
 //! Setup runs in the caller's task: TCP connect (every resolved address in turn, each with its
 //! share of the time left, so an address that drops packets cannot use it all up), the TLS
 //! handshake, ApiVersions and SASL, all within `socket.connection.setup.timeout.ms`. Then two
-//! tasks own the socket: a writer that drains a queue of encoded frames, and a reader that splits
+//! tasks own the socket: a writer that drains a queue of encoded frames (writing the frames it
+//! finds queued with one vectored write, from the buffers they are in), and a reader that splits
 //! response frames (check-then-parse, capped at `receive.message.max.bytes`) and hands each to the
 //! waiter registered under its correlation id. Requests are encoded and responses decoded in the
 //! caller's task, from the frame's `Bytes`, so fetched records stay zero-copy.
@@ -34,7 +35,7 @@ use kafka_protocol::messages::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request, StrBytes};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -42,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, SaslMechanism, SaslSettings};
 use crate::error::{Error, Result, error_name};
-use crate::frame::{self, FrameError};
+use crate::frame::{self, FrameError, Gather, OutFrame};
 use crate::sasl::{self, ScramClient, ScramHash};
 use crate::tls::TlsContext;
 use crate::version::{self, ApiVersionTable};
@@ -78,7 +79,7 @@ struct Shared {
     principal: Option<String>,
     next_correlation: AtomicI32,
     pending: Arc<Pending>,
-    queue: mpsc::Sender<Bytes>,
+    queue: mpsc::Sender<OutFrame>,
     cancel: CancellationToken,
     /// The SASL session's lifetime, when the broker limits it (KIP-368).
     session: Option<SaslSession>,
@@ -469,6 +470,32 @@ impl Connection {
         version: i16,
         timeout: Duration,
     ) -> Result<Bytes> {
+        self.send_frame::<R>(version, timeout, |correlation, client_id| {
+            encode_request(req, version, correlation, client_id).map(OutFrame::Whole)
+        })
+        .await
+    }
+
+    /// Sends the frame `encode` makes for the request's correlation id and the client id (a
+    /// Produce request encoded around its batches), and waits for the response as
+    /// [`send_with_timeout`](Self::send_with_timeout) does.
+    pub(crate) async fn send_encoded<R: Request>(
+        &self,
+        version: i16,
+        timeout: Duration,
+        encode: impl FnOnce(i32, Option<&StrBytes>) -> std::result::Result<OutFrame, String>,
+    ) -> Result<R::Response> {
+        let frame = self.send_frame::<R>(version, timeout, encode).await?;
+        decode_response::<R>(frame, version).map_err(|m| Error::protocol(&self.inner.broker, m))
+    }
+
+    /// Checks the version, encodes with `encode`, queues the frame and waits for its response.
+    async fn send_frame<R: Request>(
+        &self,
+        version: i16,
+        timeout: Duration,
+        encode: impl FnOnce(i32, Option<&StrBytes>) -> std::result::Result<OutFrame, String>,
+    ) -> Result<Bytes> {
         let inner = &*self.inner;
         let broker_range = inner.versions.broker_range(R::KEY);
         let crate_range = version::crate_range(R::VERSIONS);
@@ -483,10 +510,9 @@ impl Connection {
             });
         }
         let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let frame =
-            encode_request(req, version, correlation, inner.client_id.as_ref()).map_err(|m| {
-                Error::InvalidArgument(format!("cannot encode {}: {m}", version::api_name(R::KEY)))
-            })?;
+        let frame = encode(correlation, inner.client_id.as_ref()).map_err(|m| {
+            Error::InvalidArgument(format!("cannot encode {}: {m}", version::api_name(R::KEY)))
+        })?;
 
         let (tx, rx) = oneshot::channel();
         inner.pending.register(correlation, tx)?;
@@ -610,6 +636,19 @@ async fn connect_socket(addr: SocketAddr, keepalive: bool) -> io::Result<TcpStre
     socket.connect(addr).await
 }
 
+/// The request header of an `R` request.
+pub(crate) fn request_header<R: Request>(
+    version: i16,
+    correlation: i32,
+    client_id: Option<&StrBytes>,
+) -> RequestHeader {
+    RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(client_id.cloned())
+}
+
 /// Encodes header + body behind a 4-byte size, in one exactly-sized buffer.
 pub(crate) fn encode_request<R: Request>(
     req: &R,
@@ -617,11 +656,7 @@ pub(crate) fn encode_request<R: Request>(
     correlation: i32,
     client_id: Option<&StrBytes>,
 ) -> std::result::Result<Bytes, String> {
-    let header = RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation)
-        .with_client_id(client_id.cloned());
+    let header = request_header::<R>(version, correlation, client_id);
     let hv = R::header_version(version);
     let size = header.compute_size(hv).map_err(|e| e.to_string())?
         + req.compute_size(version).map_err(|e| e.to_string())?;
@@ -1038,6 +1073,19 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for StallGuard<W> {
         self.guard(cx, poll)
     }
 
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.guard(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let poll = Pin::new(&mut self.inner).poll_flush(cx);
         self.guard(cx, poll)
@@ -1053,13 +1101,31 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for StallGuard<W> {
 /// close_notify) before its socket is simply dropped.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
-async fn write_loop(
-    wr: StallGuard<tokio::io::WriteHalf<BoxStream>>,
-    mut rx: mpsc::Receiver<Bytes>,
+/// Writes every piece of `gather`, up to [`frame::MAX_SLICES`] per vectored write. The pieces
+/// are handed to the socket (or TLS) where they are: no copy into a write buffer.
+async fn write_gathered<W: AsyncWrite + Unpin>(wr: &mut W, gather: &mut Gather) -> io::Result<()> {
+    while !gather.is_empty() {
+        let written = {
+            let mut slices = [io::IoSlice::new(&[]); frame::MAX_SLICES];
+            let n = gather.slices(&mut slices);
+            wr.write_vectored(&slices[..n]).await?
+        };
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        gather.advance(written);
+    }
+    Ok(())
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    wr: StallGuard<W>,
+    mut rx: mpsc::Receiver<OutFrame>,
     cancel: CancellationToken,
     pending: Arc<Pending>,
 ) {
-    let mut wr = BufWriter::with_capacity(64 * 1024, wr);
+    let mut wr = wr;
+    let mut gather = Gather::default();
     let result: io::Result<()> = async {
         loop {
             let frame = tokio::select! {
@@ -1067,14 +1133,15 @@ async fn write_loop(
                 f = rx.recv() => f,
             };
             let Some(frame) = frame else { return Ok(()) };
+            gather.push(frame);
+            // Coalesce what else is queued into one vectored write, but at most COALESCE
+            // frames so a steady stream of small requests is not held back.
+            for _ in 0..COALESCE {
+                let Ok(more) = rx.try_recv() else { break };
+                gather.push(more);
+            }
             let write = async {
-                wr.write_all(&frame).await?;
-                // Coalesce what else is queued into few writes, but flush at least every
-                // COALESCE frames so a steady stream of small requests is not held back.
-                for _ in 0..COALESCE {
-                    let Ok(more) = rx.try_recv() else { break };
-                    wr.write_all(&more).await?;
-                }
+                write_gathered(&mut wr, &mut gather).await?;
                 wr.flush().await
             };
             tokio::select! {
@@ -1084,11 +1151,11 @@ async fn write_loop(
         }
     }
     .await;
-    let stalled = wr.get_ref().stalled;
+    let stalled = wr.stalled;
     if let Err(e) = result {
         let reason = if stalled {
-            tracing::warn!(broker = %pending.broker, limit = ?wr.get_ref().limit, "the broker stopped reading; closing the connection");
-            CloseReason::WriteStalled(wr.get_ref().limit)
+            tracing::warn!(broker = %pending.broker, limit = ?wr.limit, "the broker stopped reading; closing the connection");
+            CloseReason::WriteStalled(wr.limit)
         } else {
             CloseReason::Disconnected(format!("write failed: {e}"))
         };
@@ -1172,6 +1239,107 @@ mod tests {
         assert_eq!(i16::from_be_bytes([f[4], f[5]]), 3, "api key Metadata");
         assert_eq!(i16::from_be_bytes([f[6], f[7]]), 12, "version");
         assert_eq!(i32::from_be_bytes([f[8], f[9], f[10], f[11]]), 77);
+    }
+
+    /// A socket that records where each byte it accepted came from, taking at most `chunk`
+    /// bytes per write (partial writes split pieces at any point).
+    struct RecordingSocket {
+        chunk: usize,
+        written: Vec<u8>,
+        /// Address range of every slice handed to a write.
+        ranges: Vec<(usize, usize)>,
+    }
+
+    impl AsyncWrite for RecordingSocket {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut left = self.chunk;
+            for b in bufs {
+                let take = b.len().min(left);
+                let start = b.as_ptr() as usize;
+                self.ranges.push((start, start + b.len()));
+                self.written.extend_from_slice(&b[..take]);
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            Poll::Ready(Ok(self.chunk - left))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The writer's copy count, pinned: a batch reaches the socket's write call from the buffer
+    /// the caller gave (its address range is what the socket is handed), never from a copy in
+    /// a write buffer, and frames queued together keep their order across partial writes.
+    #[tokio::test]
+    async fn the_writer_hands_batches_to_the_socket_from_their_own_buffers() {
+        let batch = Bytes::from(vec![5u8; 200_000]);
+        let small = Bytes::from_static(b"\0\0\0\x04ping");
+        let (start, end) = (
+            batch.as_ptr() as usize,
+            batch.as_ptr() as usize + batch.len(),
+        );
+        for chunk in [7, 4096, 1 << 20] {
+            let mut gather = Gather::default();
+            gather.push(OutFrame::Pieces(vec![
+                Bytes::from_static(b"head"),
+                batch.clone(),
+                Bytes::from_static(b"tail"),
+            ]));
+            gather.push(OutFrame::Whole(small.clone()));
+            let mut sock = RecordingSocket {
+                chunk,
+                written: Vec::new(),
+                ranges: Vec::new(),
+            };
+            write_gathered(&mut sock, &mut gather).await.unwrap();
+            let mut want = b"head".to_vec();
+            want.extend_from_slice(&batch);
+            want.extend_from_slice(b"tail");
+            want.extend_from_slice(&small);
+            assert!(sock.written == want, "chunk {chunk}: bytes or order differ");
+            // Every slice that carries batch bytes lies inside the batch's own allocation.
+            let batch_bytes: usize = sock
+                .ranges
+                .iter()
+                .filter(|(s, e)| *s >= start && *e <= end)
+                .count();
+            assert!(
+                batch_bytes > 0,
+                "chunk {chunk}: the batch was never written from its buffer"
+            );
+            let big_elsewhere = sock
+                .ranges
+                .iter()
+                .any(|(s, e)| e - s >= 1000 && !(*s >= start && *e <= end));
+            assert!(
+                !big_elsewhere,
+                "chunk {chunk}: batch bytes were written from a copy"
+            );
+        }
     }
 
     #[test]

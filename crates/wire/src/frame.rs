@@ -2,6 +2,14 @@
 //! bytes. Reading is check-then-parse (as in mini-redis): [`check`] looks at the buffered bytes
 //! without allocating and says whether a whole frame is there; only then is it split off as a
 //! zero-copy [`Bytes`]. The size is capped before any buffer grows to hold it.
+//!
+//! Writing is gather-then-write: a request frame is an [`OutFrame`], the pieces it is made of
+//! (a Produce request's record batches are pieces of their own, see `produce::encode`), and the
+//! writer hands the pieces of several queued frames to one vectored write ([`Gather`]), so no
+//! request is copied into a write buffer on its way to the socket.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -107,11 +115,129 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     }
 }
 
+/// An outgoing frame (length prefix included): one buffer, or pieces written in order without
+/// being joined.
+#[derive(Debug)]
+pub(crate) enum OutFrame {
+    /// The whole frame in one buffer (every request but Produce).
+    Whole(Bytes),
+    /// The frame as consecutive pieces (Produce: encoded fields, then each batch as it is).
+    Pieces(Vec<Bytes>),
+}
+
+impl OutFrame {
+    /// Bytes in the frame.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            OutFrame::Whole(b) => b.len(),
+            OutFrame::Pieces(p) => p.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    /// The frame's bytes joined (tests and the setup handshake; never on the data path).
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        match self {
+            OutFrame::Whole(b) => b.to_vec(),
+            OutFrame::Pieces(p) => p.iter().flat_map(|b| b.iter().copied()).collect(),
+        }
+    }
+}
+
+/// At most this many slices per vectored write (Linux's IOV_MAX is 1024); the rest goes in the
+/// next write.
+pub(crate) const MAX_SLICES: usize = 64;
+
+/// The pieces of the frames the writer has taken from its queue and not yet written, in order.
+/// Sans-IO: [`slices`](Self::slices) says what to write next, [`advance`](Self::advance) what
+/// the socket took.
+#[derive(Debug, Default)]
+pub(crate) struct Gather {
+    pieces: VecDeque<Bytes>,
+}
+
+impl Gather {
+    /// Appends a frame's pieces (empty pieces are dropped: a vectored write may stop at one).
+    pub(crate) fn push(&mut self, frame: OutFrame) {
+        match frame {
+            OutFrame::Whole(b) => self.push_piece(b),
+            OutFrame::Pieces(p) => p.into_iter().for_each(|b| self.push_piece(b)),
+        }
+    }
+
+    fn push_piece(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.pieces.push_back(b);
+        }
+    }
+
+    /// Whether everything was written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// Fills `out` with the next pieces to write, in order; returns how many it filled.
+    pub(crate) fn slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (slot, piece) in out.iter_mut().zip(&self.pieces) {
+            *slot = IoSlice::new(piece);
+            n += 1;
+        }
+        n
+    }
+
+    /// Drops the first `written` bytes (what a write accepted).
+    pub(crate) fn advance(&mut self, mut written: usize) {
+        while written > 0 {
+            let Some(front) = self.pieces.front_mut() else {
+                return;
+            };
+            if written < front.len() {
+                front.advance(written);
+                return;
+            }
+            written -= front.len();
+            self.pieces.pop_front();
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use bytes::BufMut;
+
+    /// Partial writes at any byte leave exactly the unwritten rest, in order, and the slices
+    /// point into the pieces themselves (no copy).
+    #[test]
+    fn gather_advances_across_pieces() {
+        let a = Bytes::from_static(b"head");
+        let b = Bytes::from(vec![1u8; 100]);
+        let mut g = Gather::default();
+        g.push(OutFrame::Pieces(vec![a.clone(), Bytes::new(), b.clone()]));
+        g.push(OutFrame::Whole(Bytes::from_static(b"tail")));
+        let mut buf = [IoSlice::new(&[]); MAX_SLICES];
+        assert_eq!(g.slices(&mut buf), 3, "the empty piece is dropped");
+        assert_eq!(
+            buf[1].as_ptr(),
+            b.as_ptr(),
+            "a piece is written from where it is"
+        );
+        let mut written = Vec::new();
+        for step in [3usize, 1, 50, 0, 54] {
+            let mut buf = [IoSlice::new(&[]); MAX_SLICES];
+            let n = g.slices(&mut buf);
+            let all: Vec<u8> = buf[..n].iter().flat_map(|s| s.iter().copied()).collect();
+            written.extend_from_slice(&all[..step]);
+            g.advance(step);
+        }
+        assert!(g.is_empty());
+        let mut want = b"head".to_vec();
+        want.extend(vec![1u8; 100]);
+        want.extend(b"tail");
+        assert_eq!(written, want);
+    }
 
     fn frame(body: &[u8]) -> Vec<u8> {
         let mut v = (body.len() as u32).to_be_bytes().to_vec();

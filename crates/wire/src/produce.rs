@@ -1,7 +1,8 @@
 //! Produce: one raw record batch per partition, sent as the caller built it.
 //!
 //! The batch bytes (a v2 RecordBatch with base offset 0) go into the request without being
-//! parsed; encoding the request copies them once into the outgoing frame. The only thing this
+//! parsed or copied: the request is encoded around them ([`encode`]) and written vectored, so
+//! each batch reaches the socket from the buffer the caller gave. The only thing this
 //! module reads from a batch is its producer id (bytes 43..51), to know whether a retry after an
 //! ambiguous failure is safe: an idempotent batch (producer id >= 0) is deduplicated by the
 //! broker, a plain one would be written twice, so it is not resent.
@@ -15,8 +16,10 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
+mod encode;
+
 use crate::client::{Client, partition_error};
-use crate::conn::Connection;
+use crate::conn::{Connection, request_header};
 use crate::error::{Error, ErrorClass, RecordError, Result};
 use crate::metadata::ClusterMetadata;
 use crate::route::{PartitionRequest, Verdict};
@@ -223,9 +226,17 @@ impl Connection {
                     })
                     .collect(),
             );
-        // The broker may hold the request for `timeout` before answering.
+        // The broker may hold the request for `timeout` before answering. Encoded by hand
+        // around the batches: they are written from where they are, not copied into the frame.
         let resp = self
-            .send_with_timeout(req, version, self.request_timeout().saturating_add(timeout))
+            .send_encoded::<ProduceRequest>(
+                version,
+                self.request_timeout().saturating_add(timeout),
+                |correlation, client_id| {
+                    let header = request_header::<ProduceRequest>(version, correlation, client_id);
+                    encode::produce_frame(&req, version, &header)
+                },
+            )
             .await?;
 
         let mut out = Vec::with_capacity(batches.len());

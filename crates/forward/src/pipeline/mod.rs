@@ -11,6 +11,7 @@
 mod budget;
 mod codec;
 pub mod commit_hook;
+pub mod copies;
 mod cycle;
 pub mod exclude;
 pub mod io;

@@ -742,9 +742,11 @@ impl<H> Window<H> {
 /// Stamps a batch with `stamp`, in place when nothing else holds the buffer (the usual case:
 /// the fetch side gave each part its own), else on a copy.
 pub(crate) fn stamp_part(batch: Bytes, stamp: ProducerStamp) -> Result<Bytes, crate::Error> {
-    let mut buf = batch
-        .try_into_mut()
-        .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    let mut buf = batch.try_into_mut().unwrap_or_else(|shared| {
+        let copy = BytesMut::from(&shared[..]);
+        super::copies::record(&shared, &copy);
+        copy
+    });
     stamp_in_place(&mut buf, stamp)?;
     Ok(buf.freeze())
 }

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod copies;
 mod eos_mem;
 mod java_fixtures;
 mod java_verify;

@@ -232,7 +232,9 @@ async fn out_of_range<S: Source, T: Target>(
 /// Re-encoded parts already own theirs.
 fn own(part: &mut Part) {
     if matches!(part.path, Path::PassThrough) {
-        part.batch = Bytes::from(part.batch.to_vec());
+        let owned = Bytes::from(part.batch.to_vec());
+        crate::pipeline::copies::record(&part.batch, &owned);
+        part.batch = owned;
     }
 }
 
