@@ -8,17 +8,15 @@ use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use strait_forward::{FetchedBatch, FetchedRecords};
 use strait_wire::fetch::{FetchOptions, FetchPartition};
 use strait_wire::kafka_protocol::indexmap::IndexMap;
 use strait_wire::kafka_protocol::protocol::StrBytes;
-use strait_wire::kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use strait_wire::produce::{ProduceBatch, ProduceOptions};
+use strait_wire::kafka_protocol::records::{Record, TimestampType};
 use strait_wire::{Client, TopicPartition};
 
+use super::topic::WriteFailure;
 use crate::error::{Error, Result};
 
 /// The header a copied record carries: `<source alias>/<topic>/<partition>/<offset>` of the
@@ -265,31 +263,17 @@ pub async fn append(
             .zip(0i64..)
             .map(|(r, i)| to_record(r, i, alias))
             .collect::<Result<_>>()?;
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &encoded,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| Error::Runtime(format!("cannot encode the copied records for {to}: {e}")))?;
-        let results = target
-            .produce(
-                vec![ProduceBatch::new(to.clone(), buf.freeze())],
-                &ProduceOptions::default(),
-            )
+        super::topic::write_batch(target, to, &encoded)
             .await
-            .map_err(|e| Error::Runtime(format!("copying records to {to}: {e}")))?;
-        for r in results {
-            r.outcome.map_err(|e| {
-                Error::Runtime(format!(
+            .map_err(|f| match f {
+                WriteFailure::Encode(e) => {
+                    Error::Runtime(format!("cannot encode the copied records for {to}: {e}"))
+                }
+                WriteFailure::Send(e) => Error::Runtime(format!(
                     "copying records to {to}: {e}; run strait failback again (records copied \
                      already are skipped)"
-                ))
+                )),
             })?;
-        }
         start = end;
     }
     Ok(())

@@ -85,30 +85,52 @@ pub(crate) async fn append(
                 headers: Default::default(),
             })
             .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &recs,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
+        write_batch(client, &tp, &recs).await.map_err(|f| match f {
+            WriteFailure::Encode(e) => {
+                Error::Runtime(format!("cannot encode records for {topic}: {e}"))
+            }
+            WriteFailure::Send(e) => Error::Runtime(format!(
+                "writing to {topic} on the target: {e}; it is written again at the next interval"
+            )),
+        })?;
+    }
+    Ok(())
+}
+
+/// Why [`write_batch`] failed.
+pub(crate) enum WriteFailure {
+    /// kafka-protocol could not encode the records (a bug or an impossible record).
+    Encode(String),
+    /// The request failed or the broker refused the batch.
+    Send(String),
+}
+
+/// Encodes `records` as one uncompressed v2 batch and produces it to `tp`, acknowledged by all
+/// in-sync replicas (the wire client's default): the one way failover writes records of its own.
+pub(crate) async fn write_batch(
+    client: &Client,
+    tp: &TopicPartition,
+    records: &[Record],
+) -> std::result::Result<(), WriteFailure> {
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| WriteFailure::Encode(e.to_string()))?;
+    let results = client
+        .produce(
+            vec![ProduceBatch::new(tp.clone(), buf.freeze())],
+            &ProduceOptions::default(),
         )
-        .map_err(|e| Error::Runtime(format!("cannot encode records for {topic}: {e}")))?;
-        let results = client
-            .produce(
-                vec![ProduceBatch::new(tp.clone(), buf.freeze())],
-                &ProduceOptions::default(),
-            )
-            .await
-            .map_err(|e| Error::Runtime(format!("writing to {topic} on the target: {e}")))?;
-        for r in results {
-            r.outcome.map_err(|e| {
-                Error::Runtime(format!(
-                    "writing to {topic} on the target: {e}; it is written again at the next interval"
-                ))
-            })?;
-        }
+        .await
+        .map_err(|e| WriteFailure::Send(e.to_string()))?;
+    for r in results {
+        r.outcome.map_err(|e| WriteFailure::Send(e.to_string()))?;
     }
     Ok(())
 }
