@@ -69,11 +69,14 @@ NEEDS = {
     "strait-e2e/kafka::scenario": "jaeger",
 }
 
-# Packages whose tests run a binary of another package (cargo does not order that package's
-# binary before them): they start once cargo has reported the binary, with its path in the
-# environment variable named here.
+# Packages whose tests run a binary: they start once cargo has reported the binary, with its
+# path in the environment variable named here. Also a package's own binary: `cargo test
+# --no-run` links a package's integration tests without waiting for its binaries (only a
+# `cargo test` run orders them), so strait's offline tests once started before `strait` existed.
 NEEDS_BIN = {
     "strait-e2e": ("strait", "STRAIT_BIN"),
+    "strait": ("strait", "STRAIT_BIN"),
+    "strait-demo": ("strait-demo", "STRAIT_DEMO_BIN"),
 }
 
 DEFAULT_SECONDS = {"kafka": 120.0}  # unknown scenarios, before any run has timed them

@@ -16,7 +16,7 @@ fn revoked_counts(log: &Path) -> Vec<usize> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.contains("strait::mirror: revoked"))
+        .filter(|l| l.contains("strait::run::mirror: revoked"))
         .filter_map(|l| {
             l.split("partitions=")
                 .nth(1)
@@ -63,7 +63,7 @@ fn scale_out(
     let (mut first, first_log) = spawn_strait(&config, 0);
     wait_for_log(
         &first_log,
-        &format!("strait::mirror: assigned partitions={partitions}"),
+        &format!("strait::run::mirror: assigned partitions={partitions}"),
         Duration::from_secs(90),
     );
     let (mut second, second_log) = spawn_strait(&config, 1);

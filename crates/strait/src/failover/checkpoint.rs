@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use strait_wire::group::{CoordinatorType, Generation};
 use strait_wire::kafka_protocol::ResponseError;
-use strait_wire::kafka_protocol::messages::{DescribeGroupsRequest, GroupId, ListGroupsRequest};
+use strait_wire::kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest,
+};
 use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, OffsetSpec, TopicPartition};
@@ -498,6 +500,31 @@ async fn describe_once(
     let version = conn.pick_version::<DescribeGroupsRequest>(0..=5)?;
     let req = DescribeGroupsRequest::default()
         .with_groups(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
+    let resp = conn.send(req, version).await?;
+    let Some(g) = resp.groups.first() else {
+        return Ok(Err(ResponseError::UnknownServerError));
+    };
+    Ok(match ResponseError::try_from_code(g.error_code) {
+        None => Ok(g.members.len()),
+        // Kafka 4's coordinator answers DescribeGroups for a group of the consumer protocol
+        // (KIP-848, which strait's own mirror uses by default there) as not found: ask again
+        // in that protocol's own call before counting the group as empty.
+        Some(ResponseError::GroupIdNotFound) => consumer_group_members(&conn, group).await?,
+        Some(code) => Err(code),
+    })
+}
+
+/// The member count of a consumer-protocol group (ConsumerGroupDescribe, KIP-848); a broker
+/// without that API, or a group it does not know, has none.
+async fn consumer_group_members(
+    conn: &strait_wire::Connection,
+    group: &str,
+) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
+    let Ok(version) = conn.pick_version::<ConsumerGroupDescribeRequest>(0..=1) else {
+        return Ok(Ok(0));
+    };
+    let req = ConsumerGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
     let resp = conn.send(req, version).await?;
     let Some(g) = resp.groups.first() else {
         return Ok(Err(ResponseError::UnknownServerError));
