@@ -505,11 +505,12 @@ async fn describe_once(
         return Ok(Err(ResponseError::UnknownServerError));
     };
     Ok(match ResponseError::try_from_code(g.error_code) {
-        None => Ok(g.members.len()),
-        // Kafka 4's coordinator answers DescribeGroups for a group of the consumer protocol
-        // (KIP-848, which strait's own mirror uses by default there) as not found: ask again
-        // in that protocol's own call before counting the group as empty.
-        Some(ResponseError::GroupIdNotFound) => consumer_group_members(&conn, group).await?,
+        None if !g.members.is_empty() => Ok(g.members.len()),
+        // DescribeGroups shows only members of the classic protocol: Kafka 4's coordinator
+        // answers it for a group of the consumer protocol (KIP-848, which strait's own mirror
+        // uses by default there) without members or as not found. Ask that protocol's own call
+        // before counting the group as empty.
+        None | Some(ResponseError::GroupIdNotFound) => consumer_group_members(&conn, group).await?,
         Some(code) => Err(code),
     })
 }
