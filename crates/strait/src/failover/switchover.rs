@@ -219,7 +219,24 @@ pub fn plan(s: &SwitchoverState) -> Plan {
         }
     }
     let lag_done = plan.waiting().is_none();
-    if !misses.is_empty() && lag_done {
+    if !lag_done {
+        // While the mirror still moves, a group's last offsets may not be covered by the
+        // offset syncs yet: nothing below can be judged (a dry run once showed these steps
+        // done with 0 partitions).
+        plan.push(Step::new(
+            "checkpoints",
+            StepState::Blocked,
+            "the last checkpoints are written once the mirror has caught up and stopped",
+        ));
+        plan.push(Step::new(
+            "groups_applied",
+            StepState::Blocked,
+            "the groups are applied on the target after the last checkpoints",
+        ));
+        plan.push(reverse);
+        return plan;
+    }
+    if !misses.is_empty() {
         plan.push(Step::new(
             "checkpoints",
             StepState::Refused,
@@ -673,6 +690,24 @@ mod tests {
         let refused = p.refused().unwrap();
         assert_eq!(refused.name, "target_groups_idle");
         assert!(refused.detail.contains("app (1 members)"), "{p}");
+    }
+
+    #[test]
+    fn a_group_ahead_of_the_mirror_blocks_the_later_steps_instead_of_passing_them() {
+        // The group read past what the mirror has copied (and synced) so far: its offset has
+        // no translation yet, which must not read as "nothing to apply".
+        let mut s = state();
+        s.flow.partitions[0].source_end = 130;
+        s.groups[0]
+            .source_commits
+            .insert(tp("o", 0), committed(125, None));
+        let p = plan(&s);
+        assert_eq!(names(&p, |s| *s == StepState::Waiting), ["lag_zero"], "{p}");
+        assert_eq!(
+            names(&p, |s| *s == StepState::Blocked),
+            ["checkpoints", "groups_applied", "reverse_positions"],
+            "{p}"
+        );
     }
 
     #[test]
