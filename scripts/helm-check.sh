@@ -191,12 +191,12 @@ has "$p.yaml" '^kind: PrometheusRule$' "platform: PrometheusRule rendered"
 for alert in StraitLagGrowing StraitPartitionStopped StraitPartitionBlocked StraitRecordsLost StraitCheckpointStale; do
   has "$p.yaml" "^ +- alert: $alert$" "platform: alert $alert"
 done
-# Every metric the alerts query is one strait serves (the table in crates/strait/src/metrics.rs).
+# Every metric the alerts query is one strait serves (the table in crates/strait/src/observe/metrics.rs).
 for metric in $(awk '/^kind: PrometheusRule/{on=1} on' "$p.yaml" | grep -o 'strait_[a-z_]*' | sort -u); do
-  if grep -q "^//! | \`$metric\`" crates/strait/src/metrics.rs; then
+  if grep -q "^//! | \`$metric\`" crates/strait/src/observe/metrics.rs; then
     pass "platform: alerts query $metric, which strait serves"
   else
-    fail "platform: the alerts query $metric, which crates/strait/src/metrics.rs does not serve"
+    fail "platform: the alerts query $metric, which crates/strait/src/observe/metrics.rs does not serve"
   fi
 done
 has "$p.yaml" '^    grafana_dashboard: "1"$' "platform: dashboard ConfigMap labelled for Grafana's sidecar"
