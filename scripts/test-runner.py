@@ -20,8 +20,11 @@ the binaries `cargo test --no-run --message-format=json` builds and runs them it
   did when each module was a binary of its own). Every other binary (unit tests, the broker-free
   `tests/offline` tiers, binaries that need a process of their own) is one process.
 * Each process costs a weight (`WEIGHTS`: 2 for scenarios that run 3-broker clusters, the whole
-  budget for the one that must run alone, else 1), and at most `--jobs` weight runs at once. Longest first, by the times of earlier runs
-  (`--times`, written back after every run), so the long scenarios do not end up at the tail.
+  budget for the one that must run alone, else 1), and at most `--jobs` weight runs at once.
+  Longest first, by the times of earlier runs (`--times`, written back after every run), so the
+  long scenarios do not end up at the tail; while the longest waiting one cannot start yet,
+  shorter ones fill the gap only if they end before it can start (backfilling, as batch
+  schedulers do).
 * A process that needs a tool still being built in the background (`--defer NAME=PID`: Jaeger)
   starts only once that build has ended, or when nothing else is left to start.
 * Every process runs in its own process group with a timeout (`--timeout`); on timeout or when the
@@ -282,6 +285,50 @@ def counts(log_path):
     return passed, failed, ignored
 
 
+def schedule(ready, used, jobs, ends):
+    """Which of the `ready` units to start now: [(unit, need, expected seconds, may_head)],
+    longest first; `used` of the `jobs` budget is taken by running units whose expected
+    remaining seconds and weights are `ends`.
+
+    Longest first with backfilling (EASY, as batch schedulers do): the longest unit that does
+    not fit yet (a 3-broker scenario, weight 2) becomes the head and keeps its place; a shorter
+    unit may start beside the running ones only if it ends before enough of the budget is free
+    for the head, or if it fits in what the head leaves free then. Strictly longest first kept
+    one budget slot idle while the head waited; plain greedy filling once started `failover`
+    14 minutes in, where it alone set the suite's length."""
+    ends = [(max(remaining, 1.0), weight) for remaining, weight in ends]
+    start = []
+    head = None  # (seconds until the head can start, budget left beside it then)
+    for unit, need, expected, may_head in ready:
+        if used + need > jobs:
+            if head is None and may_head:
+                head = until_free(need, used, jobs, ends)
+            continue
+        if head is not None:
+            shadow, extra = head
+            if expected > shadow:
+                if need > extra:
+                    continue
+                head = (shadow, extra - need)
+        start.append(unit)
+        used += need
+        ends.append((max(expected, 1.0), need))
+    return start
+
+
+def until_free(need, used, jobs, ends):
+    """Seconds until `need` of the budget is free as the running units end, and what is left
+    of the budget beside it then."""
+    free = jobs - used
+    at = 0.0
+    for remaining, weight in sorted(ends):
+        if free >= need:
+            break
+        free += weight
+        at = remaining
+    return at, free - need
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -405,21 +452,22 @@ def main():
         used = sum(min(u.weight, args.jobs) for u in running)
         if build and build.running():
             used += args.build_weight
-        for u in list(pending):
+        now = time.monotonic()
+        ready = []
+        for u in pending:
             if binary_pending(u):
                 continue
-            if used + min(u.weight, args.jobs) > args.jobs:
-                # Longest first, strictly: a shorter unit filling the gap would keep a heavy
-                # long one (a 3-broker scenario, weight 2) waiting until the end, where it alone
-                # sets the suite's length (failover started 14 minutes in once). Units that
-                # run alone and deferred ones do not hold the others back.
-                if u.weight < args.jobs and not waiting_on(u):
-                    break
-                continue
-            others = [p for p in pending if p is not u and not waiting_on(p)]
             # A deferred process waits while anything else can still start (or is still building).
+            others = [p for p in pending if p is not u and not waiting_on(p)]
             if waiting_on(u) and (others or (build and build.running())):
                 continue
+            # Units that run alone and deferred ones never hold the others back.
+            may_head = u.weight < args.jobs and not waiting_on(u)
+            ready.append((u, min(u.weight, args.jobs), expected(u), may_head))
+        ends = [(expected(r) - (now - r.started), min(r.weight, args.jobs)) for r in running]
+        if build and build.running():
+            ends.append((times.get("build", 300.0) - (now - t0), args.build_weight))
+        for u in schedule(ready, used, args.jobs, ends):
             log_path = os.path.join(args.log_dir, u.id.replace("/", "_").replace(":", "_") + ".log")
             u.log = open(log_path, "w")
             u.log_path = log_path
@@ -493,6 +541,8 @@ def main():
     if args.times:
         times = load_times(args.times)
         times.update({u.id: round(u.elapsed, 1) for u in done if u.rc == 0})
+        if build and build.rc == 0:
+            times["build"] = round(build.elapsed, 1)
         os.makedirs(os.path.dirname(os.path.abspath(args.times)), exist_ok=True)
         with open(args.times, "w") as f:
             json.dump(times, f, indent=1, sort_keys=True)

@@ -107,8 +107,9 @@ trap 'stop_background; stop_recorded "$STRAIT_TEST_PIDS"' EXIT
 # The benchmark harness's own unit tests (parsing, verdicts, counts, config files): pure Python,
 # well under a second; the harness itself runs only from scripts/bench.sh.
 bench_unit_tests() {
-  step "benchmark harness unit tests (python3 -m unittest, benches/mirror)"
+  step "benchmark harness and test runner unit tests (python3 -m unittest: benches/mirror, scripts)"
   (cd benches/mirror && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -q -s .)
+  PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -q -s scripts -p 'test_*.py'
 }
 
 if [ "$fast" = 1 ]; then

@@ -72,7 +72,13 @@ static FIXTURE: Mutex<Option<Fixture>> = Mutex::new(None);
 fn fixture() -> MutexGuard<'static, Option<Fixture>> {
     let mut guard = FIXTURE.lock().unwrap_or_else(|p| p.into_inner());
     if guard.is_none() {
-        let source = std::thread::spawn(|| Cluster::builder("eosfo-src").start().unwrap());
+        // Mirrors are SIGKILLed here: their static members must expire as fast as with the
+        // classic protocol (see `consumer_sessions_of_6s`).
+        let source = std::thread::spawn(|| {
+            consumer_sessions_of_6s(Cluster::builder("eosfo-src"))
+                .start()
+                .unwrap()
+        });
         let target = Cluster::builder("eosfo-dst").nodes(3).start().unwrap();
         *guard = Some(Fixture {
             source: source.join().unwrap(),
