@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::failover::copies::ExcludeCopies;
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::observe::http::Readiness;
-use crate::observe::log_limit::{self, LogLimiter, Verdict};
+use strait_forward::log_limit::{self, LogLimiter, Verdict};
 use crate::observe::metrics::Metrics;
 use crate::observe::sampler::{Sampler, SamplerSettings};
 use crate::run::retry::RefreshRetry;
