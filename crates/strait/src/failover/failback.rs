@@ -217,7 +217,9 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 c.as_str()
             ),
         ),
-    });
+    }
+    // The old source's end and the original mirror's position: moved while that mirror runs.
+    .reading_moving_state());
 
     plan.push(decision(s, choice, total));
 
@@ -261,7 +263,8 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 flow.mirror_group, flow.source_alias
             ),
         )
-    });
+    }
+    .reading_moving_state());
 
     // The reverse mirror starts right after the last record mirrored before the failover: the
     // old source gets everything the target took since.

@@ -218,24 +218,9 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             }
         }
     }
-    let lag_done = plan.waiting().is_none();
-    if !lag_done {
-        // While the mirror still moves, a group's last offsets may not be covered by the
-        // offset syncs yet: nothing below can be judged (a dry run once showed these steps
-        // done with 0 partitions).
-        plan.push(Step::new(
-            "checkpoints",
-            StepState::Blocked,
-            "the last checkpoints are written once the mirror has caught up and stopped",
-        ));
-        plan.push(Step::new(
-            "groups_applied",
-            StepState::Blocked,
-            "the groups are applied on the target after the last checkpoints",
-        ));
-        plan.push(reverse);
-        return plan;
-    }
+    // While the mirror still moves, a group's last offsets may not be covered by the offset
+    // syncs yet, and the target's end moves: the steps below read that state, so the plan
+    // blocks them until nothing waits (Plan::push).
     if !misses.is_empty() {
         plan.push(Step::new(
             "checkpoints",
@@ -245,7 +230,8 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                  the target do not cover them (see docs/failover.md, translation misses)",
                 abbreviate(&misses)
             ),
-        ));
+        )
+        .reading_moving_state());
     } else {
         let missing: Vec<Checkpoint> = translated
             .iter()
@@ -289,7 +275,8 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                 StepState::Todo(vec![Action::WriteCheckpoints(missing)]),
                 format!("write {n} last checkpoint(s)"),
             )
-        });
+        }
+        .reading_moving_state());
     }
 
     // The groups on the target: at their translations, never moved backwards.
@@ -337,8 +324,11 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             ),
             format!("commit the translated offsets on the target ({detail})"),
         )
-    });
+    }
+    .reading_moving_state());
 
+    // Not marked as reading moving state: once done it is final (its marker names the switch),
+    // and its actions wait for an earlier waiting step anyway.
     plan.push(reverse);
     plan
 }
@@ -703,6 +693,20 @@ mod tests {
             .insert(tp("o", 0), committed(125, None));
         let p = plan(&s);
         assert_eq!(names(&p, |s| *s == StepState::Waiting), ["lag_zero"], "{p}");
+        assert_eq!(
+            names(&p, |s| *s == StepState::Blocked),
+            ["checkpoints", "groups_applied", "reverse_positions"],
+            "{p}"
+        );
+        let checkpoints = &p.steps[p.steps.len() - 3];
+        assert!(
+            checkpoints.detail.starts_with("after lag_zero (so far: "),
+            "{p}"
+        );
+        // Nothing found to do while the mirror moves is no more final than a miss: a group
+        // with no commit at all reads as done only once the lag is zero.
+        s.groups[0].source_commits.clear();
+        let p = plan(&s);
         assert_eq!(
             names(&p, |s| *s == StepState::Blocked),
             ["checkpoints", "groups_applied", "reverse_positions"],
