@@ -10,17 +10,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strait_wire::group::{CoordinatorType, Generation};
-use strait_wire::kafka_protocol::ResponseError;
-use strait_wire::kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest,
-};
-use strait_wire::kafka_protocol::protocol::StrBytes;
+use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
 use super::format::{Checkpoint, Heartbeat, Rpo};
+use super::groups::{GroupKind, Groups, active_members, list_groups, list_groups_with_kinds};
 use super::syncs::{SyncWriter, read_syncs};
 use super::{OffsetMaps, topic};
 use crate::config::Config;
@@ -346,8 +342,19 @@ impl Checkpointer {
                 Err(e) => tracing::warn!(partition = %tp, error = %e, "not synced"),
             }
         }
+        // The groups' types on the target, so that each is described with the right call once
+        // (an idle group of the consumer protocol took two calls without); without them every
+        // group is asked both ways.
+        let kinds = match list_groups_with_kinds(&self.target).await {
+            Ok(kinds) => kinds,
+            Err(e) => {
+                tracing::debug!(error = %e, "group types on the target not listed");
+                Groups::new()
+            }
+        };
         for (group, translated) in by_group {
-            match self.sync_group(group, &translated).await {
+            let kind = kinds.get(group).copied().unwrap_or(GroupKind::Unknown);
+            match self.sync_group(group, kind, &translated).await {
                 Ok(SyncOutcome::Committed(n)) => {
                     round.synced += 1;
                     tracing::debug!(group, partitions = n, "group offsets synced to the target");
@@ -366,9 +373,10 @@ impl Checkpointer {
     async fn sync_group(
         &self,
         group: &str,
+        kind: GroupKind,
         translated: &[(TopicPartition, i64)],
     ) -> Result<SyncOutcome> {
-        let members = active_members(&self.target, group).await?;
+        let members = active_members(&self.target, group, kind).await?;
         if members > 0 {
             return Ok(SyncOutcome::Active(members));
         }
@@ -420,118 +428,4 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Every consumer group of the cluster (ListGroups to each broker: each lists the groups it
-/// coordinates), sorted.
-pub(crate) async fn list_groups(client: &Client) -> Result<Vec<String>> {
-    let mut nodes: Vec<i32> = client.cached_metadata().brokers.keys().copied().collect();
-    if nodes.is_empty() {
-        nodes = client
-            .metadata(Some(&[]))
-            .await
-            .map_err(Error::Wire)?
-            .brokers
-            .keys()
-            .copied()
-            .collect();
-    }
-    let mut groups = Vec::new();
-    for node in nodes {
-        let conn = client.broker(node).await.map_err(Error::Wire)?;
-        let version = conn
-            .pick_version::<ListGroupsRequest>(0..=4)
-            .map_err(Error::Wire)?;
-        let resp = conn
-            .send(ListGroupsRequest::default(), version)
-            .await
-            .map_err(Error::Wire)?;
-        if let Some(code) = ResponseError::try_from_code(resp.error_code) {
-            return Err(Error::Runtime(format!(
-                "ListGroups on broker {node} answered {code:?}; the mirror's principal needs \
-                 Describe on the groups to checkpoint"
-            )));
-        }
-        groups.extend(resp.groups.into_iter().map(|g| g.group_id.0.to_string()));
-    }
-    groups.sort();
-    groups.dedup();
-    Ok(groups)
-}
-
-/// The number of active members of `group` (DescribeGroups on its coordinator). A coordinator
-/// that is loading, moving or not there yet (a cluster whose offsets topic does not exist yet
-/// answers NOT_COORDINATOR at first) is asked again for up to 30 s.
-pub(crate) async fn active_members(client: &Client, group: &str) -> Result<usize> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let code = match describe_once(client, group).await {
-            Ok(Ok(members)) => return Ok(members),
-            Ok(Err(code)) => code,
-            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
-                client.forget_coordinator(CoordinatorType::Group, group);
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
-            }
-            Err(e) => return Err(Error::Wire(e)),
-        };
-        let retriable = matches!(
-            code,
-            ResponseError::NotCoordinator
-                | ResponseError::CoordinatorNotAvailable
-                | ResponseError::CoordinatorLoadInProgress
-        );
-        if !retriable || tokio::time::Instant::now() >= deadline {
-            return Err(Error::Runtime(format!(
-                "DescribeGroups for {group} answered {code:?}"
-            )));
-        }
-        client.forget_coordinator(CoordinatorType::Group, group);
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// One DescribeGroups: the member count, or the group's error code.
-async fn describe_once(
-    client: &Client,
-    group: &str,
-) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
-    let conn = client.coordinator(CoordinatorType::Group, group).await?;
-    let version = conn.pick_version::<DescribeGroupsRequest>(0..=5)?;
-    let req = DescribeGroupsRequest::default()
-        .with_groups(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
-    let resp = conn.send(req, version).await?;
-    let Some(g) = resp.groups.first() else {
-        return Ok(Err(ResponseError::UnknownServerError));
-    };
-    Ok(match ResponseError::try_from_code(g.error_code) {
-        None if !g.members.is_empty() => Ok(g.members.len()),
-        // DescribeGroups shows only members of the classic protocol: Kafka 4's coordinator
-        // answers it for a group of the consumer protocol (KIP-848, which strait's own mirror
-        // uses by default there) without members or as not found. Ask that protocol's own call
-        // before counting the group as empty.
-        None | Some(ResponseError::GroupIdNotFound) => consumer_group_members(&conn, group).await?,
-        Some(code) => Err(code),
-    })
-}
-
-/// The member count of a consumer-protocol group (ConsumerGroupDescribe, KIP-848); a broker
-/// without that API, or a group it does not know, has none.
-async fn consumer_group_members(
-    conn: &strait_wire::Connection,
-    group: &str,
-) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
-    let Ok(version) = conn.pick_version::<ConsumerGroupDescribeRequest>(0..=1) else {
-        return Ok(Ok(0));
-    };
-    let req = ConsumerGroupDescribeRequest::default()
-        .with_group_ids(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
-    let resp = conn.send(req, version).await?;
-    let Some(g) = resp.groups.first() else {
-        return Ok(Err(ResponseError::UnknownServerError));
-    };
-    Ok(match ResponseError::try_from_code(g.error_code) {
-        None | Some(ResponseError::GroupIdNotFound) => Ok(g.members.len()),
-        Some(code) => Err(code),
-    })
 }

@@ -10,8 +10,9 @@ use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, TopicPartition};
 
-use super::checkpoint::{active_members, checkpoints_topic};
+use super::checkpoint::checkpoints_topic;
 use super::format::{Checkpoint, Rpo};
+use super::groups::{GroupKind, active_members};
 use super::topic;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -110,7 +111,7 @@ pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result
         let mut actions: Vec<&str> = vec!["-"; cps.len()];
         let mut commits = Vec::new();
         if apply {
-            let members = active_members(&target, group).await?;
+            let members = active_members(&target, group, GroupKind::Unknown).await?;
             if members > 0 {
                 report.refused.push((
                     group.clone(),

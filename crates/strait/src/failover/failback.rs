@@ -186,40 +186,42 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             );
         }
     }
-    plan.push(match (total, choice) {
-        (0, _) => Step::new(
-            "stranded",
-            StepState::Done,
-            format!(
-                "none: every record of the old source {} reached the target",
-                flow.source_alias
+    plan.push(
+        match (total, choice) {
+            (0, _) => Step::new(
+                "stranded",
+                StepState::Done,
+                format!(
+                    "none: every record of the old source {} reached the target",
+                    flow.source_alias
+                ),
             ),
-        ),
-        (_, None) => Step::new(
-            "stranded",
-            StepState::Refused,
-            format!(
-                "{total} record(s) on the old source {} never reached the target ({}):\
+            (_, None) => Step::new(
+                "stranded",
+                StepState::Refused,
+                format!(
+                    "{total} record(s) on the old source {} never reached the target ({}):\
                  {report}\n    \
                  choose --stranded copy (append them to the target), --stranded export FILE \
                  (write them to a file) or --stranded drop (leave them on the old source only)",
-                flow.source_alias,
-                split(total, diverged_total, s.failed_over_at),
+                    flow.source_alias,
+                    split(total, diverged_total, s.failed_over_at),
+                ),
             ),
-        ),
-        (_, Some(c)) => Step::new(
-            "stranded",
-            StepState::Done,
-            format!(
-                "{total} record(s) on the old source never reached the target ({}; \
+            (_, Some(c)) => Step::new(
+                "stranded",
+                StepState::Done,
+                format!(
+                    "{total} record(s) on the old source never reached the target ({}; \
                  decision: {}):{report}",
-                split(total, diverged_total, s.failed_over_at),
-                c.as_str()
+                    split(total, diverged_total, s.failed_over_at),
+                    c.as_str()
+                ),
             ),
-        ),
-    }
-    // The old source's end and the original mirror's position: moved while that mirror runs.
-    .reading_moving_state());
+        }
+        // The old source's end and the original mirror's position: moved while that mirror runs.
+        .reading_moving_state(),
+    );
 
     plan.push(decision(s, choice, total));
 
@@ -239,32 +241,34 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             })
         })
         .collect();
-    plan.push(if moves.is_empty() {
-        Step::new(
-            "mirror_moved",
-            StepState::Done,
-            format!(
-                "the original mirror's group {} on {} is past every record there",
-                flow.mirror_group, flow.source_alias
-            ),
-        )
-    } else {
-        let n = moves.len();
-        Step::new(
-            "mirror_moved",
-            StepState::Todo(vec![Action::Commit {
-                side: Side::Source,
-                group: flow.mirror_group.clone(),
-                offsets: moves,
-            }]),
-            format!(
-                "move the original mirror's group {} on {} past the stranded records ({n} \
+    plan.push(
+        if moves.is_empty() {
+            Step::new(
+                "mirror_moved",
+                StepState::Done,
+                format!(
+                    "the original mirror's group {} on {} is past every record there",
+                    flow.mirror_group, flow.source_alias
+                ),
+            )
+        } else {
+            let n = moves.len();
+            Step::new(
+                "mirror_moved",
+                StepState::Todo(vec![Action::Commit {
+                    side: Side::Source,
+                    group: flow.mirror_group.clone(),
+                    offsets: moves,
+                }]),
+                format!(
+                    "move the original mirror's group {} on {} past the stranded records ({n} \
                  partition(s))",
-                flow.mirror_group, flow.source_alias
-            ),
-        )
-    }
-    .reading_moving_state());
+                    flow.mirror_group, flow.source_alias
+                ),
+            )
+        }
+        .reading_moving_state(),
+    );
 
     // The reverse mirror starts right after the last record mirrored before the failover: the
     // old source gets everything the target took since.

@@ -222,16 +222,18 @@ pub fn plan(s: &SwitchoverState) -> Plan {
     // syncs yet, and the target's end moves: the steps below read that state, so the plan
     // blocks them until nothing waits (Plan::push).
     if !misses.is_empty() {
-        plan.push(Step::new(
-            "checkpoints",
-            StepState::Refused,
-            format!(
-                "committed offsets that cannot be translated exactly: {}; the offset syncs on \
+        plan.push(
+            Step::new(
+                "checkpoints",
+                StepState::Refused,
+                format!(
+                    "committed offsets that cannot be translated exactly: {}; the offset syncs on \
                  the target do not cover them (see docs/failover.md, translation misses)",
-                abbreviate(&misses)
-            ),
-        )
-        .reading_moving_state());
+                    abbreviate(&misses)
+                ),
+            )
+            .reading_moving_state(),
+        );
     } else {
         let missing: Vec<Checkpoint> = translated
             .iter()
@@ -259,24 +261,26 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                 .wrap(own),
             })
             .collect();
-        plan.push(if missing.is_empty() {
-            Step::new(
-                "checkpoints",
-                StepState::Done,
-                format!(
-                    "{} checkpoint(s) at the groups' last offsets",
-                    translated.len()
-                ),
-            )
-        } else {
-            let n = missing.len();
-            Step::new(
-                "checkpoints",
-                StepState::Todo(vec![Action::WriteCheckpoints(missing)]),
-                format!("write {n} last checkpoint(s)"),
-            )
-        }
-        .reading_moving_state());
+        plan.push(
+            if missing.is_empty() {
+                Step::new(
+                    "checkpoints",
+                    StepState::Done,
+                    format!(
+                        "{} checkpoint(s) at the groups' last offsets",
+                        translated.len()
+                    ),
+                )
+            } else {
+                let n = missing.len();
+                Step::new(
+                    "checkpoints",
+                    StepState::Todo(vec![Action::WriteCheckpoints(missing)]),
+                    format!("write {n} last checkpoint(s)"),
+                )
+            }
+            .reading_moving_state(),
+        );
     }
 
     // The groups on the target: at their translations, never moved backwards.
@@ -294,38 +298,40 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             }
         }
     }
-    plan.push(if by_group.is_empty() {
-        Step::new(
-            "groups_applied",
-            StepState::Done,
-            format!(
-                "{} group partition(s) at their translated offsets on the target ({kept} kept \
+    plan.push(
+        if by_group.is_empty() {
+            Step::new(
+                "groups_applied",
+                StepState::Done,
+                format!(
+                    "{} group partition(s) at their translated offsets on the target ({kept} kept \
                  ahead)",
-                translated.len()
-            ),
-        )
-    } else {
-        let detail = by_group
-            .iter()
-            .map(|(g, c)| format!("{g}: {} partition(s)", c.len()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        Step::new(
-            "groups_applied",
-            StepState::Todo(
-                by_group
-                    .into_iter()
-                    .map(|(group, offsets)| Action::Commit {
-                        side: Side::Target,
-                        group: group.to_string(),
-                        offsets,
-                    })
-                    .collect(),
-            ),
-            format!("commit the translated offsets on the target ({detail})"),
-        )
-    }
-    .reading_moving_state());
+                    translated.len()
+                ),
+            )
+        } else {
+            let detail = by_group
+                .iter()
+                .map(|(g, c)| format!("{g}: {} partition(s)", c.len()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            Step::new(
+                "groups_applied",
+                StepState::Todo(
+                    by_group
+                        .into_iter()
+                        .map(|(group, offsets)| Action::Commit {
+                            side: Side::Target,
+                            group: group.to_string(),
+                            offsets,
+                        })
+                        .collect(),
+                ),
+                format!("commit the translated offsets on the target ({detail})"),
+            )
+        }
+        .reading_moving_state(),
+    );
 
     // Not marked as reading moving state: once done it is final (its marker names the switch),
     // and its actions wait for an earlier waiting step anyway.
