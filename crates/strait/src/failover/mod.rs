@@ -12,12 +12,14 @@
 //! * [`switchover`] and [`failback`]: `strait switchover` / `strait failback`, planned from
 //!   [`state`] (both clusters, read afresh every run) into the steps of [`plan`]; [`records`]
 //!   reads, copies and exports stranded records; [`copies`] keeps the reverse mirror from
-//!   copying the copies back; [`reverse`] writes the reverse flow's configuration.
+//!   copying the copies back; [`reverse`] writes the reverse flow's configuration; `file`
+//!   writes both files atomically and durably.
 
 pub mod checkpoint;
 pub mod command;
 pub mod copies;
 pub mod failback;
+pub(crate) mod file;
 pub mod format;
 pub(crate) mod groups;
 pub mod map;
