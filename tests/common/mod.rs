@@ -479,6 +479,72 @@ pub fn numbers_by_partition(values: impl IntoIterator<Item = String>) -> BTreeMa
     out
 }
 
+/// The numbers in values [`produce_numbered`] wrote (`<partition>-<n>`), in the order given.
+pub fn numbers(values: &[Vec<u8>]) -> Vec<usize> {
+    values
+        .iter()
+        .map(|v| {
+            let v = String::from_utf8_lossy(v);
+            let (_, n) = v.split_once('-').expect("a numbered record");
+            n.parse().expect("a numbered record")
+        })
+        .collect()
+}
+
+/// `strait <command> --config <config> --timeout 60s <extra>` for `switchover` or `failback`,
+/// exiting right after step `exit_after` when given (the commands' test hook, to re-run an
+/// interrupted command); its output is printed for the test log.
+pub fn handover(command: &str, config: &Path, extra: &[&str], exit_after: Option<&str>) -> Output {
+    let mut cmd = StraitCommand::new([command, "--config"])
+        .arg(config)
+        .arg("--timeout")
+        .arg("60s");
+    for a in extra {
+        cmd = cmd.arg(a);
+    }
+    if let Some(step) = exit_after {
+        cmd.command()
+            .env(strait::failover::plan::TEST_EXIT_AFTER, step);
+    }
+    let out = cmd.output();
+    println!(
+        "strait {command} {extra:?} (exit after {exit_after:?}): {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs the mirror of `config` (`strait run`, log number `n`) until its group `group` on
+/// `source` has committed the current end of every partition of `topic`, then stops it and
+/// asserts a clean exit: a reverse mirror copying what the new source took.
+pub fn mirror_until_caught_up(
+    rt: &tokio::runtime::Runtime,
+    config: &Path,
+    n: usize,
+    source: &Client,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) {
+    let (mut mirror, log) = spawn_strait(config, n);
+    let ends = rt.block_on(end_offsets(source, topic, partitions));
+    rt.block_on(wait_until_committed(
+        source,
+        group,
+        topic,
+        &ends,
+        Duration::from_secs(120),
+    ));
+    assert_eq!(
+        terminate(&mut mirror).code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
 /// Like [`produce_to_partitions`], for the records numbered `numbers` (values
 /// `<partition>-<n>`), so that successive calls write unique values.
 pub async fn produce_numbered(
