@@ -73,6 +73,24 @@ pub struct Checkpointer {
 /// (upstream, offset, (source end, mirrored)) of a checkpoint written.
 type Written = (i64, i64, Option<(i64, i64)>);
 
+/// What a round's checkpoints carry of the moment they are read: the source's end offsets
+/// (empty when the listing failed: no RPO) and the time.
+struct Now {
+    ends: HashMap<TopicPartition, i64>,
+    stamp: i64,
+}
+
+/// The checkpoints of one round, before they are written.
+#[derive(Default)]
+struct Batch {
+    /// Encoded (key, value) records.
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+    /// What each one is, to remember once written.
+    pending: Vec<((String, TopicPartition), Written)>,
+    /// Groups whose every committed offset translated (their checkpoint age restarts).
+    complete: Vec<String>,
+}
+
 /// What one round did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Round {
@@ -173,123 +191,29 @@ impl Checkpointer {
             syncs: self.writer.flush().await?,
             ..Round::default()
         };
-
-        let beat = Heartbeat {
-            source_alias: self.config.source.alias.clone(),
-            target_alias: self.config.target.alias.clone(),
-            timestamp: now_ms(),
-        };
-        topic::append(
-            &self.target,
-            HEARTBEATS_TOPIC,
-            &[(beat.encode_key().map_err(fmt)?, beat.encode_value())],
-        )
-        .await?;
-
-        // Hot reload (crate::run::reload): the group filters follow the live configuration.
-        let live = crate::config::live::live_for(&self.config).map(|rx| rx.borrow().clone());
-        let config = live.as_deref().unwrap_or(&self.config);
-        let Some(selection) = &config.mirror.groups else {
+        self.heartbeat().await?;
+        let Some(groups) = self.selected_groups().await? else {
             return Ok(round);
         };
-        let groups: Vec<String> = list_groups(&self.source)
-            .await?
-            .into_iter()
-            .filter(|g| *g != self.config.mirror.group_id && selection.matches(g))
-            .collect();
         let partitions = self.maps.partitions();
         // For the RPO carried in each checkpoint: the source's end offsets and the mirror's
         // acknowledged positions, now. Without the ends (a listing failed) checkpoints are still
         // written, without an RPO.
-        let ends = self.source_ends(&partitions).await;
-        let stamp = now_ms();
-        let mut checkpoints = Vec::new();
-        let mut pending = Vec::new();
-        // Groups whose every committed offset translated (their checkpoint age restarts).
-        let mut complete = Vec::new();
+        let now = Now {
+            ends: self.source_ends(&partitions).await,
+            stamp: now_ms(),
+        };
+        let mut batch = Batch::default();
         for group in &groups {
             round.groups += 1;
             let misses_before = round.misses;
-            let committed = GroupOffsets::new(&self.source, group)
-                .fetch(&partitions)
-                .await
-                .map_err(|e| {
-                    Error::Runtime(format!("reading the offsets of group {group}: {e}"))
-                })?;
-            for (tp, c) in committed {
-                let Some(c) = c else { continue };
-                let offset = match self.maps.translate(&tp, c.offset) {
-                    Ok(t) => t,
-                    Err(miss) => {
-                        round.misses += 1;
-                        if let Some(m) = &self.metrics {
-                            m.record_translation_miss(miss.as_str());
-                        }
-                        if round.first_miss.is_none() {
-                            round.first_miss =
-                                Some(format!("{group} {tp} at {}: {miss}", c.offset));
-                        }
-                        tracing::debug!(group, partition = %tp, committed = c.offset,
-                            reason = miss.as_str(), "not checkpointed: {miss}");
-                        continue;
-                    }
-                };
-                let rpo = ends
-                    .get(&tp)
-                    .zip(self.maps.mirrored(&tp))
-                    .map(|(end, mirrored)| Rpo {
-                        source_end: *end,
-                        mirrored,
-                        timestamp_ms: stamp,
-                    });
-                let key = (group.clone(), tp.clone());
-                let entry = (c.offset, offset, rpo.map(|r| (r.source_end, r.mirrored)));
-                // Rewritten when the RPO changed too, so that the last checkpoint says how much
-                // was missing when it was written.
-                if self.written.get(&key) == Some(&entry) {
-                    continue;
-                }
-                let own = c.metadata.clone().unwrap_or_default();
-                let cp = Checkpoint {
-                    group: group.clone(),
-                    topic: self.config.target_topic(tp.topic()),
-                    partition: tp.partition(),
-                    upstream_offset: c.offset,
-                    offset,
-                    metadata: rpo.map_or_else(|| own.clone(), |r| r.wrap(&own)),
-                };
-                checkpoints.push((
-                    cp.encode_key().map_err(fmt)?,
-                    cp.encode_value().map_err(fmt)?,
-                ));
-                pending.push((key, entry));
-            }
+            self.translate_group(group, &partitions, &now, &mut round, &mut batch)
+                .await?;
             if round.misses == misses_before {
-                complete.push(group.as_str());
+                batch.complete.push(group.clone());
             }
         }
-        let writing = Instant::now();
-        topic::append(
-            &self.target,
-            &checkpoints_topic(&self.config.source.alias),
-            &checkpoints,
-        )
-        .await?;
-        let latency = writing.elapsed();
-        round.checkpoints = pending.len();
-        if let Some(m) = &self.metrics {
-            for ((group, tp), _) in &pending {
-                let topic = self.config.target_topic(tp.topic());
-                m.record_checkpoint_written(group, &topic, tp.partition(), latency);
-            }
-        }
-        self.written.extend(pending);
-        if let Some(m) = &self.metrics {
-            let now = Instant::now();
-            for group in complete {
-                m.record_group_checkpointed(group, now);
-            }
-        }
+        self.write(batch, &mut round).await?;
         let m = &self.config.mirror;
         if m.sync_group_offsets
             && self
@@ -303,6 +227,130 @@ impl Checkpointer {
             }
         }
         Ok(round)
+    }
+
+    /// Appends a heartbeat to the target (MM2's liveness record of the flow).
+    async fn heartbeat(&self) -> Result<()> {
+        let beat = Heartbeat {
+            source_alias: self.config.source.alias.clone(),
+            target_alias: self.config.target.alias.clone(),
+            timestamp: now_ms(),
+        };
+        topic::append(
+            &self.target,
+            HEARTBEATS_TOPIC,
+            &[(beat.encode_key().map_err(fmt)?, beat.encode_value())],
+        )
+        .await
+    }
+
+    /// The source groups `mirror.groups` selects now (never the mirror's own); None without
+    /// `mirror.groups`.
+    async fn selected_groups(&self) -> Result<Option<Vec<String>>> {
+        // Hot reload (crate::run::reload): the group filters follow the live configuration.
+        let live = crate::config::live::live_for(&self.config).map(|rx| rx.borrow().clone());
+        let config = live.as_deref().unwrap_or(&self.config);
+        let Some(selection) = &config.mirror.groups else {
+            return Ok(None);
+        };
+        Ok(Some(
+            list_groups(&self.source)
+                .await?
+                .into_iter()
+                .filter(|g| *g != self.config.mirror.group_id && selection.matches(g))
+                .collect(),
+        ))
+    }
+
+    /// Reads `group`'s committed offsets on the source and adds a checkpoint to `batch` for
+    /// each that translates exactly and changed since it was last written; counts the misses.
+    async fn translate_group(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+        now: &Now,
+        round: &mut Round,
+        batch: &mut Batch,
+    ) -> Result<()> {
+        let committed = GroupOffsets::new(&self.source, group)
+            .fetch(partitions)
+            .await
+            .map_err(|e| Error::Runtime(format!("reading the offsets of group {group}: {e}")))?;
+        for (tp, c) in committed {
+            let Some(c) = c else { continue };
+            let offset = match self.maps.translate(&tp, c.offset) {
+                Ok(t) => t,
+                Err(miss) => {
+                    round.misses += 1;
+                    if let Some(m) = &self.metrics {
+                        m.record_translation_miss(miss.as_str());
+                    }
+                    if round.first_miss.is_none() {
+                        round.first_miss = Some(format!("{group} {tp} at {}: {miss}", c.offset));
+                    }
+                    tracing::debug!(group, partition = %tp, committed = c.offset,
+                        reason = miss.as_str(), "not checkpointed: {miss}");
+                    continue;
+                }
+            };
+            let rpo = now
+                .ends
+                .get(&tp)
+                .zip(self.maps.mirrored(&tp))
+                .map(|(end, mirrored)| Rpo {
+                    source_end: *end,
+                    mirrored,
+                    timestamp_ms: now.stamp,
+                });
+            let key = (group.to_string(), tp.clone());
+            let entry = (c.offset, offset, rpo.map(|r| (r.source_end, r.mirrored)));
+            // Rewritten when the RPO changed too, so that the last checkpoint says how much was
+            // missing when it was written.
+            if self.written.get(&key) == Some(&entry) {
+                continue;
+            }
+            let own = c.metadata.clone().unwrap_or_default();
+            let cp = Checkpoint {
+                group: group.to_string(),
+                topic: self.config.target_topic(tp.topic()),
+                partition: tp.partition(),
+                upstream_offset: c.offset,
+                offset,
+                metadata: rpo.map_or_else(|| own.clone(), |r| r.wrap(&own)),
+            };
+            batch.records.push((
+                cp.encode_key().map_err(fmt)?,
+                cp.encode_value().map_err(fmt)?,
+            ));
+            batch.pending.push((key, entry));
+        }
+        Ok(())
+    }
+
+    /// Appends `batch`'s checkpoints to the checkpoints topic, then remembers them and records
+    /// them (and the groups it completes) in the metrics.
+    async fn write(&mut self, batch: Batch, round: &mut Round) -> Result<()> {
+        let writing = Instant::now();
+        topic::append(
+            &self.target,
+            &checkpoints_topic(&self.config.source.alias),
+            &batch.records,
+        )
+        .await?;
+        let latency = writing.elapsed();
+        round.checkpoints = batch.pending.len();
+        if let Some(m) = &self.metrics {
+            for ((group, tp), _) in &batch.pending {
+                let topic = self.config.target_topic(tp.topic());
+                m.record_checkpoint_written(group, &topic, tp.partition(), latency);
+            }
+            let now = Instant::now();
+            for group in &batch.complete {
+                m.record_group_checkpointed(group, now);
+            }
+        }
+        self.written.extend(batch.pending);
+        Ok(())
     }
 
     /// The source end offsets of `partitions` (high watermark, or the last stable offset when
