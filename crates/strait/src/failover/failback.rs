@@ -121,9 +121,23 @@ pub fn stranded_range(flow: &FlowState, p: &PartitionState) -> (i64, i64, bool) 
 
 /// The plan, from the clusters' state and the operator's choice.
 pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
-    let flow = &s.flow;
     let mut plan = Plan::default();
-    plan.push(if flow.mirror_members == 0 {
+    plan.push(mirror_stopped(s));
+    let total: usize = s.stranded.iter().map(|p| p.records.len()).sum();
+    // The old source's end and the original mirror's position: moved while that mirror runs.
+    plan.push(stranded(s, choice, total).reading_moving_state());
+    plan.push(decision(s, choice, total));
+    plan.push(mirror_moved(s, choice).reading_moving_state());
+    plan.push(reverse_positions(s));
+    plan.push(exclusions(s, choice));
+    plan
+}
+
+/// The original mirror is stopped (it would copy the stranded records and, later, the
+/// reverse mirror's).
+fn mirror_stopped(s: &FailbackState) -> Step {
+    let flow = &s.flow;
+    if flow.mirror_members == 0 {
         Step::new(
             "mirror_stopped",
             StepState::Done,
@@ -143,9 +157,13 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 flow.mirror_group, flow.source_alias, flow.mirror_members
             ),
         )
-    });
+    }
+}
 
-    let total: usize = s.stranded.iter().map(|p| p.records.len()).sum();
+/// The stranded records found, reported per partition, and whether the operator decided
+/// about them.
+fn stranded(s: &FailbackState, choice: Option<&Stranded>, total: usize) -> Step {
+    let flow = &s.flow;
     let mut report = String::new();
     let mut diverged_total = 0usize;
     for p in &s.stranded {
@@ -186,45 +204,44 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             );
         }
     }
-    plan.push(
-        match (total, choice) {
-            (0, _) => Step::new(
-                "stranded",
-                StepState::Done,
-                format!(
-                    "none: every record of the old source {} reached the target",
-                    flow.source_alias
-                ),
+
+    match (total, choice) {
+        (0, _) => Step::new(
+            "stranded",
+            StepState::Done,
+            format!(
+                "none: every record of the old source {} reached the target",
+                flow.source_alias
             ),
-            (_, None) => Step::new(
-                "stranded",
-                StepState::Refused,
-                format!(
-                    "{total} record(s) on the old source {} never reached the target ({}):\
+        ),
+        (_, None) => Step::new(
+            "stranded",
+            StepState::Refused,
+            format!(
+                "{total} record(s) on the old source {} never reached the target ({}):\
                  {report}\n    \
                  choose --stranded copy (append them to the target), --stranded export FILE \
                  (write them to a file) or --stranded drop (leave them on the old source only)",
-                    flow.source_alias,
-                    split(total, diverged_total, s.failed_over_at),
-                ),
+                flow.source_alias,
+                split(total, diverged_total, s.failed_over_at),
             ),
-            (_, Some(c)) => Step::new(
-                "stranded",
-                StepState::Done,
-                format!(
-                    "{total} record(s) on the old source never reached the target ({}; \
+        ),
+        (_, Some(c)) => Step::new(
+            "stranded",
+            StepState::Done,
+            format!(
+                "{total} record(s) on the old source never reached the target ({}; \
                  decision: {}):{report}",
-                    split(total, diverged_total, s.failed_over_at),
-                    c.as_str()
-                ),
+                split(total, diverged_total, s.failed_over_at),
+                c.as_str()
             ),
-        }
-        // The old source's end and the original mirror's position: moved while that mirror runs.
-        .reading_moving_state(),
-    );
+        ),
+    }
+}
 
-    plan.push(decision(s, choice, total));
-
+/// The original mirror's group past the stranded records, with the decision.
+fn mirror_moved(s: &FailbackState, choice: Option<&Stranded>) -> Step {
+    let flow = &s.flow;
     // The original mirror's group past the stranded records (and the decision recorded with
     // it): restarted, it would copy them again.
     let marker = format!("{DECIDED}{}", choice.map_or("none", Stranded::as_str));
@@ -241,35 +258,37 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             })
         })
         .collect();
-    plan.push(
-        if moves.is_empty() {
-            Step::new(
-                "mirror_moved",
-                StepState::Done,
-                format!(
-                    "the original mirror's group {} on {} is past every record there",
-                    flow.mirror_group, flow.source_alias
-                ),
-            )
-        } else {
-            let n = moves.len();
-            Step::new(
-                "mirror_moved",
-                StepState::Todo(vec![Action::Commit {
-                    side: Side::Source,
-                    group: flow.mirror_group.clone(),
-                    offsets: moves,
-                }]),
-                format!(
-                    "move the original mirror's group {} on {} past the stranded records ({n} \
-                 partition(s))",
-                    flow.mirror_group, flow.source_alias
-                ),
-            )
-        }
-        .reading_moving_state(),
-    );
 
+    if moves.is_empty() {
+        Step::new(
+            "mirror_moved",
+            StepState::Done,
+            format!(
+                "the original mirror's group {} on {} is past every record there",
+                flow.mirror_group, flow.source_alias
+            ),
+        )
+    } else {
+        let n = moves.len();
+        Step::new(
+            "mirror_moved",
+            StepState::Todo(vec![Action::Commit {
+                side: Side::Source,
+                group: flow.mirror_group.clone(),
+                offsets: moves,
+            }]),
+            format!(
+                "move the original mirror's group {} on {} past the stranded records ({n} \
+                 partition(s))",
+                flow.mirror_group, flow.source_alias
+            ),
+        )
+    }
+}
+
+/// The reverse mirror's start positions on the target.
+fn reverse_positions(s: &FailbackState) -> Step {
+    let flow = &s.flow;
     // The reverse mirror starts right after the last record mirrored before the failover: the
     // old source gets everything the target took since.
     let starts: Vec<CommitOffset> = flow
@@ -282,7 +301,7 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 .then(|| CommitOffset::new(p.target.clone(), want))
         })
         .collect();
-    plan.push(if starts.is_empty() {
+    if starts.is_empty() {
         Step::new(
             "reverse_positions",
             StepState::Done,
@@ -317,9 +336,7 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 flow.mirror_group, flow.target_alias
             ),
         )
-    });
-    plan.push(exclusions(s, choice));
-    plan
+    }
 }
 
 /// The step recording where the copies are on the target, so the reverse mirror skips them
