@@ -15,7 +15,7 @@ use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
-use super::format::{Checkpoint, Heartbeat, Rpo};
+use super::format::{Checkpoint, Heartbeat, Rpo, now_ms};
 use super::groups::{GroupKind, Groups, active_members, list_groups, list_groups_with_kinds};
 use super::syncs::{SyncWriter, read_syncs};
 use super::{OffsetMaps, topic};
@@ -470,10 +470,4 @@ enum SyncOutcome {
 
 fn fmt(e: super::format::FormatError) -> Error {
     Error::Runtime(e.to_string())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

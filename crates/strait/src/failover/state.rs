@@ -246,10 +246,3 @@ async fn bounds(
     }
     Ok(out)
 }
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}

@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use strait_wire::offset_commit::CommitOffset;
 
 use super::checkpoint::checkpoints_topic;
+use super::format::now_ms;
 use super::format::{Checkpoint, Rpo};
 use super::plan::{Action, DriveOptions, Handover, Plan, Side, Step, StepState};
-use super::state::{Clusters, FlowState, GroupState, PartitionState, now_ms, read_flow};
+use super::state::{Clusters, FlowState, GroupState, PartitionState, read_flow};
 use super::{Miss, command, topic};
 use crate::config::Config;
 use crate::error::{Error, Result};
