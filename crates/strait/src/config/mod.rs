@@ -1136,6 +1136,12 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         protect_mirrors,
         target_principal,
     } = topic_management(raw, &described)?;
+    let Producing {
+        max_in_flight,
+        produce_connections,
+        batch_size,
+        compression,
+    } = producing(raw)?;
     let isolation =
         get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
     Ok(Mirror {
@@ -1191,10 +1197,31 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         sync_topic_configs_interval,
         topic_configs_exclude,
         isolation,
-        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
-            .unwrap_or(Compression::Keep),
+        compression,
         on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
             .unwrap_or(OffsetOutOfRange::Fail),
+        max_in_flight,
+        produce_connections,
+        batch_size,
+        partition_assignment_strategy,
+        replicate_heartbeats: flag("replicate_heartbeats", false)?,
+    })
+}
+
+const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
+const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
+
+/// The `mirror.*` keys of how records are written to the target.
+struct Producing {
+    max_in_flight: u8,
+    produce_connections: u8,
+    batch_size: ByteSize,
+    compression: Compression,
+}
+
+fn producing(raw: &RawConfig) -> Result<Producing> {
+    let s = Section::Mirror;
+    Ok(Producing {
         max_in_flight: get(raw, s, "max_in_flight", |f| {
             small_count(
                 f,
@@ -1208,13 +1235,10 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
         })?
         .unwrap_or(defaults::PRODUCE_CONNECTIONS),
         batch_size: get(raw, s, "batch_size", batch_size)?.unwrap_or(defaults::BATCH_SIZE),
-        partition_assignment_strategy,
-        replicate_heartbeats: flag("replicate_heartbeats", false)?,
+        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
+            .unwrap_or(Compression::Keep),
     })
 }
-
-const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
-const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
 
 /// The `mirror.*` keys of the mirror's consumer group membership.
 struct Membership {
