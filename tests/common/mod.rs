@@ -245,6 +245,16 @@ pub fn spawn_strait(config: &Path, n: usize) -> (StraitProcess, PathBuf) {
     (cmd.spawn(), log)
 }
 
+/// SIGTERM, and asserts a clean exit (code 0), showing the process's log when it was not.
+pub fn terminate_cleanly(child: &mut Child, log: &Path) {
+    assert_eq!(
+        terminate(child).code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
 /// SIGTERM, then the exit status.
 pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
     let _ = Command::new("kill")
@@ -537,12 +547,7 @@ pub fn mirror_until_caught_up(
         &ends,
         Duration::from_secs(120),
     ));
-    assert_eq!(
-        terminate(&mut mirror).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    terminate_cleanly(&mut mirror, &log);
 }
 
 /// Like [`produce_to_partitions`], for the records numbered `numbers` (values

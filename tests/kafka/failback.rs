@@ -113,12 +113,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
             Duration::from_secs(120),
         ));
     }
-    assert_eq!(
-        terminate(&mut mirror).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    terminate_cleanly(&mut mirror, &log);
     drop(mirror);
     // The source site "fails": what it takes now never reaches the target.
     rt.block_on(async {
@@ -291,12 +286,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     ));
     // A few commit intervals in which a loop would show.
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        terminate(&mut again).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&again_log).unwrap_or_default()
-    );
+    terminate_cleanly(&mut again, &again_log);
     assert_eq!(
         rt.block_on(end_offsets(&d, COPY, PARTITIONS)),
         target_ends,
