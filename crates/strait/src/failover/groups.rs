@@ -128,10 +128,10 @@ async fn describe_once(
     kind: GroupKind,
 ) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
     let conn = client.coordinator(CoordinatorType::Group, group).await?;
-    if kind == GroupKind::Consumer {
-        if let Some(members) = consumer_group_members(&conn, group).await? {
-            return Ok(members);
-        }
+    if kind == GroupKind::Consumer
+        && let Some(members) = consumer_group_members(&conn, group).await?
+    {
+        return Ok(members);
     }
     let version = conn.pick_version::<DescribeGroupsRequest>(0..=5)?;
     let req = DescribeGroupsRequest::default()
