@@ -251,6 +251,16 @@ pub fn spawn_strait(config: &Path, n: usize) -> (StraitProcess, PathBuf) {
     (cmd.spawn(), log)
 }
 
+/// SIGTERM, and asserts a clean exit (code 0), showing the process's log when it was not.
+pub fn terminate_cleanly(child: &mut Child, log: &Path) {
+    assert_eq!(
+        terminate(child).code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
 /// SIGTERM, then the exit status.
 pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
     let _ = Command::new("kill")
@@ -483,6 +493,67 @@ pub fn numbers_by_partition(values: impl IntoIterator<Item = String>) -> BTreeMa
             .push(n.parse().unwrap());
     }
     out
+}
+
+/// The numbers in values [`produce_numbered`] wrote (`<partition>-<n>`), in the order given.
+pub fn numbers(values: &[Vec<u8>]) -> Vec<usize> {
+    values
+        .iter()
+        .map(|v| {
+            let v = String::from_utf8_lossy(v);
+            let (_, n) = v.split_once('-').expect("a numbered record");
+            n.parse().expect("a numbered record")
+        })
+        .collect()
+}
+
+/// `strait <command> --config <config> --timeout 60s <extra>` for `switchover` or `failback`,
+/// exiting right after step `exit_after` when given (the commands' test hook, to re-run an
+/// interrupted command); its output is printed for the test log.
+pub fn handover(command: &str, config: &Path, extra: &[&str], exit_after: Option<&str>) -> Output {
+    let mut cmd = StraitCommand::new([command, "--config"])
+        .arg(config)
+        .arg("--timeout")
+        .arg("60s");
+    for a in extra {
+        cmd = cmd.arg(a);
+    }
+    if let Some(step) = exit_after {
+        cmd.command()
+            .env(strait::failover::plan::TEST_EXIT_AFTER, step);
+    }
+    let out = cmd.output();
+    println!(
+        "strait {command} {extra:?} (exit after {exit_after:?}): {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs the mirror of `config` (`strait run`, log number `n`) until its group `group` on
+/// `source` has committed the current end of every partition of `topic`, then stops it and
+/// asserts a clean exit: a reverse mirror copying what the new source took.
+pub fn mirror_until_caught_up(
+    rt: &tokio::runtime::Runtime,
+    config: &Path,
+    n: usize,
+    source: &Client,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) {
+    let (mut mirror, log) = spawn_strait(config, n);
+    let ends = rt.block_on(end_offsets(source, topic, partitions));
+    rt.block_on(wait_until_committed(
+        source,
+        group,
+        topic,
+        &ends,
+        Duration::from_secs(120),
+    ));
+    terminate_cleanly(&mut mirror, &log);
 }
 
 /// Like [`produce_to_partitions`], for the records numbered `numbers` (values

@@ -54,27 +54,9 @@ fn failback(
     extra: &[&str],
     exit_after: Option<&str>,
 ) -> std::process::Output {
-    let mut cmd = StraitCommand::new(["failback", "--config"])
-        .arg(config)
-        .arg("--timeout")
-        .arg("60s")
-        .arg("--failed-over-at")
-        .arg(failed_over_at);
-    for a in extra {
-        cmd = cmd.arg(a);
-    }
-    if let Some(step) = exit_after {
-        cmd.command()
-            .env(strait::failover::plan::TEST_EXIT_AFTER, step);
-    }
-    let out = cmd.output();
-    println!(
-        "strait failback {extra:?} (exit after {exit_after:?}): {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    let mut args = vec!["--failed-over-at", failed_over_at];
+    args.extend_from_slice(extra);
+    handover("failback", config, &args, exit_after)
 }
 
 /// Waits (60 s at most) until the restarted old source serves both topics' partitions and the
@@ -104,16 +86,6 @@ async fn wait_served(s: &strait_wire::Client) {
     }
 }
 
-fn numbers(values: &[Vec<u8>]) -> Vec<usize> {
-    values
-        .iter()
-        .map(|v| {
-            let v = String::from_utf8_lossy(v);
-            v.split_once('-').unwrap().1.parse().unwrap()
-        })
-        .collect()
-}
-
 #[test]
 fn failback_copies_or_exports_exactly_the_stranded_records() {
     let (mut src, dst) = clusters("fb");
@@ -141,12 +113,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
             Duration::from_secs(120),
         ));
     }
-    assert_eq!(
-        terminate(&mut mirror).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    terminate_cleanly(&mut mirror, &log);
     drop(mirror);
     // The source site "fails": what it takes now never reaches the target.
     rt.block_on(async {
@@ -280,21 +247,9 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     );
 
     // The reverse mirror copies what the target took after the failover to the old source.
-    let (mut back, back_log) = spawn_strait(&reverse, 1);
+    mirror_until_caught_up(&rt, &reverse, 1, &d, MIRROR, COPY, PARTITIONS);
+    // Nothing writes to the target from here on: a later change is a copy back.
     let target_ends = rt.block_on(end_offsets(&d, COPY, PARTITIONS));
-    rt.block_on(wait_until_committed(
-        &d,
-        MIRROR,
-        COPY,
-        &target_ends,
-        Duration::from_secs(120),
-    ));
-    assert_eq!(
-        terminate(&mut back).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&back_log).unwrap_or_default()
-    );
     let on_old_source = rt.block_on(read_all(&s, COPY, PARTITIONS));
     let old_want: Vec<usize> = (0..STRANDED).chain(DIVERGED).chain(AFTER).collect();
     for p in 0..PARTITIONS {
@@ -308,17 +263,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
 
     // Later, the switchover back through the reverse flow moves the original mirror's group
     // past everything the reverse mirror wrote: restarted, it copies nothing back.
-    let out = StraitCommand::new(["switchover", "--config"])
-        .arg(&reverse)
-        .arg("--timeout")
-        .arg("60s")
-        .output();
-    println!(
-        "strait switchover back: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = handover("switchover", &reverse, &[], None);
     assert!(out.status.success());
     let source_ends = rt.block_on(end_offsets(&s, COPY, PARTITIONS));
     assert_eq!(
@@ -341,12 +286,7 @@ fn failback_copies_or_exports_exactly_the_stranded_records() {
     ));
     // A few commit intervals in which a loop would show.
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        terminate(&mut again).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&again_log).unwrap_or_default()
-    );
+    terminate_cleanly(&mut again, &again_log);
     assert_eq!(
         rt.block_on(end_offsets(&d, COPY, PARTITIONS)),
         target_ends,

@@ -18,6 +18,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::process::Output;
 use std::time::Duration;
 
 use common::*;
@@ -51,30 +52,8 @@ fn consume(cluster: &Cluster, max: usize, idle: Duration) -> Vec<String> {
         .unwrap()
 }
 
-fn switchover(
-    config: &std::path::Path,
-    extra: &[&str],
-    exit_after: Option<&str>,
-) -> std::process::Output {
-    let mut cmd = StraitCommand::new(["switchover", "--config"])
-        .arg(config)
-        .arg("--timeout")
-        .arg("60s");
-    for a in extra {
-        cmd = cmd.arg(a);
-    }
-    if let Some(step) = exit_after {
-        cmd.command()
-            .env(strait::failover::plan::TEST_EXIT_AFTER, step);
-    }
-    let out = cmd.output();
-    println!(
-        "strait switchover {extra:?} (exit after {exit_after:?}): {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+fn switchover(config: &std::path::Path, extra: &[&str]) -> Output {
+    handover("switchover", config, extra, None)
 }
 
 #[test]
@@ -110,7 +89,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
 
     // A dry run while the mirror still runs: prints the plan, waits for nothing, changes
     // nothing.
-    let dry = switchover(&config, &["--dry-run"], None);
+    let dry = switchover(&config, &["--dry-run"]);
     assert!(dry.status.success());
     let text = String::from_utf8_lossy(&dry.stdout);
     assert!(text.contains("[blocked] groups_applied"), "{text}");
@@ -136,7 +115,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
 
     // A consumer of the group already runs on the target: refused, naming the group.
     let dry_run = || {
-        let out = switchover(&config, &["--dry-run"], None);
+        let out = switchover(&config, &["--dry-run"]);
         assert!(out.status.success());
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -162,7 +141,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let refused = switchover(&config, &[], None);
+    let refused = switchover(&config, &[]);
     assert_eq!(refused.status.code(), Some(1));
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -222,12 +201,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
         &[WHILE as i64; PARTITIONS as usize],
         Duration::from_secs(120),
     ));
-    assert_eq!(
-        terminate(&mut mirror).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    terminate_cleanly(&mut mirror, &log);
     drop(mirror);
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let status = loop {
@@ -274,7 +248,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
     );
 
     // Run again: continues, and reaches the end state.
-    let out = switchover(&config, &["--write-reverse-config", reverse_arg], None);
+    let out = switchover(&config, &["--write-reverse-config", reverse_arg]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[done] reverse_positions"), "{text}");
@@ -292,7 +266,7 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
         "the reverse flow starts at the target's end"
     );
     // And once more: every step reads as done, nothing changes.
-    let again = switchover(&config, &[], None);
+    let again = switchover(&config, &[]);
     assert!(again.status.success());
     let text = String::from_utf8_lossy(&again.stdout);
     assert!(text.contains("nothing to do"), "{text}");
@@ -315,32 +289,11 @@ fn a_planned_switchover_loses_and_repeats_nothing() {
     }
 
     // The reverse mirror copies to the old source exactly what was written after the switch.
-    let (mut back, back_log) = spawn_strait(&reverse, 1);
-    let target_ends = rt.block_on(end_offsets(&d, TOPIC, PARTITIONS));
-    rt.block_on(wait_until_committed(
-        &d,
-        MIRROR,
-        TOPIC,
-        &target_ends,
-        Duration::from_secs(120),
-    ));
-    assert_eq!(
-        terminate(&mut back).code(),
-        Some(0),
-        "{}",
-        std::fs::read_to_string(&back_log).unwrap_or_default()
-    );
+    mirror_until_caught_up(&rt, &reverse, 1, &d, MIRROR, TOPIC, PARTITIONS);
     let on_old_source = rt.block_on(read_all(&s, TOPIC, PARTITIONS));
     for p in 0..PARTITIONS {
-        let got: Vec<usize> = on_old_source[&p]
-            .iter()
-            .map(|v| {
-                let v = String::from_utf8_lossy(v);
-                v.split_once('-').unwrap().1.parse().unwrap()
-            })
-            .collect();
         assert_eq!(
-            got,
+            numbers(&on_old_source[&p]),
             (0..AFTER).collect::<Vec<_>>(),
             "partition {p} of the old source: its history, then exactly the records written \
              after the switch"

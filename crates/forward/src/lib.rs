@@ -21,6 +21,7 @@
 //! | [`merge`] | Re-batching: consecutive batches of one partition merged into one (uncompressed: record deltas rewritten; compressed: recompressed once with the same codec). |
 //! | [`records`] | Zero-allocation walker over an uncompressed records section. |
 //! | [`compression`] | gzip, xerial snappy, lz4 frame and zstd, with a hard cap on decompressed size. |
+//! | [`log_limit`] | [`log_limit::LogLimiter`]: which occurrences of a repeating error reach the log (the first at once, then one per interval with the count of those held back); time passed in. The pipeline's retry warnings and the binary's refresh and stopped-partition reports use it. |
 //!
 //! ## Forwarding one fetched partition
 //!
@@ -113,6 +114,7 @@ mod fetch;
 #[cfg(any(test, feature = "unstable-fuzzing"))]
 pub mod fuzzing;
 pub mod legacy;
+pub mod log_limit;
 pub mod merge;
 #[cfg(feature = "pipeline")]
 pub mod observe;

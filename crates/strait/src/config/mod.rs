@@ -1112,81 +1112,66 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
     let interval = |key: &str, min: Duration, expected: &'static str, default: Duration| {
         at_least(raw, key, min, expected).map(|d| d.unwrap_or(default))
     };
-    let (topics, rename) = topic_naming(raw, source, target, &described)?;
-    let max_in_flight = get(raw, s, "max_in_flight", |f| {
-        small_count(
-            f,
-            5,
-            "an integer from 1 to 5 (the idempotent producer's limit)",
-        )
-    })?
-    .unwrap_or(defaults::MAX_IN_FLIGHT);
-    let produce_connections = get(raw, s, "produce_connections", |f| {
-        small_count(f, 8, "an integer from 1 to 8")
-    })?
-    .unwrap_or(defaults::PRODUCE_CONNECTIONS);
-    let partition_assignment_strategy = match raw.get(s, "partition_assignment_strategy") {
-        None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
-        Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
-    };
-    let groups = groups(raw, &described)?;
-    const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
-    const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
-    let checkpoint_interval = interval(
-        "checkpoint_interval",
-        MS_100,
-        AT_LEAST_100MS_5S,
-        defaults::CHECKPOINT_INTERVAL,
-    )?;
-    let sync_group_offsets_interval = interval(
-        "sync_group_offsets_interval",
-        MS_100,
-        AT_LEAST_100MS_5S,
-        defaults::SYNC_GROUP_OFFSETS_INTERVAL,
-    )?;
-    // "source" (the default) = the source topic's factor; None here.
-    let replication_factor = get(raw, s, "replication_factor", replication_factor)?.flatten();
-    let topic_configs_exclude = ConfigExclude::new(
-        get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
-            DEFAULT_CONFIGS_EXCLUDE
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        }),
-        &described("topic_configs_exclude"),
-    )?;
-    let isolation =
-        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
-    let exactly_once = exactly_once(raw, isolation, &described)?;
     let flag = |key: &str, default: bool| -> Result<bool> {
         Ok(get(raw, s, key, |f| f.boolean())?.unwrap_or(default))
     };
+    let (topics, rename) = topic_naming(raw, source, target, &described)?;
+    let Membership {
+        group_id,
+        instance_id,
+        group_protocol,
+        group_remote_assignor,
+        leave_group_on_shutdown,
+        session_timeout,
+        partition_assignment_strategy,
+    } = membership(raw)?;
+    let TopicManagement {
+        create_topics,
+        replication_factor,
+        sync_topic_configs,
+        sync_topic_configs_interval,
+        topic_configs_exclude,
+        sync_topic_acls,
+        sync_topic_acls_interval,
+        protect_mirrors,
+        target_principal,
+    } = topic_management(raw, &described)?;
+    let Producing {
+        max_in_flight,
+        produce_connections,
+        batch_size,
+        compression,
+    } = producing(raw)?;
+    let isolation =
+        get(raw, s, "isolation", |f| f.choice(ISOLATION))?.unwrap_or(Isolation::ReadCommitted);
     Ok(Mirror {
-        exactly_once,
-        groups,
-        checkpoint_interval,
-        sync_group_offsets: flag("sync_group_offsets", false)?,
-        sync_group_offsets_interval,
-        sync_topic_acls: flag("sync_topic_acls", false)?,
-        sync_topic_acls_interval: interval(
-            "sync_topic_acls_interval",
+        exactly_once: exactly_once(raw, isolation, &described)?,
+        groups: groups(raw, &described)?,
+        checkpoint_interval: interval(
+            "checkpoint_interval",
             MS_100,
-            AT_LEAST_100MS_10M,
-            defaults::SYNC_TOPIC_ACLS_INTERVAL,
+            AT_LEAST_100MS_5S,
+            defaults::CHECKPOINT_INTERVAL,
         )?,
-        protect_mirrors: flag("protect_mirrors", false)?,
-        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
+        sync_group_offsets: flag("sync_group_offsets", false)?,
+        sync_group_offsets_interval: interval(
+            "sync_group_offsets_interval",
+            MS_100,
+            AT_LEAST_100MS_5S,
+            defaults::SYNC_GROUP_OFFSETS_INTERVAL,
+        )?,
+        sync_topic_acls,
+        sync_topic_acls_interval,
+        protect_mirrors,
+        target_principal,
         topics,
         rename,
         start: get(raw, s, "start", |f| f.choice(START))?.unwrap_or(StartPosition::Earliest),
-        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
-            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
-        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
-        group_protocol: get(raw, s, "group_protocol", |f| f.choice(GROUP_PROTOCOL))?
-            .unwrap_or(GroupProtocol::Auto),
-        group_remote_assignor: get(raw, s, "group_remote_assignor", |f| f.non_empty_string())?,
-        leave_group_on_shutdown: get(raw, s, "leave_group_on_shutdown", |f| f.boolean())?
-            .unwrap_or(false),
+        group_id,
+        instance_id,
+        group_protocol,
+        group_remote_assignor,
+        leave_group_on_shutdown,
         memory_budget: at_least_1mib(raw, "memory_budget")?.unwrap_or(defaults::MEMORY_BUDGET),
         max_decompressed_batch_bytes: at_least_1mib(raw, "max_decompressed_batch_bytes")?
             .unwrap_or(defaults::MAX_DECOMPRESSED_BATCH_BYTES),
@@ -1202,35 +1187,145 @@ fn mirror(raw: &RawConfig, source: &Cluster, target: &Cluster) -> Result<Mirror>
             "a duration of at least 10ms, e.g. \"5s\"",
             defaults::COMMIT_INTERVAL,
         )?,
-        session_timeout: interval(
-            "session_timeout",
-            Duration::from_secs(1),
-            "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
-            defaults::SESSION_TIMEOUT,
-        )?,
+        session_timeout,
         drain_timeout: get(raw, s, "drain_timeout", drain_timeout)?
             .unwrap_or(defaults::DRAIN_TIMEOUT),
         replication_factor: replication_factor.unwrap_or(-1),
         replication_factor_from_source: replication_factor.is_none(),
-        create_topics: flag("create_topics", true)?,
-        sync_topic_configs: flag("sync_topic_configs", true)?,
-        sync_topic_configs_interval: interval(
-            "sync_topic_configs_interval",
-            MS_100,
-            AT_LEAST_100MS_10M,
-            defaults::SYNC_TOPIC_CONFIGS_INTERVAL,
-        )?,
+        create_topics,
+        sync_topic_configs,
+        sync_topic_configs_interval,
         topic_configs_exclude,
         isolation,
-        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
-            .unwrap_or(Compression::Keep),
+        compression,
         on_offset_out_of_range: get(raw, s, "on_offset_out_of_range", |f| f.choice(OUT_OF_RANGE))?
             .unwrap_or(OffsetOutOfRange::Fail),
         max_in_flight,
         produce_connections,
-        batch_size: get(raw, s, "batch_size", batch_size)?.unwrap_or(defaults::BATCH_SIZE),
+        batch_size,
         partition_assignment_strategy,
         replicate_heartbeats: flag("replicate_heartbeats", false)?,
+    })
+}
+
+const AT_LEAST_100MS_5S: &str = "a duration of at least 100ms, e.g. \"5s\"";
+const AT_LEAST_100MS_10M: &str = "a duration of at least 100ms, e.g. \"10m\"";
+
+/// The `mirror.*` keys of how records are written to the target.
+struct Producing {
+    max_in_flight: u8,
+    produce_connections: u8,
+    batch_size: ByteSize,
+    compression: Compression,
+}
+
+fn producing(raw: &RawConfig) -> Result<Producing> {
+    let s = Section::Mirror;
+    Ok(Producing {
+        max_in_flight: get(raw, s, "max_in_flight", |f| {
+            small_count(
+                f,
+                5,
+                "an integer from 1 to 5 (the idempotent producer's limit)",
+            )
+        })?
+        .unwrap_or(defaults::MAX_IN_FLIGHT),
+        produce_connections: get(raw, s, "produce_connections", |f| {
+            small_count(f, 8, "an integer from 1 to 8")
+        })?
+        .unwrap_or(defaults::PRODUCE_CONNECTIONS),
+        batch_size: get(raw, s, "batch_size", batch_size)?.unwrap_or(defaults::BATCH_SIZE),
+        compression: get(raw, s, "compression", |f| f.choice(COMPRESSION))?
+            .unwrap_or(Compression::Keep),
+    })
+}
+
+/// The `mirror.*` keys of the mirror's consumer group membership.
+struct Membership {
+    group_id: String,
+    instance_id: Option<String>,
+    group_protocol: GroupProtocol,
+    group_remote_assignor: Option<String>,
+    leave_group_on_shutdown: bool,
+    session_timeout: Duration,
+    partition_assignment_strategy: Vec<Assignor>,
+}
+
+fn membership(raw: &RawConfig) -> Result<Membership> {
+    let s = Section::Mirror;
+    Ok(Membership {
+        group_id: get(raw, s, "group_id", |f| f.non_empty_string())?
+            .unwrap_or_else(|| defaults::GROUP_ID.to_string()),
+        instance_id: get(raw, s, "instance_id", |f| f.non_empty_string())?,
+        group_protocol: get(raw, s, "group_protocol", |f| f.choice(GROUP_PROTOCOL))?
+            .unwrap_or(GroupProtocol::Auto),
+        group_remote_assignor: get(raw, s, "group_remote_assignor", |f| f.non_empty_string())?,
+        leave_group_on_shutdown: get(raw, s, "leave_group_on_shutdown", |f| f.boolean())?
+            .unwrap_or(false),
+        session_timeout: at_least(
+            raw,
+            "session_timeout",
+            Duration::from_secs(1),
+            "a duration of at least 1s (brokers accept 6s to 30m by default), e.g. \"45s\"",
+        )?
+        .unwrap_or(defaults::SESSION_TIMEOUT),
+        partition_assignment_strategy: match raw.get(s, "partition_assignment_strategy") {
+            None => defaults::PARTITION_ASSIGNMENT_STRATEGY.to_vec(),
+            Some(e) => assignors(&Field::new("mirror", "partition_assignment_strategy", e))?,
+        },
+    })
+}
+
+/// The `mirror.*` keys of what the mirror creates and keeps in step on the target besides
+/// records: topics, their configs, their ACLs.
+struct TopicManagement {
+    create_topics: bool,
+    /// None: "source" (the default), the source topic's factor.
+    replication_factor: Option<i16>,
+    sync_topic_configs: bool,
+    sync_topic_configs_interval: Duration,
+    topic_configs_exclude: ConfigExclude,
+    sync_topic_acls: bool,
+    sync_topic_acls_interval: Duration,
+    protect_mirrors: bool,
+    target_principal: Option<String>,
+}
+
+fn topic_management(
+    raw: &RawConfig,
+    described: &dyn Fn(&str) -> String,
+) -> Result<TopicManagement> {
+    let s = Section::Mirror;
+    let flag = |key: &str, default: bool| -> Result<bool> {
+        Ok(get(raw, s, key, |f| f.boolean())?.unwrap_or(default))
+    };
+    let at_least_100ms = |key: &str, default: Duration| {
+        at_least(raw, key, MS_100, AT_LEAST_100MS_10M).map(|d| d.unwrap_or(default))
+    };
+    Ok(TopicManagement {
+        create_topics: flag("create_topics", true)?,
+        replication_factor: get(raw, s, "replication_factor", replication_factor)?.flatten(),
+        sync_topic_configs: flag("sync_topic_configs", true)?,
+        sync_topic_configs_interval: at_least_100ms(
+            "sync_topic_configs_interval",
+            defaults::SYNC_TOPIC_CONFIGS_INTERVAL,
+        )?,
+        topic_configs_exclude: ConfigExclude::new(
+            get(raw, s, "topic_configs_exclude", |f| f.list())?.unwrap_or_else(|| {
+                DEFAULT_CONFIGS_EXCLUDE
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            }),
+            &described("topic_configs_exclude"),
+        )?,
+        sync_topic_acls: flag("sync_topic_acls", false)?,
+        sync_topic_acls_interval: at_least_100ms(
+            "sync_topic_acls_interval",
+            defaults::SYNC_TOPIC_ACLS_INTERVAL,
+        )?,
+        protect_mirrors: flag("protect_mirrors", false)?,
+        target_principal: get(raw, s, "target_principal", |f| f.non_empty_string())?,
     })
 }
 

@@ -10,17 +10,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strait_wire::group::{CoordinatorType, Generation};
-use strait_wire::kafka_protocol::ResponseError;
-use strait_wire::kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest,
-};
-use strait_wire::kafka_protocol::protocol::StrBytes;
+use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, OffsetSpec, TopicPartition};
 use tokio_util::sync::CancellationToken;
 
-use super::format::{Checkpoint, Heartbeat, Rpo};
+use super::format::{Checkpoint, Heartbeat, Rpo, now_ms};
+use super::groups::{GroupKind, Groups, active_members, list_groups, list_groups_with_kinds};
 use super::syncs::{SyncWriter, read_syncs};
 use super::{OffsetMaps, topic};
 use crate::config::Config;
@@ -76,6 +72,24 @@ pub struct Checkpointer {
 
 /// (upstream, offset, (source end, mirrored)) of a checkpoint written.
 type Written = (i64, i64, Option<(i64, i64)>);
+
+/// What a round's checkpoints carry of the moment they are read: the source's end offsets
+/// (empty when the listing failed: no RPO) and the time.
+struct Now {
+    ends: HashMap<TopicPartition, i64>,
+    stamp: i64,
+}
+
+/// The checkpoints of one round, before they are written.
+#[derive(Default)]
+struct Batch {
+    /// Encoded (key, value) records.
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+    /// What each one is, to remember once written.
+    pending: Vec<((String, TopicPartition), Written)>,
+    /// Groups whose every committed offset translated (their checkpoint age restarts).
+    complete: Vec<String>,
+}
 
 /// What one round did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -177,123 +191,29 @@ impl Checkpointer {
             syncs: self.writer.flush().await?,
             ..Round::default()
         };
-
-        let beat = Heartbeat {
-            source_alias: self.config.source.alias.clone(),
-            target_alias: self.config.target.alias.clone(),
-            timestamp: now_ms(),
-        };
-        topic::append(
-            &self.target,
-            HEARTBEATS_TOPIC,
-            &[(beat.encode_key().map_err(fmt)?, beat.encode_value())],
-        )
-        .await?;
-
-        // Hot reload (crate::run::reload): the group filters follow the live configuration.
-        let live = crate::config::live::live_for(&self.config).map(|rx| rx.borrow().clone());
-        let config = live.as_deref().unwrap_or(&self.config);
-        let Some(selection) = &config.mirror.groups else {
+        self.heartbeat().await?;
+        let Some(groups) = self.selected_groups().await? else {
             return Ok(round);
         };
-        let groups: Vec<String> = list_groups(&self.source)
-            .await?
-            .into_iter()
-            .filter(|g| *g != self.config.mirror.group_id && selection.matches(g))
-            .collect();
         let partitions = self.maps.partitions();
         // For the RPO carried in each checkpoint: the source's end offsets and the mirror's
         // acknowledged positions, now. Without the ends (a listing failed) checkpoints are still
         // written, without an RPO.
-        let ends = self.source_ends(&partitions).await;
-        let stamp = now_ms();
-        let mut checkpoints = Vec::new();
-        let mut pending = Vec::new();
-        // Groups whose every committed offset translated (their checkpoint age restarts).
-        let mut complete = Vec::new();
+        let now = Now {
+            ends: self.source_ends(&partitions).await,
+            stamp: now_ms(),
+        };
+        let mut batch = Batch::default();
         for group in &groups {
             round.groups += 1;
             let misses_before = round.misses;
-            let committed = GroupOffsets::new(&self.source, group)
-                .fetch(&partitions)
-                .await
-                .map_err(|e| {
-                    Error::Runtime(format!("reading the offsets of group {group}: {e}"))
-                })?;
-            for (tp, c) in committed {
-                let Some(c) = c else { continue };
-                let offset = match self.maps.translate(&tp, c.offset) {
-                    Ok(t) => t,
-                    Err(miss) => {
-                        round.misses += 1;
-                        if let Some(m) = &self.metrics {
-                            m.record_translation_miss(miss.as_str());
-                        }
-                        if round.first_miss.is_none() {
-                            round.first_miss =
-                                Some(format!("{group} {tp} at {}: {miss}", c.offset));
-                        }
-                        tracing::debug!(group, partition = %tp, committed = c.offset,
-                            reason = miss.as_str(), "not checkpointed: {miss}");
-                        continue;
-                    }
-                };
-                let rpo = ends
-                    .get(&tp)
-                    .zip(self.maps.mirrored(&tp))
-                    .map(|(end, mirrored)| Rpo {
-                        source_end: *end,
-                        mirrored,
-                        timestamp_ms: stamp,
-                    });
-                let key = (group.clone(), tp.clone());
-                let entry = (c.offset, offset, rpo.map(|r| (r.source_end, r.mirrored)));
-                // Rewritten when the RPO changed too, so that the last checkpoint says how much
-                // was missing when it was written.
-                if self.written.get(&key) == Some(&entry) {
-                    continue;
-                }
-                let own = c.metadata.clone().unwrap_or_default();
-                let cp = Checkpoint {
-                    group: group.clone(),
-                    topic: self.config.target_topic(tp.topic()),
-                    partition: tp.partition(),
-                    upstream_offset: c.offset,
-                    offset,
-                    metadata: rpo.map_or_else(|| own.clone(), |r| r.wrap(&own)),
-                };
-                checkpoints.push((
-                    cp.encode_key().map_err(fmt)?,
-                    cp.encode_value().map_err(fmt)?,
-                ));
-                pending.push((key, entry));
-            }
+            self.translate_group(group, &partitions, &now, &mut round, &mut batch)
+                .await?;
             if round.misses == misses_before {
-                complete.push(group.as_str());
+                batch.complete.push(group.clone());
             }
         }
-        let writing = Instant::now();
-        topic::append(
-            &self.target,
-            &checkpoints_topic(&self.config.source.alias),
-            &checkpoints,
-        )
-        .await?;
-        let latency = writing.elapsed();
-        round.checkpoints = pending.len();
-        if let Some(m) = &self.metrics {
-            for ((group, tp), _) in &pending {
-                let topic = self.config.target_topic(tp.topic());
-                m.record_checkpoint_written(group, &topic, tp.partition(), latency);
-            }
-        }
-        self.written.extend(pending);
-        if let Some(m) = &self.metrics {
-            let now = Instant::now();
-            for group in complete {
-                m.record_group_checkpointed(group, now);
-            }
-        }
+        self.write(batch, &mut round).await?;
         let m = &self.config.mirror;
         if m.sync_group_offsets
             && self
@@ -307,6 +227,130 @@ impl Checkpointer {
             }
         }
         Ok(round)
+    }
+
+    /// Appends a heartbeat to the target (MM2's liveness record of the flow).
+    async fn heartbeat(&self) -> Result<()> {
+        let beat = Heartbeat {
+            source_alias: self.config.source.alias.clone(),
+            target_alias: self.config.target.alias.clone(),
+            timestamp: now_ms(),
+        };
+        topic::append(
+            &self.target,
+            HEARTBEATS_TOPIC,
+            &[(beat.encode_key().map_err(fmt)?, beat.encode_value())],
+        )
+        .await
+    }
+
+    /// The source groups `mirror.groups` selects now (never the mirror's own); None without
+    /// `mirror.groups`.
+    async fn selected_groups(&self) -> Result<Option<Vec<String>>> {
+        // Hot reload (crate::run::reload): the group filters follow the live configuration.
+        let live = crate::config::live::live_for(&self.config).map(|rx| rx.borrow().clone());
+        let config = live.as_deref().unwrap_or(&self.config);
+        let Some(selection) = &config.mirror.groups else {
+            return Ok(None);
+        };
+        Ok(Some(
+            list_groups(&self.source)
+                .await?
+                .into_iter()
+                .filter(|g| *g != self.config.mirror.group_id && selection.matches(g))
+                .collect(),
+        ))
+    }
+
+    /// Reads `group`'s committed offsets on the source and adds a checkpoint to `batch` for
+    /// each that translates exactly and changed since it was last written; counts the misses.
+    async fn translate_group(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+        now: &Now,
+        round: &mut Round,
+        batch: &mut Batch,
+    ) -> Result<()> {
+        let committed = GroupOffsets::new(&self.source, group)
+            .fetch(partitions)
+            .await
+            .map_err(|e| Error::Runtime(format!("reading the offsets of group {group}: {e}")))?;
+        for (tp, c) in committed {
+            let Some(c) = c else { continue };
+            let offset = match self.maps.translate(&tp, c.offset) {
+                Ok(t) => t,
+                Err(miss) => {
+                    round.misses += 1;
+                    if let Some(m) = &self.metrics {
+                        m.record_translation_miss(miss.as_str());
+                    }
+                    if round.first_miss.is_none() {
+                        round.first_miss = Some(format!("{group} {tp} at {}: {miss}", c.offset));
+                    }
+                    tracing::debug!(group, partition = %tp, committed = c.offset,
+                        reason = miss.as_str(), "not checkpointed: {miss}");
+                    continue;
+                }
+            };
+            let rpo = now
+                .ends
+                .get(&tp)
+                .zip(self.maps.mirrored(&tp))
+                .map(|(end, mirrored)| Rpo {
+                    source_end: *end,
+                    mirrored,
+                    timestamp_ms: now.stamp,
+                });
+            let key = (group.to_string(), tp.clone());
+            let entry = (c.offset, offset, rpo.map(|r| (r.source_end, r.mirrored)));
+            // Rewritten when the RPO changed too, so that the last checkpoint says how much was
+            // missing when it was written.
+            if self.written.get(&key) == Some(&entry) {
+                continue;
+            }
+            let own = c.metadata.clone().unwrap_or_default();
+            let cp = Checkpoint {
+                group: group.to_string(),
+                topic: self.config.target_topic(tp.topic()),
+                partition: tp.partition(),
+                upstream_offset: c.offset,
+                offset,
+                metadata: rpo.map_or_else(|| own.clone(), |r| r.wrap(&own)),
+            };
+            batch.records.push((
+                cp.encode_key().map_err(fmt)?,
+                cp.encode_value().map_err(fmt)?,
+            ));
+            batch.pending.push((key, entry));
+        }
+        Ok(())
+    }
+
+    /// Appends `batch`'s checkpoints to the checkpoints topic, then remembers them and records
+    /// them (and the groups it completes) in the metrics.
+    async fn write(&mut self, batch: Batch, round: &mut Round) -> Result<()> {
+        let writing = Instant::now();
+        topic::append(
+            &self.target,
+            &checkpoints_topic(&self.config.source.alias),
+            &batch.records,
+        )
+        .await?;
+        let latency = writing.elapsed();
+        round.checkpoints = batch.pending.len();
+        if let Some(m) = &self.metrics {
+            for ((group, tp), _) in &batch.pending {
+                let topic = self.config.target_topic(tp.topic());
+                m.record_checkpoint_written(group, &topic, tp.partition(), latency);
+            }
+            let now = Instant::now();
+            for group in &batch.complete {
+                m.record_group_checkpointed(group, now);
+            }
+        }
+        self.written.extend(batch.pending);
+        Ok(())
     }
 
     /// The source end offsets of `partitions` (high watermark, or the last stable offset when
@@ -346,8 +390,19 @@ impl Checkpointer {
                 Err(e) => tracing::warn!(partition = %tp, error = %e, "not synced"),
             }
         }
+        // The groups' types on the target, so that each is described with the right call once
+        // (an idle group of the consumer protocol took two calls without); without them every
+        // group is asked both ways.
+        let kinds = match list_groups_with_kinds(&self.target).await {
+            Ok(kinds) => kinds,
+            Err(e) => {
+                tracing::debug!(error = %e, "group types on the target not listed");
+                Groups::new()
+            }
+        };
         for (group, translated) in by_group {
-            match self.sync_group(group, &translated).await {
+            let kind = kinds.get(group).copied().unwrap_or(GroupKind::Unknown);
+            match self.sync_group(group, kind, &translated).await {
                 Ok(SyncOutcome::Committed(n)) => {
                     round.synced += 1;
                     tracing::debug!(group, partitions = n, "group offsets synced to the target");
@@ -366,9 +421,10 @@ impl Checkpointer {
     async fn sync_group(
         &self,
         group: &str,
+        kind: GroupKind,
         translated: &[(TopicPartition, i64)],
     ) -> Result<SyncOutcome> {
-        let members = active_members(&self.target, group).await?;
+        let members = active_members(&self.target, group, kind).await?;
         if members > 0 {
             return Ok(SyncOutcome::Active(members));
         }
@@ -414,124 +470,4 @@ enum SyncOutcome {
 
 fn fmt(e: super::format::FormatError) -> Error {
     Error::Runtime(e.to_string())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Every consumer group of the cluster (ListGroups to each broker: each lists the groups it
-/// coordinates), sorted.
-pub(crate) async fn list_groups(client: &Client) -> Result<Vec<String>> {
-    let mut nodes: Vec<i32> = client.cached_metadata().brokers.keys().copied().collect();
-    if nodes.is_empty() {
-        nodes = client
-            .metadata(Some(&[]))
-            .await
-            .map_err(Error::Wire)?
-            .brokers
-            .keys()
-            .copied()
-            .collect();
-    }
-    let mut groups = Vec::new();
-    for node in nodes {
-        let conn = client.broker(node).await.map_err(Error::Wire)?;
-        let version = conn
-            .pick_version::<ListGroupsRequest>(0..=4)
-            .map_err(Error::Wire)?;
-        let resp = conn
-            .send(ListGroupsRequest::default(), version)
-            .await
-            .map_err(Error::Wire)?;
-        if let Some(code) = ResponseError::try_from_code(resp.error_code) {
-            return Err(Error::Runtime(format!(
-                "ListGroups on broker {node} answered {code:?}; the mirror's principal needs \
-                 Describe on the groups to checkpoint"
-            )));
-        }
-        groups.extend(resp.groups.into_iter().map(|g| g.group_id.0.to_string()));
-    }
-    groups.sort();
-    groups.dedup();
-    Ok(groups)
-}
-
-/// The number of active members of `group` (DescribeGroups on its coordinator). A coordinator
-/// that is loading, moving or not there yet (a cluster whose offsets topic does not exist yet
-/// answers NOT_COORDINATOR at first) is asked again for up to 30 s.
-pub(crate) async fn active_members(client: &Client, group: &str) -> Result<usize> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let code = match describe_once(client, group).await {
-            Ok(Ok(members)) => return Ok(members),
-            Ok(Err(code)) => code,
-            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
-                client.forget_coordinator(CoordinatorType::Group, group);
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
-            }
-            Err(e) => return Err(Error::Wire(e)),
-        };
-        let retriable = matches!(
-            code,
-            ResponseError::NotCoordinator
-                | ResponseError::CoordinatorNotAvailable
-                | ResponseError::CoordinatorLoadInProgress
-        );
-        if !retriable || tokio::time::Instant::now() >= deadline {
-            return Err(Error::Runtime(format!(
-                "DescribeGroups for {group} answered {code:?}"
-            )));
-        }
-        client.forget_coordinator(CoordinatorType::Group, group);
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// One DescribeGroups: the member count, or the group's error code.
-async fn describe_once(
-    client: &Client,
-    group: &str,
-) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
-    let conn = client.coordinator(CoordinatorType::Group, group).await?;
-    let version = conn.pick_version::<DescribeGroupsRequest>(0..=5)?;
-    let req = DescribeGroupsRequest::default()
-        .with_groups(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
-    let resp = conn.send(req, version).await?;
-    let Some(g) = resp.groups.first() else {
-        return Ok(Err(ResponseError::UnknownServerError));
-    };
-    Ok(match ResponseError::try_from_code(g.error_code) {
-        None if !g.members.is_empty() => Ok(g.members.len()),
-        // DescribeGroups shows only members of the classic protocol: Kafka 4's coordinator
-        // answers it for a group of the consumer protocol (KIP-848, which strait's own mirror
-        // uses by default there) without members or as not found. Ask that protocol's own call
-        // before counting the group as empty.
-        None | Some(ResponseError::GroupIdNotFound) => consumer_group_members(&conn, group).await?,
-        Some(code) => Err(code),
-    })
-}
-
-/// The member count of a consumer-protocol group (ConsumerGroupDescribe, KIP-848); a broker
-/// without that API, or a group it does not know, has none.
-async fn consumer_group_members(
-    conn: &strait_wire::Connection,
-    group: &str,
-) -> strait_wire::Result<std::result::Result<usize, ResponseError>> {
-    let Ok(version) = conn.pick_version::<ConsumerGroupDescribeRequest>(0..=1) else {
-        return Ok(Ok(0));
-    };
-    let req = ConsumerGroupDescribeRequest::default()
-        .with_group_ids(vec![GroupId(StrBytes::from_string(group.to_owned()))]);
-    let resp = conn.send(req, version).await?;
-    let Some(g) = resp.groups.first() else {
-        return Ok(Err(ResponseError::UnknownServerError));
-    };
-    Ok(match ResponseError::try_from_code(g.error_code) {
-        None | Some(ResponseError::GroupIdNotFound) => Ok(g.members.len()),
-        Some(code) => Err(code),
-    })
 }

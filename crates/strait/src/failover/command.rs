@@ -10,8 +10,9 @@ use strait_wire::group::Generation;
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, TopicPartition};
 
-use super::checkpoint::{active_members, checkpoints_topic};
-use super::format::{Checkpoint, Rpo};
+use super::checkpoint::checkpoints_topic;
+use super::format::{Checkpoint, Rpo, now_ms};
+use super::groups::{GroupKind, active_members};
 use super::topic;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -99,84 +100,100 @@ pub async fn failover(config: &Config, groups: &[String], apply: bool) -> Result
         report.text,
         "group\ttopic\tpartition\tsource_offset\ttarget_offset\tbehind_records\tcheckpoint_age_s\taction"
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now = now_ms();
     for (group, cps) in &by_group {
-        let tps: Vec<TopicPartition> = cps
-            .iter()
-            .map(|c| TopicPartition::new(&c.topic, c.partition).map_err(Error::Wire))
-            .collect::<Result<_>>()?;
-        let mut actions: Vec<&str> = vec!["-"; cps.len()];
-        let mut commits = Vec::new();
-        if apply {
-            let members = active_members(&target, group).await?;
-            if members > 0 {
-                report.refused.push((
-                    group.clone(),
-                    format!(
-                        "group {group} has {members} active members on the target; stop its \
-                         consumers there, then run strait failover --apply again"
-                    ),
-                ));
-                actions.iter_mut().for_each(|a| *a = "refused: active");
-            } else {
-                let current = GroupOffsets::new(&target, group)
-                    .fetch(&tps)
-                    .await
-                    .map_err(Error::Wire)?;
-                for (i, (c, tp)) in cps.iter().zip(&tps).enumerate() {
-                    let now = current.get(tp).cloned().flatten().map(|o| o.offset);
-                    if now.is_some_and(|n| n >= c.offset) {
-                        actions[i] = "kept: target ahead";
-                        continue;
-                    }
-                    actions[i] = "committed";
-                    let mut commit = CommitOffset::new(tp.clone(), c.offset);
-                    // The group's own metadata, without Strait's RPO prefix.
-                    let (_, own) = Rpo::split(&c.metadata);
-                    if !own.is_empty() {
-                        commit.metadata = Some(own.to_string());
-                    }
-                    commits.push(commit);
-                }
-                GroupOffsets::new(&target, group)
-                    .commit(&Generation::simple(), &commits)
-                    .await
-                    .map_err(|e| {
-                        Error::Runtime(format!("committing the offsets of {group}: {e}"))
-                    })?;
-            }
-        }
+        let actions = if apply {
+            apply_group(&target, group, cps, &mut report).await?
+        } else {
+            vec!["-"; cps.len()]
+        };
         for (c, action) in cps.iter().zip(actions) {
-            // "-" when the checkpoint carries no RPO (written by MirrorMaker 2, or the source's
-            // end offsets could not be listed then).
-            let rpo = Rpo::split(&c.metadata).0;
-            let behind = rpo.map(|r| r.behind());
-            let age = rpo.map(|r| ((now - r.timestamp_ms).max(0) as f64 / 100.0).round() / 10.0);
-            let _ = writeln!(
-                report.text,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                c.group,
-                c.topic,
-                c.partition,
-                c.upstream_offset,
-                c.offset,
-                behind.map_or_else(|| "-".to_string(), |b| b.to_string()),
-                age.map_or_else(|| "-".to_string(), |a| format!("{a:.1}")),
-                action
-            );
-            report.rows.push(Row {
-                group: c.group.clone(),
-                topic: c.topic.clone(),
-                partition: c.partition,
-                source_offset: c.upstream_offset,
-                target_offset: c.offset,
-                behind_records: behind,
-                checkpoint_age_seconds: age,
-                action: action.to_string(),
-            });
+            report.row(c, action, now);
         }
     }
     Ok(report)
+}
+
+/// Commits `group`'s checkpointed offsets on the target (never moving it backwards), unless it
+/// has active members there (then refused in `report`). The action taken per checkpoint.
+async fn apply_group(
+    target: &Client,
+    group: &str,
+    cps: &[Checkpoint],
+    report: &mut Report,
+) -> Result<Vec<&'static str>> {
+    let members = active_members(target, group, GroupKind::Unknown).await?;
+    if members > 0 {
+        report.refused.push((
+            group.to_string(),
+            format!(
+                "group {group} has {members} active members on the target; stop its consumers \
+                 there, then run strait failover --apply again"
+            ),
+        ));
+        return Ok(vec!["refused: active"; cps.len()]);
+    }
+    let tps: Vec<TopicPartition> = cps
+        .iter()
+        .map(|c| TopicPartition::new(&c.topic, c.partition).map_err(Error::Wire))
+        .collect::<Result<_>>()?;
+    let current = GroupOffsets::new(target, group)
+        .fetch(&tps)
+        .await
+        .map_err(Error::Wire)?;
+    let mut actions = Vec::with_capacity(cps.len());
+    let mut commits = Vec::new();
+    for (c, tp) in cps.iter().zip(&tps) {
+        let now = current.get(tp).cloned().flatten().map(|o| o.offset);
+        if now.is_some_and(|n| n >= c.offset) {
+            actions.push("kept: target ahead");
+            continue;
+        }
+        actions.push("committed");
+        let mut commit = CommitOffset::new(tp.clone(), c.offset);
+        // The group's own metadata, without Strait's RPO prefix.
+        let (_, own) = Rpo::split(&c.metadata);
+        if !own.is_empty() {
+            commit.metadata = Some(own.to_string());
+        }
+        commits.push(commit);
+    }
+    GroupOffsets::new(target, group)
+        .commit(&Generation::simple(), &commits)
+        .await
+        .map_err(|e| Error::Runtime(format!("committing the offsets of {group}: {e}")))?;
+    Ok(actions)
+}
+
+impl Report {
+    /// Adds checkpoint `c` and the `action` taken for it, as a line of the table and a row.
+    fn row(&mut self, c: &Checkpoint, action: &str, now_ms: i64) {
+        // "-" when the checkpoint carries no RPO (written by MirrorMaker 2, or the source's
+        // end offsets could not be listed then).
+        let rpo = Rpo::split(&c.metadata).0;
+        let behind = rpo.map(|r| r.behind());
+        let age = rpo.map(|r| ((now_ms - r.timestamp_ms).max(0) as f64 / 100.0).round() / 10.0);
+        let _ = writeln!(
+            self.text,
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            c.group,
+            c.topic,
+            c.partition,
+            c.upstream_offset,
+            c.offset,
+            behind.map_or_else(|| "-".to_string(), |b| b.to_string()),
+            age.map_or_else(|| "-".to_string(), |a| format!("{a:.1}")),
+            action
+        );
+        self.rows.push(Row {
+            group: c.group.clone(),
+            topic: c.topic.clone(),
+            partition: c.partition,
+            source_offset: c.upstream_offset,
+            target_offset: c.offset,
+            behind_records: behind,
+            checkpoint_age_seconds: age,
+            action: action.to_string(),
+        });
+    }
 }

@@ -121,9 +121,23 @@ pub fn stranded_range(flow: &FlowState, p: &PartitionState) -> (i64, i64, bool) 
 
 /// The plan, from the clusters' state and the operator's choice.
 pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
-    let flow = &s.flow;
     let mut plan = Plan::default();
-    plan.push(if flow.mirror_members == 0 {
+    plan.push(mirror_stopped(s));
+    let total: usize = s.stranded.iter().map(|p| p.records.len()).sum();
+    // The old source's end and the original mirror's position: moved while that mirror runs.
+    plan.push(stranded(s, choice, total).reading_moving_state());
+    plan.push(decision(s, choice, total));
+    plan.push(mirror_moved(s, choice).reading_moving_state());
+    plan.push(reverse_positions(s));
+    plan.push(exclusions(s, choice));
+    plan
+}
+
+/// The original mirror is stopped (it would copy the stranded records and, later, the
+/// reverse mirror's).
+fn mirror_stopped(s: &FailbackState) -> Step {
+    let flow = &s.flow;
+    if flow.mirror_members == 0 {
         Step::new(
             "mirror_stopped",
             StepState::Done,
@@ -143,9 +157,13 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 flow.mirror_group, flow.source_alias, flow.mirror_members
             ),
         )
-    });
+    }
+}
 
-    let total: usize = s.stranded.iter().map(|p| p.records.len()).sum();
+/// The stranded records found, reported per partition, and whether the operator decided
+/// about them.
+fn stranded(s: &FailbackState, choice: Option<&Stranded>, total: usize) -> Step {
+    let flow = &s.flow;
     let mut report = String::new();
     let mut diverged_total = 0usize;
     for p in &s.stranded {
@@ -186,7 +204,8 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             );
         }
     }
-    plan.push(match (total, choice) {
+
+    match (total, choice) {
         (0, _) => Step::new(
             "stranded",
             StepState::Done,
@@ -217,10 +236,12 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 c.as_str()
             ),
         ),
-    });
+    }
+}
 
-    plan.push(decision(s, choice, total));
-
+/// The original mirror's group past the stranded records, with the decision.
+fn mirror_moved(s: &FailbackState, choice: Option<&Stranded>) -> Step {
+    let flow = &s.flow;
     // The original mirror's group past the stranded records (and the decision recorded with
     // it): restarted, it would copy them again.
     let marker = format!("{DECIDED}{}", choice.map_or("none", Stranded::as_str));
@@ -237,7 +258,8 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
             })
         })
         .collect();
-    plan.push(if moves.is_empty() {
+
+    if moves.is_empty() {
         Step::new(
             "mirror_moved",
             StepState::Done,
@@ -261,8 +283,12 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 flow.mirror_group, flow.source_alias
             ),
         )
-    });
+    }
+}
 
+/// The reverse mirror's start positions on the target.
+fn reverse_positions(s: &FailbackState) -> Step {
+    let flow = &s.flow;
     // The reverse mirror starts right after the last record mirrored before the failover: the
     // old source gets everything the target took since.
     let starts: Vec<CommitOffset> = flow
@@ -275,7 +301,7 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 .then(|| CommitOffset::new(p.target.clone(), want))
         })
         .collect();
-    plan.push(if starts.is_empty() {
+    if starts.is_empty() {
         Step::new(
             "reverse_positions",
             StepState::Done,
@@ -310,9 +336,7 @@ pub fn plan(s: &FailbackState, choice: Option<&Stranded>) -> Plan {
                 flow.mirror_group, flow.target_alias
             ),
         )
-    });
-    plan.push(exclusions(s, choice));
-    plan
+    }
 }
 
 /// The step recording where the copies are on the target, so the reverse mirror skips them

@@ -377,6 +377,13 @@ impl Heartbeat {
     }
 }
 
+/// Milliseconds since the epoch: the clock of the records' timestamps and of the RPO.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

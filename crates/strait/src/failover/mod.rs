@@ -7,16 +7,21 @@
 //! * [`syncs`]: the one writer of the offset-syncs topic, and the gate that commits source
 //!   positions only after the syncs mapping them are on the target.
 //! * [`command`]: `strait failover`, from what is on the target alone.
+//! * `groups`: the clusters' consumer groups and their members (ListGroups with the group
+//!   type, then the one describe call of that type).
 //! * [`switchover`] and [`failback`]: `strait switchover` / `strait failback`, planned from
 //!   [`state`] (both clusters, read afresh every run) into the steps of [`plan`]; [`records`]
 //!   reads, copies and exports stranded records; [`copies`] keeps the reverse mirror from
-//!   copying the copies back; [`reverse`] writes the reverse flow's configuration.
+//!   copying the copies back; [`reverse`] writes the reverse flow's configuration; `file`
+//!   writes both files atomically and durably.
 
 pub mod checkpoint;
 pub mod command;
 pub mod copies;
 pub mod failback;
+pub(crate) mod file;
 pub mod format;
+pub(crate) mod groups;
 pub mod map;
 pub mod plan;
 pub mod records;

@@ -82,6 +82,9 @@ pub struct Step {
     pub state: StepState,
     /// What was found, what is done or awaited, in words.
     pub detail: String,
+    /// Computed from state that an earlier step, while it waits, still moves (the mirror's
+    /// progress, a group's commits): judged only once no earlier step waits. See [`Plan::push`].
+    pub reads_moving_state: bool,
 }
 
 impl Step {
@@ -91,7 +94,14 @@ impl Step {
             name,
             state,
             detail: detail.into(),
+            reads_moving_state: false,
         }
+    }
+
+    /// The same step, marked as computed from state an earlier waiting step still moves.
+    pub fn reading_moving_state(mut self) -> Step {
+        self.reads_moving_state = true;
+        self
     }
 }
 
@@ -103,15 +113,30 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Appends `step`; one with actions is turned into [`StepState::Blocked`] when an earlier
-    /// step waits or is refused (its actions would rest on a state that is still moving).
+    /// Appends `step`, [`StepState::Blocked`] instead of its own state when
+    /// * it has actions and an earlier step waits or is refused (they would rest on a state
+    ///   that is still moving, or be done for a command that stops), or
+    /// * it [reads moving state](Step::reading_moving_state) and an earlier step waits: what it
+    ///   found (done, refused or to do) holds for a moment only. A dry run once showed a
+    ///   switchover's checkpoints done with 0 partitions while the mirror still copied: a group
+    ///   ahead of the offset syncs had no translation yet.
+    ///
+    /// Its detail then says which step it waits for, and what it found so far.
     pub fn push(&mut self, mut step: Step) {
-        let blocked = self
+        let unsettled = self
             .steps
             .iter()
-            .any(|s| matches!(s.state, StepState::Waiting | StepState::Refused));
-        if blocked && matches!(step.state, StepState::Todo(_)) {
+            .find(|s| matches!(s.state, StepState::Waiting | StepState::Refused));
+        let waiting = self.waiting();
+        let blocked_by = match (&step.state, unsettled, waiting) {
+            (StepState::Blocked, ..) => None,
+            (StepState::Todo(_), Some(s), _) => Some(s.name),
+            (_, _, Some(w)) if step.reads_moving_state => Some(w.name),
+            _ => None,
+        };
+        if let Some(earlier) = blocked_by {
             step.state = StepState::Blocked;
+            step.detail = format!("after {earlier} (so far: {})", step.detail);
         }
         self.steps.push(step);
     }
@@ -298,7 +323,42 @@ mod tests {
         assert!(!plan.is_done());
         assert_eq!(
             plan.to_string(),
-            "[done] a: ok\n[wait] b: lag 3\n[blocked] c: commit\n[done] d: already\n"
+            "[done] a: ok\n[wait] b: lag 3\n[blocked] c: after b (so far: commit)\n[done] d: \
+             already\n"
         );
+    }
+
+    #[test]
+    fn a_step_reading_moving_state_is_blocked_whatever_it_found_while_an_earlier_step_waits() {
+        let mut plan = Plan::default();
+        plan.push(Step::new("lag", StepState::Waiting, "lag 3"));
+        for state in [StepState::Done, StepState::Refused, StepState::Todo(vec![])] {
+            plan.push(Step::new("derived", state, "0 partitions").reading_moving_state());
+        }
+        plan.push(Step::new("own", StepState::Done, "fixed"));
+        let states: Vec<&StepState> = plan.steps.iter().map(|s| &s.state).collect();
+        assert_eq!(
+            states,
+            [
+                &StepState::Waiting,
+                &StepState::Blocked,
+                &StepState::Blocked,
+                &StepState::Blocked,
+                &StepState::Done
+            ]
+        );
+        assert_eq!(plan.steps[1].detail, "after lag (so far: 0 partitions)");
+        // A refused step moves nothing: what is read after it stands (only its actions wait).
+        let mut plan = Plan::default();
+        plan.push(Step::new("choice", StepState::Refused, "choose"));
+        plan.push(Step::new("derived", StepState::Done, "ok").reading_moving_state());
+        plan.push(Step::new("todo", StepState::Todo(vec![]), "write").reading_moving_state());
+        assert_eq!(plan.steps[1].state, StepState::Done);
+        assert_eq!(plan.steps[2].state, StepState::Blocked);
+        // Settled: nothing is blocked.
+        let mut plan = Plan::default();
+        plan.push(Step::new("lag", StepState::Done, "0"));
+        plan.push(Step::new("derived", StepState::Done, "ok").reading_moving_state());
+        assert!(plan.is_done());
     }
 }

@@ -16,6 +16,7 @@ use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::kafka_protocol::records::{Record, TimestampType};
 use strait_wire::{Client, TopicPartition};
 
+use super::file::{Access, write_atomically};
 use super::topic::WriteFailure;
 use crate::error::{Error, Result};
 
@@ -335,16 +336,13 @@ pub fn export_text(records: &[StrandedRecord]) -> String {
 
 /// Writes the export file (replaced atomically).
 pub fn export(file: &Path, records: &[StrandedRecord]) -> Result<()> {
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, export_text(records))
-        .and_then(|()| std::fs::rename(&tmp, file))
-        .map_err(|e| {
-            Error::Runtime(format!(
-                "cannot write the stranded records to {}: {e}; check the directory and its \
+    write_atomically(file, export_text(records).as_bytes(), Access::Default).map_err(|e| {
+        Error::Runtime(format!(
+            "cannot write the stranded records to {}: {e}; check the directory and its \
                  permissions",
-                file.display()
-            ))
-        })
+            file.display()
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use super::file::{Access, write_atomically};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -45,22 +46,7 @@ pub fn reverse_toml(config: &Config, redact: bool) -> String {
 /// hold the clusters' inline secrets, as the original file does).
 pub fn write_reverse(config: &Config, file: &Path) -> Result<()> {
     let text = reverse_toml(config, false);
-    let tmp = file.with_extension("tmp");
-    let write = || -> std::io::Result<()> {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        use std::io::Write as _;
-        let mut f = options.open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, file)
-    };
-    write().map_err(|e| {
+    write_atomically(file, text.as_bytes(), Access::OwnerOnly).map_err(|e| {
         Error::Runtime(format!(
             "cannot write the reverse configuration to {}: {e}; check the directory and its \
              permissions",

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use strait_wire::offset_commit::{CommittedOffset, GroupOffsets};
 use strait_wire::{Client, Isolation, OffsetSpec, TopicPartition};
 
-use super::checkpoint::{active_members, list_groups, offset_syncs_topic, replay};
+use super::checkpoint::{offset_syncs_topic, replay};
+use super::groups::{GroupKind, active_members, list_groups_with_kinds};
 use super::{OffsetMaps, Sync};
 use crate::config::{Config, Rename};
 use crate::error::{Error, Result};
@@ -161,9 +162,9 @@ pub async fn read_flow(config: &Config, clusters: &Clusters) -> Result<FlowState
         mirror_group: group.clone(),
         partitions,
         maps,
-        mirror_members: active_members(source, group).await?,
+        mirror_members: active_members(source, group, GroupKind::Unknown).await?,
         mirror_commits: commits(source, group, &sources).await?,
-        reverse_members: active_members(target, group).await?,
+        reverse_members: active_members(target, group, GroupKind::Unknown).await?,
         reverse_commits: commits(target, group, &targets).await?,
     })
 }
@@ -180,14 +181,17 @@ pub async fn read_groups(
     };
     let sources: Vec<TopicPartition> = flow.partitions.iter().map(|p| p.source.clone()).collect();
     let targets: Vec<TopicPartition> = flow.partitions.iter().map(|p| p.target.clone()).collect();
+    // With the groups' types (ListGroups v5), each group is described once per cluster.
+    let on_target = list_groups_with_kinds(&clusters.target).await?;
     let mut out = Vec::new();
-    for name in list_groups(&clusters.source).await? {
+    for (name, kind) in list_groups_with_kinds(&clusters.source).await? {
         if name == config.mirror.group_id || !selection.matches(&name) {
             continue;
         }
+        let target_kind = on_target.get(&name).copied().unwrap_or(GroupKind::Unknown);
         out.push(GroupState {
-            source_members: active_members(&clusters.source, &name).await?,
-            target_members: active_members(&clusters.target, &name).await?,
+            source_members: active_members(&clusters.source, &name, kind).await?,
+            target_members: active_members(&clusters.target, &name, target_kind).await?,
             source_commits: commits(&clusters.source, &name, &sources).await?,
             target_commits: commits(&clusters.target, &name, &targets)
                 .await?
@@ -241,11 +245,4 @@ async fn bounds(
         }
     }
     Ok(out)
-}
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

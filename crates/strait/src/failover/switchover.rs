@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use strait_wire::offset_commit::CommitOffset;
 
 use super::checkpoint::checkpoints_topic;
+use super::format::now_ms;
 use super::format::{Checkpoint, Rpo};
 use super::plan::{Action, DriveOptions, Handover, Plan, Side, Step, StepState};
-use super::state::{Clusters, FlowState, GroupState, PartitionState, now_ms, read_flow};
+use super::state::{Clusters, FlowState, GroupState, PartitionState, read_flow};
 use super::{Miss, command, topic};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -78,14 +79,32 @@ pub fn plan(s: &SwitchoverState) -> Plan {
     // run on the target.
     let reverse = reverse_positions(flow);
     let complete = reverse.state == StepState::Done;
+    plan.push(target_groups_idle(s, complete));
+    plan.push(source_groups_stopped(s));
+    plan.push(lag_zero(flow));
+    plan.push(mirror_stopped(flow));
+    // While the mirror still moves, a group's last offsets may not be covered by the offset
+    // syncs yet, and the target's end moves: the steps below read that state, so the plan
+    // blocks them until nothing waits (Plan::push).
+    let (translated, misses) = translations(s);
+    plan.push(checkpoints(s, &translated, &misses).reading_moving_state());
+    plan.push(groups_applied(&translated).reading_moving_state());
+    // Not marked as reading moving state: once done it is final (its marker names the switch),
+    // and its actions wait for an earlier waiting step anyway.
+    plan.push(reverse);
+    plan
+}
 
+/// No group of the switchover consumes on the target (or the switchover is complete).
+fn target_groups_idle(s: &SwitchoverState, complete: bool) -> Step {
+    let flow = &s.flow;
     let active: Vec<String> = s
         .groups
         .iter()
         .filter(|g| g.target_members > 0)
         .map(|g| format!("{} ({} members)", g.name, g.target_members))
         .collect();
-    plan.push(if !active.is_empty() && complete {
+    if !active.is_empty() && complete {
         Step::new(
             "target_groups_idle",
             StepState::Done,
@@ -119,15 +138,19 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                 flow.target_alias
             ),
         )
-    });
+    }
+}
 
+/// No group of the switchover consumes on the source any more.
+fn source_groups_stopped(s: &SwitchoverState) -> Step {
+    let flow = &s.flow;
     let running: Vec<String> = s
         .groups
         .iter()
         .filter(|g| g.source_members > 0)
         .map(|g| format!("{} ({} members)", g.name, g.source_members))
         .collect();
-    plan.push(if running.is_empty() {
+    if running.is_empty() {
         Step::new(
             "source_groups_stopped",
             StepState::Done,
@@ -144,8 +167,11 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                 flow.source_alias
             ),
         )
-    });
+    }
+}
 
+/// Every record of the source is on the target.
+fn lag_zero(flow: &FlowState) -> Step {
     let lagging: Vec<String> = flow
         .partitions
         .iter()
@@ -154,7 +180,7 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             (lag > 0).then(|| format!("{} ({lag})", p.source))
         })
         .collect();
-    plan.push(if lagging.is_empty() {
+    if lagging.is_empty() {
         Step::new(
             "lag_zero",
             StepState::Done,
@@ -181,9 +207,12 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                 }
             ),
         )
-    });
+    }
+}
 
-    plan.push(if flow.mirror_members == 0 {
+/// The mirror has stopped (its lag is 0 by then).
+fn mirror_stopped(flow: &FlowState) -> Step {
+    if flow.mirror_members == 0 {
         Step::new(
             "mirror_stopped",
             StepState::Done,
@@ -199,10 +228,18 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                 flow.mirror_group
             ),
         )
-    });
+    }
+}
 
-    // The groups' translations: every committed source offset, to the exact target offset.
-    let mut translated: Vec<(&GroupState, &PartitionState, i64, i64, String)> = Vec::new();
+/// A group's committed source offset with its exact target offset: (group, partition,
+/// source offset, target offset, the group's own commit metadata).
+type Translated<'a> = (&'a GroupState, &'a PartitionState, i64, i64, String);
+
+/// The groups' translations: every committed source offset, to the exact target offset; and
+/// the offsets that have none, in words.
+fn translations(s: &SwitchoverState) -> (Vec<Translated<'_>>, Vec<String>) {
+    let flow = &s.flow;
+    let mut translated = Vec::new();
     let mut misses = Vec::new();
     for g in &s.groups {
         for p in &flow.partitions {
@@ -218,84 +255,72 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             }
         }
     }
-    let lag_done = plan.waiting().is_none();
-    if !lag_done {
-        // While the mirror still moves, a group's last offsets may not be covered by the
-        // offset syncs yet: nothing below can be judged (a dry run once showed these steps
-        // done with 0 partitions).
-        plan.push(Step::new(
-            "checkpoints",
-            StepState::Blocked,
-            "the last checkpoints are written once the mirror has caught up and stopped",
-        ));
-        plan.push(Step::new(
-            "groups_applied",
-            StepState::Blocked,
-            "the groups are applied on the target after the last checkpoints",
-        ));
-        plan.push(reverse);
-        return plan;
-    }
+    (translated, misses)
+}
+
+/// The last checkpoints, at the groups' translated offsets (with the RPO of the switch).
+fn checkpoints(s: &SwitchoverState, translated: &[Translated<'_>], misses: &[String]) -> Step {
+    let flow = &s.flow;
     if !misses.is_empty() {
-        plan.push(Step::new(
+        return Step::new(
             "checkpoints",
             StepState::Refused,
             format!(
                 "committed offsets that cannot be translated exactly: {}; the offset syncs on \
                  the target do not cover them (see docs/failover.md, translation misses)",
-                abbreviate(&misses)
+                abbreviate(misses)
             ),
-        ));
-    } else {
-        let missing: Vec<Checkpoint> = translated
-            .iter()
-            .filter(|(g, p, c, t, _)| {
-                let key = (
-                    g.name.clone(),
-                    p.target.topic().to_string(),
-                    p.target.partition(),
-                );
-                s.checkpoints
-                    .get(&key)
-                    .is_none_or(|cp| cp.upstream_offset != *c || cp.offset != *t)
-            })
-            .map(|(g, p, c, t, own)| Checkpoint {
-                group: g.name.clone(),
-                topic: p.target.topic().to_string(),
-                partition: p.target.partition(),
-                upstream_offset: *c,
-                offset: *t,
-                metadata: Rpo {
-                    source_end: p.source_end,
-                    mirrored: mirrored_to(flow, p),
-                    timestamp_ms: s.now_ms,
-                }
-                .wrap(own),
-            })
-            .collect();
-        plan.push(if missing.is_empty() {
-            Step::new(
-                "checkpoints",
-                StepState::Done,
-                format!(
-                    "{} checkpoint(s) at the groups' last offsets",
-                    translated.len()
-                ),
-            )
-        } else {
-            let n = missing.len();
-            Step::new(
-                "checkpoints",
-                StepState::Todo(vec![Action::WriteCheckpoints(missing)]),
-                format!("write {n} last checkpoint(s)"),
-            )
-        });
+        );
     }
+    let missing: Vec<Checkpoint> = translated
+        .iter()
+        .filter(|(g, p, c, t, _)| {
+            let key = (
+                g.name.clone(),
+                p.target.topic().to_string(),
+                p.target.partition(),
+            );
+            s.checkpoints
+                .get(&key)
+                .is_none_or(|cp| cp.upstream_offset != *c || cp.offset != *t)
+        })
+        .map(|(g, p, c, t, own)| Checkpoint {
+            group: g.name.clone(),
+            topic: p.target.topic().to_string(),
+            partition: p.target.partition(),
+            upstream_offset: *c,
+            offset: *t,
+            metadata: Rpo {
+                source_end: p.source_end,
+                mirrored: mirrored_to(flow, p),
+                timestamp_ms: s.now_ms,
+            }
+            .wrap(own),
+        })
+        .collect();
+    if missing.is_empty() {
+        return Step::new(
+            "checkpoints",
+            StepState::Done,
+            format!(
+                "{} checkpoint(s) at the groups' last offsets",
+                translated.len()
+            ),
+        );
+    }
+    let n = missing.len();
+    Step::new(
+        "checkpoints",
+        StepState::Todo(vec![Action::WriteCheckpoints(missing)]),
+        format!("write {n} last checkpoint(s)"),
+    )
+}
 
-    // The groups on the target: at their translations, never moved backwards.
+/// The groups on the target: at their translations, never moved backwards.
+fn groups_applied(translated: &[Translated<'_>]) -> Step {
     let mut by_group: BTreeMap<&str, Vec<CommitOffset>> = BTreeMap::new();
     let mut kept = 0usize;
-    for (g, p, _, t, own) in &translated {
+    for (g, p, _, t, own) in translated {
         match g.target_commits.get(&p.target) {
             Some(now) if now >= t => kept += usize::from(now > t),
             _ => {
@@ -307,8 +332,8 @@ pub fn plan(s: &SwitchoverState) -> Plan {
             }
         }
     }
-    plan.push(if by_group.is_empty() {
-        Step::new(
+    if by_group.is_empty() {
+        return Step::new(
             "groups_applied",
             StepState::Done,
             format!(
@@ -316,33 +341,28 @@ pub fn plan(s: &SwitchoverState) -> Plan {
                  ahead)",
                 translated.len()
             ),
-        )
-    } else {
-        let detail = by_group
-            .iter()
-            .map(|(g, c)| format!("{g}: {} partition(s)", c.len()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        Step::new(
-            "groups_applied",
-            StepState::Todo(
-                by_group
-                    .into_iter()
-                    .map(|(group, offsets)| Action::Commit {
-                        side: Side::Target,
-                        group: group.to_string(),
-                        offsets,
-                    })
-                    .collect(),
-            ),
-            format!("commit the translated offsets on the target ({detail})"),
-        )
-    });
-
-    plan.push(reverse);
-    plan
+        );
+    }
+    let detail = by_group
+        .iter()
+        .map(|(g, c)| format!("{g}: {} partition(s)", c.len()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Step::new(
+        "groups_applied",
+        StepState::Todo(
+            by_group
+                .into_iter()
+                .map(|(group, offsets)| Action::Commit {
+                    side: Side::Target,
+                    group: group.to_string(),
+                    offsets,
+                })
+                .collect(),
+        ),
+        format!("commit the translated offsets on the target ({detail})"),
+    )
 }
-
 /// The reverse mirror's group on the target at the target's end offsets: it copies only
 /// what is written after the switch.
 fn reverse_positions(flow: &FlowState) -> Step {
@@ -703,6 +723,20 @@ mod tests {
             .insert(tp("o", 0), committed(125, None));
         let p = plan(&s);
         assert_eq!(names(&p, |s| *s == StepState::Waiting), ["lag_zero"], "{p}");
+        assert_eq!(
+            names(&p, |s| *s == StepState::Blocked),
+            ["checkpoints", "groups_applied", "reverse_positions"],
+            "{p}"
+        );
+        let checkpoints = &p.steps[p.steps.len() - 3];
+        assert!(
+            checkpoints.detail.starts_with("after lag_zero (so far: "),
+            "{p}"
+        );
+        // Nothing found to do while the mirror moves is no more final than a miss: a group
+        // with no commit at all reads as done only once the lag is zero.
+        s.groups[0].source_commits.clear();
+        let p = plan(&s);
         assert_eq!(
             names(&p, |s| *s == StepState::Blocked),
             ["checkpoints", "groups_applied", "reverse_positions"],

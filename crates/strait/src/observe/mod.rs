@@ -3,7 +3,6 @@
 pub mod health;
 pub mod http;
 pub mod lag;
-pub mod log_limit;
 pub mod logging;
 pub mod metrics;
 pub mod otel;

@@ -27,11 +27,11 @@ use crate::error::{Error, Result};
 use crate::failover::copies::ExcludeCopies;
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::observe::http::Readiness;
-use crate::observe::log_limit::{self, LogLimiter, Verdict};
 use crate::observe::metrics::Metrics;
 use crate::observe::sampler::{Sampler, SamplerSettings};
 use crate::run::retry::RefreshRetry;
 use crate::run::topics::{SelectedTopic, Topics};
+use strait_forward::log_limit::{self, LogLimiter, Verdict};
 
 /// The forwarder settings a config asks for.
 pub fn settings(config: &Config) -> Settings {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use strait_wire::Backoff;
 
-use crate::observe::log_limit::{self, LogLimiter, Verdict};
+use strait_forward::log_limit::{self, LogLimiter, Verdict};
 
 /// The refresh's backoff (wire's, the one backoff of the workspace): `base` (at least 1 ms)
 /// doubling per consecutive failure up to `max` (at least `base`), each delay scaled by a

@@ -6,6 +6,10 @@
 //! [`LogLimiter`] therefore lets the first occurrence of an event through at once, suppresses
 //! repeats, and lets one through again every `every`, carrying how many were suppressed in
 //! between. Time is passed in, so the policy is tested without sleeping.
+//!
+//! The one limiter of the workspace: the forwarder's retry warnings across partitions use it
+//! with a single key (`()`), the binary's refresh failures and stopped partitions with a key
+//! per error.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -104,6 +108,15 @@ impl<K: Hash + Eq + Clone> LogLimiter<K> {
                     Verdict::Quiet
                 }
             }
+        }
+    }
+
+    /// Counts one occurrence of `key` that the caller logs quietly on its own account (its own
+    /// cadence keeps it from the log): the next line of `key` counts it among those it stands
+    /// for. An event not seen yet is not started by this.
+    pub fn hold(&mut self, key: &K) {
+        if let Some(s) = self.seen.get_mut(key) {
+            s.suppressed += 1;
         }
     }
 
@@ -212,6 +225,18 @@ mod tests {
         assert_eq!(l.check(&1, at(t0, 4)), Verdict::First);
         l.clear();
         assert_eq!(l.forget(&1), 0);
+    }
+
+    #[test]
+    fn occurrences_held_by_the_caller_are_counted_by_the_next_line() {
+        let t0 = Instant::now();
+        let mut l = LogLimiter::new(Duration::from_secs(1));
+        // Not seen yet: holding it starts nothing, its first occurrence still logs at once.
+        l.hold(&());
+        assert_eq!(l.check(&(), t0), Verdict::First);
+        l.hold(&());
+        l.hold(&());
+        assert_eq!(l.check(&(), at(t0, 1)), Verdict::Again { suppressed: 2 });
     }
 
     #[test]
