@@ -30,9 +30,9 @@
 //! `heartbeat.interval.ms` 3000 and a rebalance timeout of 300000 (Java's
 //! `max.poll.interval.ms`, which the Java client sends as the rebalance timeout). On the
 //! consumer protocol the broker sets the session timeout and heartbeat interval
-//! (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`); the member
-//! uses its own session timeout only to give its partitions up when it has not reached the
-//! coordinator for that long.
+//! (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`), unless the
+//! group has its own ([`set_consumer_group_timeouts`]); the member uses its own session
+//! timeout only to give its partitions up when it has not reached the coordinator for that long.
 
 pub mod assignor;
 mod consumer_member;
@@ -41,6 +41,7 @@ pub(crate) mod heartbeat;
 pub(crate) mod membership;
 pub(crate) mod protocol;
 mod sticky;
+mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -59,6 +60,7 @@ use tokio::task::JoinHandle;
 
 pub use assignor::{Assignor, MemberSubscription, PartitionSet};
 pub use coordinator::CoordinatorType;
+pub use timeouts::set_consumer_group_timeouts;
 
 use self::consumer_member::{ConsumerDriver, new_member_id, supports_consumer_protocol};
 use self::coordinator::{CoordinatorCache, is_coordinator_error};

@@ -30,6 +30,7 @@ use crate::observe::http::Readiness;
 use crate::observe::log_limit::{self, LogLimiter, Verdict};
 use crate::observe::metrics::Metrics;
 use crate::observe::sampler::{Sampler, SamplerSettings};
+use crate::run::group_timeouts;
 use crate::run::retry::RefreshRetry;
 use crate::run::topics::{SelectedTopic, Topics};
 
@@ -215,6 +216,8 @@ struct Pacing {
     /// `auto` is resolved by the first join; rejoins keep that answer instead of asking the
     /// coordinator again (a lookup that fails then would end the mirror).
     protocol: GroupProtocol,
+    /// `mirror.session_timeout` still to be set on the consumer protocol's group (once).
+    group_timeouts: bool,
 }
 
 enum Next {
@@ -234,6 +237,7 @@ impl Mirror<'_> {
             retry: RefreshRetry::new(self.refresh),
             stopped: StoppedPartitions::default(),
             protocol: self.config.mirror.group_protocol,
+            group_timeouts: group_timeouts::wanted(self.config),
         };
         loop {
             let synced = tokio::select! {
@@ -280,6 +284,10 @@ impl Mirror<'_> {
                 _ = self.shutdown.cancelled() => return Ok(()),
             };
             pacing.protocol = member.protocol();
+            if pacing.protocol == GroupProtocol::Consumer && pacing.group_timeouts {
+                pacing.group_timeouts = false;
+                group_timeouts::apply(self.source, self.config);
+            }
             tracing::info!(
                 group = %self.config.mirror.group_id,
                 protocol = pacing.protocol.name(),
@@ -415,9 +423,7 @@ fn group_config(
     GroupConfig::new(config.mirror.group_id.clone(), topics)
         .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
         .and_then(|g| {
-            g.with_heartbeat_interval(
-                (config.mirror.session_timeout / 10).max(Duration::from_millis(500)),
-            )
+            g.with_heartbeat_interval(group_timeouts::heartbeat_for(config.mirror.session_timeout))
         })
         .and_then(|g| match &config.mirror.instance_id {
             Some(id) => g.with_group_instance_id(id.clone()),
