@@ -28,7 +28,7 @@ use crate::failover::copies::ExcludeCopies;
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::observe::http::Readiness;
 use crate::observe::log_limit::{self, LogLimiter, Verdict};
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::{Metrics, RebalanceCause};
 use crate::observe::sampler::{Sampler, SamplerSettings};
 use crate::run::group_timeouts;
 use crate::run::retry::RefreshRetry;
@@ -343,6 +343,8 @@ impl Mirror<'_> {
         // The next refresh: one interval after a success, a growing backoff after failures.
         let mut next_refresh = tokio::time::Instant::now() + self.refresh;
         let mut reported: Option<Vec<TopicPartition>> = None;
+        let protocol = member.protocol().name();
+        let mut joined = false;
         loop {
             tokio::select! {
                 event = member.next_event() => match event {
@@ -353,6 +355,11 @@ impl Mirror<'_> {
                     Some(GroupEvent::Assigned { generation, partitions }) => {
                         self.metrics.record_generation(generation.generation_id);
                         self.positions.set_generation(generation);
+                        if !partitions.is_empty() {
+                            let cause = if joined { RebalanceCause::Assigned } else { RebalanceCause::Joined };
+                            joined = true;
+                            self.metrics.record_group_rebalance(protocol, cause, &partitions, std::time::Instant::now());
+                        }
                         let routes = routes(&partitions, selected)?;
                         self.forwarder.assign(routes).await?;
                         let owned: Vec<TopicPartition> =
@@ -371,12 +378,20 @@ impl Mirror<'_> {
                     Some(GroupEvent::Revoked { partitions, lost, done }) => {
                         tracing::info!(partitions = partitions.len(), lost, "revoked");
                         self.metrics.record_revoked(partitions.len());
+                        let started = std::time::Instant::now();
+                        let cause = if lost { RebalanceCause::Lost } else { RebalanceCause::Revoked };
+                        self.metrics.record_group_rebalance(protocol, cause, &partitions, started);
                         if let Err(e) = self.forwarder.revoke(&partitions).await {
                             // A lost membership cannot commit; the next owner re-mirrors from the
                             // last successful commit (duplicates, never a gap).
                             tracing::warn!(error = %e, "commit on revoke failed");
                         }
                         done.done();
+                        let elapsed = started.elapsed();
+                        if !lost {
+                            self.metrics.record_drained(partitions.len(), elapsed);
+                        }
+                        tracing::info!(partitions = partitions.len(), ?elapsed, "released the revoked partitions");
                     }
                     Some(GroupEvent::Failed(e)) => return Err(Error::Wire(e)),
                     Some(_) => {}
