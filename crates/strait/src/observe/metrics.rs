@@ -1239,19 +1239,31 @@ mod tests {
             1.0
         );
         assert_eq!(
-            line_value(&text, "strait_rebalance_partitions_sum{change=\"assigned\"}"),
+            line_value(
+                &text,
+                "strait_rebalance_partitions_sum{change=\"assigned\"}"
+            ),
             2.0
         );
         assert_eq!(
-            line_value(&text, "strait_rebalance_pause_seconds_count{phase=\"assign\"}"),
+            line_value(
+                &text,
+                "strait_rebalance_pause_seconds_count{phase=\"assign\"}"
+            ),
             1.0
         );
         assert_eq!(
-            line_value(&text, "strait_rebalance_pause_seconds_sum{phase=\"assign\"}"),
+            line_value(
+                &text,
+                "strait_rebalance_pause_seconds_sum{phase=\"assign\"}"
+            ),
             0.25
         );
         assert_eq!(
-            line_value(&text, "strait_rebalance_pause_seconds_sum{phase=\"revoke\"}"),
+            line_value(
+                &text,
+                "strait_rebalance_pause_seconds_sum{phase=\"revoke\"}"
+            ),
             0.04
         );
         assert!(!m.awaiting_any.load(Ordering::Relaxed));
