@@ -3,6 +3,11 @@
 //! its partitions move to the other at once, not after the session timeout (60 s here). Once on
 //! the consumer group protocol (KIP-848: leave epoch -1) and once on the classic protocol
 //! (LeaveGroup with the instance id). Every record still reaches the target, in order.
+//!
+//! Then a crash on the consumer protocol, whose session timeout is the group's: with
+//! `mirror.session_timeout = "6s"` the mirror sets the group's `consumer.session.timeout.ms`,
+//! so a SIGKILLed member's partitions move after about 6 s, well before the broker's default
+//! (60 s here) that applied before.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -28,6 +33,8 @@ fn static_member_leaving_on_shutdown_hands_over_before_the_session_timeout() {
             .broker_config("group.consumer.session.timeout.ms", "60000")
             .broker_config("group.consumer.min.heartbeat.interval.ms", "1000")
             .broker_config("group.consumer.heartbeat.interval.ms", "1000")
+            // Lets a group set a shorter session timeout of its own (Kafka's minimum is 45 s).
+            .broker_config("group.consumer.min.session.timeout.ms", "1000")
             .start()
             .expect("source cluster")
     });
@@ -37,6 +44,97 @@ fn static_member_leaving_on_shutdown_hands_over_before_the_session_timeout() {
     let source = source.join().expect("source thread");
     for protocol in ["consumer", "classic"] {
         scale_down(&source, &target, protocol);
+    }
+    crash_takeover_after_the_configured_session_timeout(&source, &target);
+}
+
+/// Two dynamic members with `session_timeout = "6s"` (the broker's default is `SESSION`); one
+/// is SIGKILLed and the other takes its partitions well before the broker's default would
+/// have let it.
+fn crash_takeover_after_the_configured_session_timeout(source: &Cluster, target: &Cluster) {
+    let topic = "leave-crash";
+    let partitions = 4;
+    source.create_topic(topic, partitions, 1, &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // write_config's session_timeout is 6 s.
+    let config = write_config(
+        dir.path(),
+        "crash",
+        source,
+        target,
+        topic,
+        "leave-crash-mirror",
+        "group_protocol = \"consumer\"",
+    );
+    produce_monotonic(source, topic, 4_000, -1);
+    let (mut a, a_log) = spawn_strait(&config, 0);
+    let (mut b, b_log) = spawn_strait(&config, 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (la, lb) = (
+            assigned_counts(&a_log).last().copied().unwrap_or(0),
+            assigned_counts(&b_log).last().copied().unwrap_or(0),
+        );
+        let applied = [&a_log, &b_log].iter().any(|l| {
+            std::fs::read_to_string(l)
+                .unwrap_or_default()
+                .contains("set the consumer group's session timeout")
+        });
+        if la > 0 && lb > 0 && la + lb == partitions as usize && applied {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "crash: the two instances never shared the partitions ({la} + {lb}) or never set \
+             the group's session timeout\n--- a:\n{}\n--- b:\n{}",
+            std::fs::read_to_string(&a_log).unwrap_or_default(),
+            std::fs::read_to_string(&b_log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let killed = Instant::now();
+    a.kill().unwrap(); // SIGKILL: no leave, the session must expire
+    a.wait().unwrap();
+    // Relative to the broker's default, not a wall-clock figure: half of it is far above the
+    // 6 s configured and far below what the broker's default alone would cost.
+    let bound = Duration::from_secs(60) / 2;
+    loop {
+        let lb = assigned_counts(&b_log).last().copied().unwrap_or(0);
+        if lb == partitions as usize {
+            break;
+        }
+        assert!(
+            killed.elapsed() < bound,
+            "crash: the survivor did not take over within {bound:?} of the SIGKILL (it owns \
+             {lb}); the group's session timeout is not the configured 6 s. Survivor log: {}",
+            std::fs::read_to_string(&b_log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "crash: takeover {:?} after SIGKILL (session_timeout 6s, broker default {SESSION})",
+        killed.elapsed()
+    );
+    produce_monotonic(source, topic, 2_000, -1);
+    let rt = runtime();
+    let (src_values, dst_values) = rt.block_on(async {
+        let src = client(source).await;
+        let dst = client(target).await;
+        let expected = end_offsets(&src, topic, partitions).await;
+        wait_until_complete(&dst, topic, &expected, Duration::from_secs(120)).await;
+        (
+            read_all(&src, topic, partitions).await,
+            read_all(&dst, topic, partitions).await,
+        )
+    });
+    let status = terminate(&mut b);
+    assert!(status.success(), "crash: the survivor exited with {status}");
+    for p in 0..partitions {
+        assert_complete_in_order(
+            &src_values[&p],
+            &dst_values[&p],
+            &format!("crash partition {p}"),
+        );
     }
 }
 

@@ -97,6 +97,37 @@ pub enum ConfigResource {
     Topic(String),
     /// One broker, by node id.
     Broker(i32),
+    /// A consumer group (Kafka 3.8+, KIP-848's group configs such as
+    /// `consumer.session.timeout.ms`).
+    Group(String),
+}
+
+impl ConfigResource {
+    /// The resource type code of DescribeConfigs and IncrementalAlterConfigs.
+    fn type_code(&self) -> i8 {
+        match self {
+            ConfigResource::Topic(_) => 2,
+            ConfigResource::Broker(_) => 4,
+            ConfigResource::Group(_) => 32,
+        }
+    }
+
+    /// The resource name in requests.
+    fn name(&self) -> String {
+        match self {
+            ConfigResource::Topic(t) | ConfigResource::Group(t) => t.clone(),
+            ConfigResource::Broker(id) => id.to_string(),
+        }
+    }
+
+    /// How messages name it, as Kafka's ACL resources: `Topic:orders`, `Group:mirror`.
+    fn label(&self) -> String {
+        match self {
+            ConfigResource::Topic(t) => format!("Topic:{t}"),
+            ConfigResource::Broker(id) => format!("Broker:{id}"),
+            ConfigResource::Group(g) => format!("Group:{g}"),
+        }
+    }
 }
 
 /// One change of IncrementalAlterConfigs.
@@ -822,20 +853,11 @@ impl Admin {
     }
 
     async fn describe_configs_once(&self, resource: &ConfigResource) -> Result<Configs> {
-        let (conn, type_code, name, label) = match resource {
-            ConfigResource::Topic(t) => (
-                self.client.any_broker().await?,
-                2i8,
-                t.clone(),
-                format!("Topic:{t}"),
-            ),
-            ConfigResource::Broker(id) => (
-                self.client.broker(*id).await?,
-                4i8,
-                id.to_string(),
-                format!("Broker:{id}"),
-            ),
+        let conn = match resource {
+            ConfigResource::Broker(id) => self.client.broker(*id).await?,
+            ConfigResource::Topic(_) | ConfigResource::Group(_) => self.client.any_broker().await?,
         };
+        let (type_code, name, label) = (resource.type_code(), resource.name(), resource.label());
         let answers = self
             .describe_once(&conn, vec![(type_code, name, label)])
             .await?;
@@ -894,26 +916,42 @@ impl Admin {
         changes: &[AlterConfigOp],
     ) -> Result<()> {
         validate_topic_name(topic)?;
+        self.incremental_alter_configs(&ConfigResource::Topic(topic.to_owned()), changes)
+            .await
+    }
+
+    /// Changes some configuration keys of `resource` and leaves the others alone
+    /// (IncrementalAlterConfigs, Kafka 2.3+; groups Kafka 3.8+). Needs AlterConfigs on the
+    /// resource (the cluster for a broker).
+    pub async fn incremental_alter_configs(
+        &self,
+        resource: &ConfigResource,
+        changes: &[AlterConfigOp],
+    ) -> Result<()> {
         if changes.is_empty() {
             return Ok(());
         }
         self.client
             .retrying("IncrementalAlterConfigs", || {
-                self.incremental_alter_topic_configs_once(topic, changes)
+                self.incremental_alter_configs_once(resource, changes)
             })
             .await
     }
 
-    async fn incremental_alter_topic_configs_once(
+    async fn incremental_alter_configs_once(
         &self,
-        topic: &str,
+        resource: &ConfigResource,
         changes: &[AlterConfigOp],
     ) -> Result<()> {
-        let conn = self.client.any_broker().await?;
+        let conn = match resource {
+            ConfigResource::Broker(id) => self.client.broker(*id).await?,
+            ConfigResource::Topic(_) | ConfigResource::Group(_) => self.client.any_broker().await?,
+        };
+        let (name, label) = (resource.name(), resource.label());
         let version = conn.pick_version::<IncrementalAlterConfigsRequest>(0..=1)?;
         let mut r = AlterConfigsResource::default();
-        r.resource_type = 2; // TOPIC
-        r.resource_name = str_bytes(topic);
+        r.resource_type = resource.type_code();
+        r.resource_name = str_bytes(&name);
         r.configs = changes
             .iter()
             .map(|c| {
@@ -938,28 +976,31 @@ impl Admin {
         let Some(result) = resp
             .responses
             .into_iter()
-            .find(|r| r.resource_name.as_str() == topic)
+            .find(|r| r.resource_name.as_str() == name)
         else {
             return Err(Error::Protocol {
                 broker: conn.broker().to_owned(),
-                message: format!("IncrementalAlterConfigs response does not mention Topic:{topic}"),
+                message: format!("IncrementalAlterConfigs response does not mention {label}"),
             });
         };
         match ResponseError::try_from_code(result.error_code) {
             None => Ok(()),
             Some(
                 code @ (ResponseError::TopicAuthorizationFailed
+                | ResponseError::GroupAuthorizationFailed
                 | ResponseError::ClusterAuthorizationFailed),
-            ) => Err(authorization(
-                &conn,
-                code,
-                "AlterConfigs",
-                format!("Topic:{topic}"),
-            )),
+            ) => {
+                let resource = if matches!(resource, ConfigResource::Broker(_)) {
+                    "Cluster:kafka-cluster".to_owned()
+                } else {
+                    label
+                };
+                Err(authorization(&conn, code, "AlterConfigs", resource))
+            }
             Some(code) => Err(Error::Broker {
                 code,
                 context: with_message(
-                    format!("IncrementalAlterConfigs for Topic:{topic}"),
+                    format!("IncrementalAlterConfigs for {label}"),
                     result.error_message.as_ref(),
                 ),
             }),
@@ -1102,7 +1143,9 @@ fn configs_of(
 ) -> Result<Configs> {
     if let Some(code) = ResponseError::try_from_code(result.error_code) {
         return Err(match code {
-            ResponseError::TopicAuthorizationFailed | ResponseError::ClusterAuthorizationFailed => {
+            ResponseError::TopicAuthorizationFailed
+            | ResponseError::GroupAuthorizationFailed
+            | ResponseError::ClusterAuthorizationFailed => {
                 let resource = if type_code == 4 {
                     "Cluster:kafka-cluster".to_owned()
                 } else {

@@ -30,17 +30,19 @@
 //! `heartbeat.interval.ms` 3000 and a rebalance timeout of 300000 (Java's
 //! `max.poll.interval.ms`, which the Java client sends as the rebalance timeout). On the
 //! consumer protocol the broker sets the session timeout and heartbeat interval
-//! (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`); the member
-//! uses its own session timeout only to give its partitions up when it has not reached the
-//! coordinator for that long.
+//! (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`), unless the
+//! group has its own ([`set_consumer_group_timeouts`]); the member uses its own session
+//! timeout only to give its partitions up when it has not reached the coordinator for that long.
 
 pub mod assignor;
 mod consumer_member;
 pub(crate) mod coordinator;
+mod driver;
 pub(crate) mod heartbeat;
 pub(crate) mod membership;
 pub(crate) mod protocol;
 mod sticky;
+mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -57,8 +59,11 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use driver::Events;
+
 pub use assignor::{Assignor, MemberSubscription, PartitionSet};
 pub use coordinator::CoordinatorType;
+pub use timeouts::set_consumer_group_timeouts;
 
 use self::consumer_member::{ConsumerDriver, new_member_id, supports_consumer_protocol};
 use self::coordinator::{CoordinatorCache, is_coordinator_error};
@@ -554,22 +559,23 @@ impl GroupMember {
         });
         let (events_tx, events) = mpsc::unbounded_channel();
         let (close_tx, close_rx) = oneshot::channel();
+        let events_tx = Events::new(events_tx);
         let task = match consumer {
-            Some(membership) => tokio::spawn(
+            Some(membership) => tokio::spawn(driver::run(
                 ConsumerDriver {
                     shared: shared.clone(),
                     membership,
                     events: events_tx,
-                }
-                .run(close_rx),
-            ),
-            None => tokio::spawn(
+                },
+                close_rx,
+            )),
+            None => tokio::spawn(driver::run(
                 Driver {
                     shared: shared.clone(),
                     events: events_tx,
-                }
-                .run(close_rx),
-            ),
+                },
+                close_rx,
+            )),
         };
         Ok(GroupMember {
             shared,
@@ -708,52 +714,42 @@ enum Change {
 
 struct Driver {
     shared: Arc<Shared>,
-    events: mpsc::UnboundedSender<GroupEvent>,
+    events: Events,
 }
 
-impl Driver {
-    fn emit(&self, event: GroupEvent) {
-        // The receiver is gone only while the member is being dropped.
-        let _ = self.events.send(event);
-    }
-
+impl driver::Membership for Driver {
     fn group_id(&self) -> &str {
         &self.shared.config.group_id
     }
 
-    async fn run(self, close: oneshot::Receiver<oneshot::Sender<Result<()>>>) {
-        let outcome = tokio::select! {
-            r = self.membership_loop() => Err(r),
-            reply = close => Ok(reply),
-        };
-        match outcome {
-            Ok(Ok(reply)) => {
-                let r = self.leave().await;
-                let _ = reply.send(r);
-            }
-            // The handle is gone; Drop aborts this task anyway.
-            Ok(Err(_)) => {}
-            Err(Err(error)) => {
-                let lost = self.shared.membership().fail_now();
-                if !lost.is_empty() {
-                    self.emit_revoked(&lost, true);
-                }
-                tracing::warn!(group = self.group_id(), %error, "consumer group membership failed");
-                self.emit(GroupEvent::Failed(error));
-            }
-            Err(Ok(never)) => match never {},
-        }
+    fn events(&self) -> &Events {
+        &self.events
     }
 
-    /// Announces a revocation; the receiver completes when the application releases it.
+    async fn membership_loop(&self) -> Result<std::convert::Infallible> {
+        Driver::membership_loop(self).await
+    }
+
+    async fn leave(&self) -> Result<()> {
+        Driver::leave(self).await
+    }
+
+    fn fail_now(&self) -> PartitionSet {
+        self.shared.membership().fail_now()
+    }
+}
+
+impl Driver {
+    fn emit(&self, event: GroupEvent) {
+        self.events.emit(event);
+    }
+
     fn emit_revoked(&self, partitions: &PartitionSet, lost: bool) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.emit(GroupEvent::Revoked {
-            partitions: to_topic_partitions(partitions).unwrap_or_default(),
-            lost,
-            done: Revocation { _release: tx },
-        });
-        rx
+        self.events.revoked(partitions, lost)
+    }
+
+    fn group_id(&self) -> &str {
+        &self.shared.config.group_id
     }
 
     /// Join, own, heartbeat, revoke, rejoin... until a fatal error.

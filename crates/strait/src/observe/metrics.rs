@@ -30,6 +30,9 @@
 //! | `strait_partitions_assigned` | gauge | | partitions this instance mirrors |
 //! | `strait_partitions_revoked_total` | counter | | partitions this instance gave up in rebalances (consumer protocol and cooperative-sticky: only the ones that moved; eager: all) |
 //! | `strait_group_generation` | gauge | | this instance's generation in the mirror's group: the member epoch on the consumer protocol |
+//! | `strait_group_rebalances_total` | counter | protocol, cause | group events that changed this instance's partitions; `protocol` is `consumer` or `classic`, `cause` is `joined` (first assignment of a membership), `assigned` (partitions added later), `revoked` (partitions moved away), `lost` (membership lost: session expired or fenced) |
+//! | `strait_rebalance_partitions` | histogram | change | partitions per such event: `assigned` (joined, assigned) or `revoked` (revoked, lost) |
+//! | `strait_rebalance_pause_seconds` | histogram | phase | per moved partition, this instance's share of its pause: `revoke` (revocation -> drained and committed, on the old owner), `assign` (assignment -> first fetch answered, on the new owner) |
 //! | `strait_checkpoint_round_seconds` | histogram | | per checkpoint round (`mirror.groups`): persist offset syncs, heartbeat, read the groups' source offsets, translate, write checkpoints, sync group offsets |
 //! | `strait_checkpoint_age_seconds` | gauge | group | seconds since the last round that checkpointed every committed partition of the group (a group with a translation miss ages) |
 //! | `strait_groups_synced_total` | counter | | group offset syncs that committed offsets to a group on the target (`mirror.sync_group_offsets`) |
@@ -73,9 +76,9 @@ pub mod mm2;
 mod observer;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use strait_wire::TopicPartition;
 
@@ -93,6 +96,51 @@ use prometheus_client::registry::Registry;
 const LATENCY_BUCKETS: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
+/// Histogram buckets for partitions per rebalance: 1 to 5,000.
+const PARTITION_COUNT_BUCKETS: [f64; 12] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
+];
+
+fn partition_count_histogram() -> Histogram {
+    Histogram::new(PARTITION_COUNT_BUCKETS)
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Why this instance's partitions changed (`strait_group_rebalances_total`'s `cause`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebalanceCause {
+    /// The first assignment of a group membership (start, or a rejoin).
+    Joined,
+    /// Partitions added to a running membership (another instance left, partitions added).
+    Assigned,
+    /// Partitions moved to another instance (released: drained and committed).
+    Revoked,
+    /// The membership was lost (session expired, fenced): the partitions moved without a
+    /// release.
+    Lost,
+}
+
+impl RebalanceCause {
+    fn as_str(self) -> &'static str {
+        match self {
+            RebalanceCause::Joined => "joined",
+            RebalanceCause::Assigned => "assigned",
+            RebalanceCause::Revoked => "revoked",
+            RebalanceCause::Lost => "lost",
+        }
+    }
+
+    fn change(self) -> &'static str {
+        match self {
+            RebalanceCause::Joined | RebalanceCause::Assigned => "assigned",
+            RebalanceCause::Revoked | RebalanceCause::Lost => "revoked",
+        }
+    }
+}
+
 /// Histogram buckets for record age: 10 ms to 1 day (catching up on a backlog is slow).
 const AGE_BUCKETS: [f64; 16] = [
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0,
@@ -158,6 +206,22 @@ struct LossEventLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RebalanceLabels {
+    protocol: &'static str,
+    cause: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ChangeLabels {
+    change: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct GroupLabels {
     group: String,
 }
@@ -219,6 +283,13 @@ pub struct Metrics {
     partitions_assigned: Gauge,
     partitions_revoked: Counter,
     group_generation: Gauge,
+    group_rebalances: Family<RebalanceLabels, Counter>,
+    rebalance_partitions: Family<ChangeLabels, Histogram, fn() -> Histogram>,
+    rebalance_pause: Family<PhaseLabels, Histogram, fn() -> Histogram>,
+    /// Assigned partitions not fetched yet, since when (the `assign` pause); `awaiting_any`
+    /// spares the lock on every fetch when there are none.
+    awaiting_fetch: Mutex<HashMap<TopicPartition, Instant>>,
+    awaiting_any: AtomicBool,
     partitions_blocked: Gauge,
     checkpoint_round: Histogram,
     checkpoint_age: Family<GroupLabels, Gauge<f64, AtomicU64>>,
@@ -352,6 +423,11 @@ impl Metrics {
             partitions_assigned: Gauge::default(),
             partitions_revoked: Counter::default(),
             group_generation: Gauge::default(),
+            group_rebalances: Family::default(),
+            rebalance_partitions: Family::new_with_constructor(partition_count_histogram),
+            rebalance_pause: Family::new_with_constructor(latency_histogram),
+            awaiting_fetch: Mutex::new(HashMap::new()),
+            awaiting_any: AtomicBool::new(false),
             partitions_blocked: Gauge::default(),
             checkpoint_round: Histogram::new(LATENCY_BUCKETS),
             checkpoint_age: Family::default(),
@@ -480,6 +556,21 @@ impl Metrics {
             "group_generation",
             "Generation of this instance in the mirror's group (the member epoch on the consumer protocol)",
             m.group_generation.clone(),
+        );
+        registry.register(
+            "group_rebalances",
+            "Group events that changed this instance's partitions, by protocol and cause (joined, assigned, revoked, lost)",
+            m.group_rebalances.clone(),
+        );
+        registry.register(
+            "rebalance_partitions",
+            "Partitions per group event, by change (assigned, revoked)",
+            m.rebalance_partitions.clone(),
+        );
+        registry.register(
+            "rebalance_pause_seconds",
+            "Per moved partition, this instance's share of its pause: revoke (revocation to drained and committed), assign (assignment to first fetch answered)",
+            m.rebalance_pause.clone(),
         );
         registry.register(
             "partitions_blocked",
@@ -727,6 +818,74 @@ impl Metrics {
     /// a listed offset).
     pub fn record_end_offset(&self, tp: &TopicPartition, end: i64, now: Instant) {
         self.lag_book().observe_end(tp, end, now);
+        if self.awaiting_any.load(Ordering::Relaxed) {
+            self.first_fetch(tp, now);
+        }
+    }
+
+    /// A fetch for `tp` was answered at `now`: if it was assigned and not fetched yet, its
+    /// pause on this instance ends.
+    fn first_fetch(&self, tp: &TopicPartition, now: Instant) {
+        let mut awaiting = self.awaiting();
+        if let Some(at) = awaiting.remove(tp) {
+            self.rebalance_pause
+                .get_or_create(&PhaseLabels { phase: "assign" })
+                .observe(now.saturating_duration_since(at).as_secs_f64());
+        }
+        self.awaiting_any
+            .store(!awaiting.is_empty(), Ordering::Relaxed);
+    }
+
+    fn awaiting(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, Instant>> {
+        self.awaiting_fetch
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A group event changed this instance's partitions: `partitions` of them, on `protocol`
+    /// (`consumer` or `classic`). Assigned ones are timed until their first fetch answer.
+    pub fn record_group_rebalance(
+        &self,
+        protocol: &'static str,
+        cause: RebalanceCause,
+        partitions: &[TopicPartition],
+        at: Instant,
+    ) {
+        self.group_rebalances
+            .get_or_create(&RebalanceLabels {
+                protocol,
+                cause: cause.as_str(),
+            })
+            .inc();
+        self.rebalance_partitions
+            .get_or_create(&ChangeLabels {
+                change: cause.change(),
+            })
+            .observe(partitions.len() as f64);
+        let mut awaiting = self.awaiting();
+        match cause {
+            RebalanceCause::Joined | RebalanceCause::Assigned => {
+                awaiting.extend(partitions.iter().map(|tp| (tp.clone(), at)));
+            }
+            RebalanceCause::Revoked | RebalanceCause::Lost => {
+                for tp in partitions {
+                    awaiting.remove(tp);
+                }
+            }
+        }
+        self.awaiting_any
+            .store(!awaiting.is_empty(), Ordering::Relaxed);
+    }
+
+    /// `partitions` revoked partitions were drained and committed `elapsed` after their
+    /// revocation started: each one's pause on this (the old) instance.
+    pub fn record_drained(&self, partitions: usize, elapsed: Duration) {
+        let h = self
+            .rebalance_pause
+            .get_or_create(&PhaseLabels { phase: "revoke" });
+        for _ in 0..partitions {
+            h.observe(elapsed.as_secs_f64());
+        }
     }
 
     /// `tp` started mirroring (again) at `now`: its progress clock restarts.
@@ -855,6 +1014,11 @@ impl Metrics {
         let mut book = self.lag_book();
         book.retain(&kept);
         drop(book);
+        let mut awaiting = self.awaiting();
+        awaiting.retain(|tp, _| kept.contains(tp));
+        self.awaiting_any
+            .store(!awaiting.is_empty(), Ordering::Relaxed);
+        drop(awaiting);
         let mut blocked = self.blocked();
         blocked.retain(|tp, _| kept.contains(tp));
         self.partitions_blocked
@@ -1043,6 +1207,66 @@ mod tests {
         let text = m.encode_openmetrics();
         assert_eq!(line_value(&text, "strait_group_generation"), 7.0);
         assert_eq!(line_value(&text, "strait_partitions_revoked_total"), 5.0);
+    }
+
+    #[test]
+    fn rebalances_by_protocol_and_cause_and_the_pause_of_moved_partitions() {
+        let m = Metrics::new();
+        let tp = |p| TopicPartition::new("orders", p).unwrap();
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        m.record_group_rebalance("consumer", RebalanceCause::Joined, &[tp(0), tp(1)], at(0));
+        m.record_group_rebalance("consumer", RebalanceCause::Revoked, &[tp(1)], at(100));
+        m.record_drained(1, Duration::from_millis(40));
+        // Partition 0 is fetched 250 ms after its assignment; partition 1 moved away before
+        // its first fetch and is not timed; later fetches of 0 are not either.
+        m.record_end_offset(&tp(0), 10, at(250));
+        m.record_end_offset(&tp(1), 10, at(300));
+        m.record_end_offset(&tp(0), 20, at(900));
+        let text = m.encode_openmetrics();
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_group_rebalances_total{protocol=\"consumer\",cause=\"joined\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_group_rebalances_total{protocol=\"consumer\",cause=\"revoked\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_rebalance_partitions_sum{change=\"assigned\"}"
+            ),
+            2.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_rebalance_pause_seconds_count{phase=\"assign\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_rebalance_pause_seconds_sum{phase=\"assign\"}"
+            ),
+            0.25
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                "strait_rebalance_pause_seconds_sum{phase=\"revoke\"}"
+            ),
+            0.04
+        );
+        assert!(!m.awaiting_any.load(Ordering::Relaxed));
     }
 
     #[test]

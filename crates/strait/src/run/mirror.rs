@@ -27,8 +27,9 @@ use crate::error::{Error, Result};
 use crate::failover::copies::ExcludeCopies;
 use crate::failover::syncs::{GatedPositions, SyncWriter};
 use crate::observe::http::Readiness;
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::{Metrics, RebalanceCause};
 use crate::observe::sampler::{Sampler, SamplerSettings};
+use crate::run::group_timeouts;
 use crate::run::retry::RefreshRetry;
 use crate::run::topics::{SelectedTopic, Topics};
 use strait_forward::log_limit::{self, LogLimiter, Verdict};
@@ -215,6 +216,8 @@ struct Pacing {
     /// `auto` is resolved by the first join; rejoins keep that answer instead of asking the
     /// coordinator again (a lookup that fails then would end the mirror).
     protocol: GroupProtocol,
+    /// `mirror.session_timeout` still to be set on the consumer protocol's group (once).
+    group_timeouts: bool,
 }
 
 enum Next {
@@ -234,6 +237,7 @@ impl Mirror<'_> {
             retry: RefreshRetry::new(self.refresh),
             stopped: StoppedPartitions::default(),
             protocol: self.config.mirror.group_protocol,
+            group_timeouts: group_timeouts::wanted(self.config),
         };
         loop {
             let synced = tokio::select! {
@@ -280,6 +284,10 @@ impl Mirror<'_> {
                 _ = self.shutdown.cancelled() => return Ok(()),
             };
             pacing.protocol = member.protocol();
+            if pacing.protocol == GroupProtocol::Consumer && pacing.group_timeouts {
+                pacing.group_timeouts = false;
+                group_timeouts::apply(self.source, self.config);
+            }
             tracing::info!(
                 group = %self.config.mirror.group_id,
                 protocol = pacing.protocol.name(),
@@ -335,6 +343,8 @@ impl Mirror<'_> {
         // The next refresh: one interval after a success, a growing backoff after failures.
         let mut next_refresh = tokio::time::Instant::now() + self.refresh;
         let mut reported: Option<Vec<TopicPartition>> = None;
+        let protocol = member.protocol().name();
+        let mut joined = false;
         loop {
             tokio::select! {
                 event = member.next_event() => match event {
@@ -345,6 +355,11 @@ impl Mirror<'_> {
                     Some(GroupEvent::Assigned { generation, partitions }) => {
                         self.metrics.record_generation(generation.generation_id);
                         self.positions.set_generation(generation);
+                        if !partitions.is_empty() {
+                            let cause = if joined { RebalanceCause::Assigned } else { RebalanceCause::Joined };
+                            joined = true;
+                            self.metrics.record_group_rebalance(protocol, cause, &partitions, std::time::Instant::now());
+                        }
                         let routes = routes(&partitions, selected)?;
                         self.forwarder.assign(routes).await?;
                         let owned: Vec<TopicPartition> =
@@ -363,12 +378,20 @@ impl Mirror<'_> {
                     Some(GroupEvent::Revoked { partitions, lost, done }) => {
                         tracing::info!(partitions = partitions.len(), lost, "revoked");
                         self.metrics.record_revoked(partitions.len());
+                        let started = std::time::Instant::now();
+                        let cause = if lost { RebalanceCause::Lost } else { RebalanceCause::Revoked };
+                        self.metrics.record_group_rebalance(protocol, cause, &partitions, started);
                         if let Err(e) = self.forwarder.revoke(&partitions).await {
                             // A lost membership cannot commit; the next owner re-mirrors from the
                             // last successful commit (duplicates, never a gap).
                             tracing::warn!(error = %e, "commit on revoke failed");
                         }
                         done.done();
+                        let elapsed = started.elapsed();
+                        if !lost {
+                            self.metrics.record_drained(partitions.len(), elapsed);
+                        }
+                        tracing::info!(partitions = partitions.len(), ?elapsed, "released the revoked partitions");
                     }
                     Some(GroupEvent::Failed(e)) => return Err(Error::Wire(e)),
                     Some(_) => {}
@@ -415,9 +438,7 @@ fn group_config(
     GroupConfig::new(config.mirror.group_id.clone(), topics)
         .and_then(|g| g.with_session_timeout(config.mirror.session_timeout))
         .and_then(|g| {
-            g.with_heartbeat_interval(
-                (config.mirror.session_timeout / 10).max(Duration::from_millis(500)),
-            )
+            g.with_heartbeat_interval(group_timeouts::heartbeat_for(config.mirror.session_timeout))
         })
         .and_then(|g| match &config.mirror.instance_id {
             Some(id) => g.with_group_instance_id(id.clone()),

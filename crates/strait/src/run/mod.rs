@@ -2,6 +2,7 @@
 
 pub(crate) mod acls;
 pub mod flows;
+mod group_timeouts;
 pub mod memory;
 pub(crate) mod mirror;
 pub mod reload;

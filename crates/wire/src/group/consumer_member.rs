@@ -12,14 +12,15 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use super::driver::{Events, Membership};
 use super::heartbeat::{
     ConsumerMembership, HeartbeatPlan, HeartbeatReply, HeartbeatStep, IdPartitions,
 };
 use super::{
-    Generation, GroupEvent, PartitionSet, Revocation, Shared, group_id_field, millis_i32,
-    str_bytes, to_topic_partitions, with_principal,
+    Generation, GroupEvent, PartitionSet, Shared, group_id_field, millis_i32, str_bytes,
+    to_topic_partitions, with_principal,
 };
 use crate::Connection;
 use crate::backoff::Backoff;
@@ -39,7 +40,29 @@ enum Round {
 pub(super) struct ConsumerDriver {
     pub shared: Arc<Shared>,
     pub membership: Arc<Mutex<ConsumerMembership>>,
-    pub events: mpsc::UnboundedSender<GroupEvent>,
+    pub events: Events,
+}
+
+impl Membership for ConsumerDriver {
+    fn group_id(&self) -> &str {
+        &self.shared.config.group_id
+    }
+
+    fn events(&self) -> &Events {
+        &self.events
+    }
+
+    async fn membership_loop(&self) -> Result<std::convert::Infallible> {
+        ConsumerDriver::membership_loop(self).await
+    }
+
+    async fn leave(&self) -> Result<()> {
+        ConsumerDriver::leave(self).await
+    }
+
+    fn fail_now(&self) -> PartitionSet {
+        self.m().fail_now()
+    }
 }
 
 impl ConsumerDriver {
@@ -50,8 +73,7 @@ impl ConsumerDriver {
     }
 
     fn emit(&self, event: GroupEvent) {
-        // The receiver is gone only while the member is being dropped.
-        let _ = self.events.send(event);
+        self.events.emit(event);
     }
 
     fn group_id(&self) -> &str {
@@ -59,36 +81,7 @@ impl ConsumerDriver {
     }
 
     fn emit_revoked(&self, partitions: &PartitionSet, lost: bool) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.emit(GroupEvent::Revoked {
-            partitions: to_topic_partitions(partitions).unwrap_or_default(),
-            lost,
-            done: Revocation { _release: tx },
-        });
-        rx
-    }
-
-    pub async fn run(self, close: oneshot::Receiver<oneshot::Sender<Result<()>>>) {
-        let outcome = tokio::select! {
-            r = self.membership_loop() => Err(r),
-            reply = close => Ok(reply),
-        };
-        match outcome {
-            Ok(Ok(reply)) => {
-                let r = self.leave().await;
-                let _ = reply.send(r);
-            }
-            Ok(Err(_)) => {}
-            Err(Err(error)) => {
-                let lost = self.m().fail_now();
-                if !lost.is_empty() {
-                    self.emit_revoked(&lost, true);
-                }
-                tracing::warn!(group = self.group_id(), %error, "consumer group membership failed");
-                self.emit(GroupEvent::Failed(error));
-            }
-            Err(Ok(never)) => match never {},
-        }
+        self.events.revoked(partitions, lost)
     }
 
     /// Heartbeat, reconcile, heartbeat... until a fatal error.

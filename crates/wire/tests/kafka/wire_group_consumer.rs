@@ -1,7 +1,8 @@
 //! strait-wire on KIP-848's consumer group protocol against a real Kafka 4 cluster: a second
 //! member takes some partitions and the first member revokes only those; commits follow the
 //! member epoch; a static member that leaves for good (epoch -1) hands its partitions over at
-//! once; classic and consumer members share one group; and against Kafka 3.9 the automatic
+//! once; classic and consumer members share one group; the group's session timeout is set
+//! within the broker's bounds; and against Kafka 3.9 the automatic
 //! choice falls back to the classic protocol, where cooperative-sticky (KIP-429) revokes only
 //! what moves.
 //!
@@ -12,9 +13,10 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use strait_testkit::{Cluster, KafkaVersion};
-use strait_wire::admin::{Admin, CreateTopicOutcome, NewTopic};
+use strait_wire::admin::{Admin, ConfigResource, CreateTopicOutcome, NewTopic};
 use strait_wire::group::{
     Assignor, Generation, GroupConfig, GroupEvent, GroupMember, GroupProtocol,
+    set_consumer_group_timeouts,
 };
 use strait_wire::offset_commit::{CommitOffset, GroupOffsets};
 use strait_wire::{Client, ClientConfig, ResponseError, TopicPartition};
@@ -184,6 +186,39 @@ async fn consumer_protocol_on_kafka_4() {
     second_member_moves_only_what_it_takes(&cluster, &admin).await;
     static_member_leaving_for_good_hands_over_at_once(&cluster, &admin).await;
     classic_and_consumer_members_share_one_group(&cluster, &admin).await;
+    group_timeouts_within_the_broker_bounds(&admin).await;
+}
+
+/// The consumer protocol's session timeout is a group config: set within the broker's bounds
+/// it reads back from the group; outside them the error names the bound.
+async fn group_timeouts_within_the_broker_bounds(admin: &Client) {
+    let group = "timeouts-group";
+    let e =
+        set_consumer_group_timeouts(admin, group, Duration::from_secs(6), Duration::from_secs(1))
+            .await
+            .unwrap_err()
+            .to_string();
+    assert!(
+        e.contains("group.consumer.min.session.timeout.ms (45000 ms)") && e.contains(group),
+        "{e}"
+    );
+    set_consumer_group_timeouts(
+        admin,
+        group,
+        Duration::from_secs(50),
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap();
+    let configs = Admin::new(admin)
+        .describe_configs(&ConfigResource::Group(group.to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(configs.value("consumer.session.timeout.ms"), Some("50000"));
+    assert_eq!(
+        configs.value("consumer.heartbeat.interval.ms"),
+        Some("1000")
+    );
 }
 
 /// Kafka's upgrade path: a group of classic members is converted when a consumer-protocol
