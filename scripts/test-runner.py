@@ -156,6 +156,9 @@ def units_from_message(line):
     cwd = os.path.dirname(msg["manifest_path"])
     exe = msg["executable"]
     kind = target["kind"][0]
+    if kind == "bench":
+        # Built (and linted) with the tests; benchmarks run from scripts/bench.sh or cargo bench.
+        return []
     binary = target["name"] if kind == "test" else f"{kind}:{target['name']}"
     tests = list_tests(exe, cwd)
     if not tests:

@@ -8,7 +8,7 @@
 # in ~/.cache/strait, so later runs skip them), and scripts/test-runner.py runs the build and the
 # test binaries concurrently, each binary as soon as it is linked, one real-broker scenario per
 # process, within a load budget (STRAIT_TEST_JOBS, default 3; 3-broker scenarios count double;
-# the build counts 1 while it runs), and clippy beside the tests once the build has ended.
+# the build counts 1 while it runs); clippy lints the workspace inside that build.
 # Logs: target/test-logs/.
 #
 # `scripts/test.sh --fast`: only the tests that need no Kafka broker (every crate's unit tests and
@@ -126,16 +126,19 @@ cargo fmt --all -- --check
 bench_unit_tests
 
 # The runner runs the build itself and starts each test binary as soon as cargo has linked it, so
-# the wire, testkit and forward scenarios run while the strait binaries still compile. Clippy
-# checks the same code with other flags (it shares nothing with the test build): the runner starts
-# it once the build has ended, beside the tests (which spend much of their time waiting for
-# brokers), and reports it like a test process (log: $logs/tests/clippy.log).
-step "build the tests and run them as they are built: unit + integration against real Kafka, clippy after the build (scripts/test-runner.py, logs in $logs/tests)"
+# the wire, testkit and forward scenarios run while the strait binaries still compile. Clippy runs
+# inside that build: cargo compiles the workspace's own crates through clippy-driver (what `cargo
+# clippy` does, with codegen), every target (`--all-targets`, so the divan bench too) with `-D
+# warnings`, so a lint fails the build like a compile error. A separate `cargo clippy` pass shared
+# nothing with the test build and cost 70-160 s of the 2 cores.
+clippy_driver="$(dirname "$(rustup which cargo 2>/dev/null || command -v cargo)")/clippy-driver"
+[ -x "$clippy_driver" ] || { echo "clippy-driver not found next to cargo: rustup component add clippy" >&2; exit 1; }
+step "build the tests (linted by clippy) and run them as they are built: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
   ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} \
-  --after-build "clippy=nice -n 5 cargo clippy --workspace --all-targets --locked -- -D warnings" \
-  -- cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
+  -- env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
+  cargo test --workspace --locked --no-run --all-targets --message-format=json-render-diagnostics \
   || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
 
 step "Helm chart (helm lint/template, kubeconform, strait check --offline; tools from the Go module proxy on first use)"

@@ -399,9 +399,22 @@ pub async fn wait_until_complete(
     timeout: Duration,
 ) {
     let deadline = Instant::now() + timeout;
+    let tps: Vec<(TopicPartition, OffsetSpec)> = (0..expected.len() as i32)
+        .map(|p| (TopicPartition::new(topic, p).unwrap(), OffsetSpec::Latest))
+        .collect();
     loop {
-        let ends = end_offsets(target, topic, expected.len() as i32).await;
-        if ends.iter().zip(expected).all(|(got, want)| got >= want) {
+        // The mirror may not have created the topic yet (a loaded machine once took longer
+        // than the test's first look): an unknown topic is "not there yet", not a failure.
+        let ends = match target.list_offsets(&tps, Isolation::ReadUncommitted).await {
+            Ok(listed) => Ok(listed
+                .into_iter()
+                .map(|l| l.offset.unwrap_or(0))
+                .collect::<Vec<_>>()),
+            Err(e) => Err(e),
+        };
+        if let Ok(ends) = &ends
+            && ends.iter().zip(expected).all(|(got, want)| got >= want)
+        {
             return;
         }
         assert!(
