@@ -506,16 +506,23 @@ fn compile_admin(launch: &Launch, base: &Path, dir: &Path) -> Result<AdminHelper
         Ok(out) if out.status.success() => {
             // A jar, because AppCDS refuses class directories on the classpath; without `jar` the directory
             // still works (the helper then runs without CDS).
-            let _ = Command::new(javac.with_file_name("jar"))
+            let jar = staging.join("strait-admin.jar");
+            let jarred = Command::new(javac.with_file_name("jar"))
                 .arg("--create")
                 .arg("--file")
-                .arg(staging.join("strait-admin.jar"))
+                .arg(&jar)
                 .arg("-C")
                 .arg(&classes)
                 .arg(".")
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
-                .status();
+                .status()
+                .is_ok_and(|s| s.success());
+            if !jarred {
+                // A half-written jar would be preferred over classes/ and hide the main class
+                // ("Could not find or load main class StraitAdmin" once, on a loaded machine).
+                let _ = fs::remove_file(&jar);
+            }
             // Another process may have won the race: its classes are as good as ours. If what is there is
             // unusable, keep using our own copy.
             let published = fs::rename(&staging, dir).is_ok();
