@@ -12,6 +12,11 @@
 //   digest  <prefix> <T>
 //           reads every partition to the end offset it had at start; one JSON line:
 //           {"count": N, "bytes": B, "partitions": {"<topic>/<p>": "<count>:<order-sensitive hash>", ...}}
+//   referee <prefix> <T> <P> <create: 1 = create the topics first, 0 = they exist>
+//           the broker's own pace for a mirror's start-up: (creates T topics of P partitions in CreateTopics requests
+//           of 100 topics, not waiting for leaders, as Strait does, then) one Java producer (acks=all, linger.ms=0,
+//           16 sending threads, so a topic's metadata wait does not hold the others) writes ONE record to each
+//           partition; one JSON line, ms since start: {"created_ms", "first_ack_ms", "all_acked_ms", "errors"}
 //   watch   <prefix> <T> <P> <busyTopics> <recsBusy> <recsIdle> <interval ms>
 //           lists the end offsets of every partition every interval; stdout lines "<event> <epoch ms> <n>":
 //           ready, first (first record on the target), started (every partition has >= 1 record; n = partitions),
@@ -91,6 +96,7 @@ public final class ScaleData {
                 case "produce" -> produce(bootstrap, prefix, i(args[3]), i(args[4]), i(args[5]), i(args[6]),
                         i(args[7]), i(args[8]), Path.of(args[9]), args[10]);
                 case "digest" -> digest(bootstrap, prefix, i(args[3]));
+                case "referee" -> referee(bootstrap, prefix, i(args[3]), i(args[4]), i(args[5]) == 1);
                 case "watch" -> watch(bootstrap, prefix, i(args[3]), i(args[4]), i(args[5]), i(args[6]), i(args[7]),
                         i(args[8]));
                 default -> {
@@ -204,6 +210,66 @@ public final class ScaleData {
             prod.flush();
         }
         System.out.println("{\"records\": " + seq + "}");
+    }
+
+    static void referee(String bootstrap, String prefix, int t, int p, boolean create) throws Exception {
+        long start = System.currentTimeMillis();
+        long created = 0;
+        List<String> names = topics(prefix, t);
+        if (create) {
+            try (Admin admin = admin(bootstrap)) {
+                for (int from = 0; from < names.size(); from += 100) {
+                    List<NewTopic> news = new ArrayList<>();
+                    for (String n : names.subList(from, Math.min(names.size(), from + 100))) {
+                        news.add(new NewTopic(n, p, (short) 1));
+                    }
+                    admin.createTopics(news).all().get();
+                }
+            }
+            created = System.currentTimeMillis() - start;
+        }
+        Properties pp = new Properties();
+        pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        pp.put(ProducerConfig.CLIENT_ID_CONFIG, "strait-bench-scale-referee");
+        pp.put(ProducerConfig.ACKS_CONFIG, "all");
+        pp.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "300000");
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "300000");
+        pp.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "60000");
+        pp.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+        security(pp);
+        java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong(-1);
+        java.util.concurrent.atomic.AtomicLong errors = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.CountDownLatch acked = new java.util.concurrent.CountDownLatch(t * p);
+        try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer())) {
+            List<Thread> threads = new ArrayList<>();
+            for (int k = 0; k < 16; k++) {
+                final int lane = k;
+                Thread th = new Thread(() -> {
+                    for (int ti = lane; ti < t; ti += 16) {
+                        for (int part = 0; part < p; part++) {
+                            prod.send(new ProducerRecord<>(topic(prefix, ti), part, null, new byte[100]), (md, e) -> {
+                                if (e != null) {
+                                    errors.incrementAndGet();
+                                } else {
+                                    first.compareAndSet(-1, System.currentTimeMillis() - start);
+                                }
+                                acked.countDown();
+                            });
+                        }
+                    }
+                });
+                th.start();
+                threads.add(th);
+            }
+            for (Thread th : threads) {
+                th.join();
+            }
+            acked.await();
+        }
+        long all = System.currentTimeMillis() - start;
+        System.out.println("{\"created_ms\": " + created + ", \"first_ack_ms\": " + first.get() + ", \"all_acked_ms\": "
+                + all + ", \"errors\": " + errors.get() + "}");
     }
 
     static void digest(String bootstrap, String prefix, int t) throws Exception {
@@ -337,15 +403,16 @@ public final class ScaleData {
                     for (TopicPartition tp : known) {
                         req.put(tp, OffsetSpec.latest());
                     }
-                    try {
-                        for (Map.Entry<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> e
-                                : admin.listOffsets(req).all().get().entrySet()) {
-                            ends.put(e.getKey(), e.getValue().offset());
+                    // Per partition: a just-created partition without a leader yet fails only itself (it
+                    // counts as empty this round). Failing the whole round for it hid every record already
+                    // on the target while a broker still created thousands of logs, and delayed "first".
+                    ListOffsetsResult listed = admin.listOffsets(req);
+                    for (TopicPartition tp : req.keySet()) {
+                        try {
+                            ends.put(tp, listed.partitionResult(tp).get().offset());
+                        } catch (ExecutionException e) {
+                            // not served yet: next round
                         }
-                    } catch (ExecutionException e) {
-                        // a just-created partition without a leader yet: next round
-                        Thread.sleep(interval);
-                        continue;
                     }
                 }
                 long total = 0;
