@@ -41,6 +41,7 @@ import java.util.zip.CRC32C;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -384,6 +385,8 @@ public final class ScaleData {
             Set<TopicPartition> known = new HashSet<>();
             boolean first = false;
             boolean started = false;
+            // when each partition was first seen holding data (set by the answers' callbacks)
+            Map<TopicPartition, Long> seenAt = new java.util.concurrent.ConcurrentHashMap<>();
             long lastProgress = 0;
             while (true) {
                 long t0 = System.currentTimeMillis();
@@ -403,10 +406,21 @@ public final class ScaleData {
                     for (TopicPartition tp : known) {
                         req.put(tp, OffsetSpec.latest());
                     }
-                    // Per partition: a just-created partition without a leader yet fails only itself (it
-                    // counts as empty this round). Failing the whole round for it hid every record already
-                    // on the target while a broker still created thousands of logs, and delayed "first".
-                    ListOffsetsResult listed = admin.listOffsets(req);
+                    // Per partition, bounded: a just-created partition without a leader yet fails only
+                    // itself after at most the timeout (it counts as empty this round). Waiting for all of
+                    // them (the admin retries a missing leader up to its API timeout) hid every record
+                    // already on the target while a broker still created thousands of logs. The instant a
+                    // partition is first seen with data is taken when its answer arrives, not at the end
+                    // of the round.
+                    ListOffsetsResult listed = admin.listOffsets(req,
+                            new ListOffsetsOptions().timeoutMs(Math.max(1000, 10 * interval)));
+                    for (TopicPartition tp : req.keySet()) {
+                        listed.partitionResult(tp).whenComplete((info, err) -> {
+                            if (err == null && info.offset() > 0) {
+                                seenAt.putIfAbsent(tp, System.currentTimeMillis());
+                            }
+                        });
+                    }
                     for (TopicPartition tp : req.keySet()) {
                         try {
                             ends.put(tp, listed.partitionResult(tp).get().offset());
@@ -429,11 +443,13 @@ public final class ScaleData {
                 long now = System.currentTimeMillis();
                 if (!first && total > 0) {
                     first = true;
-                    System.out.println("first " + now + " " + total);
+                    long at = seenAt.values().stream().mapToLong(Long::longValue).min().orElse(now);
+                    System.out.println("first " + Math.min(at, now) + " " + total);
                 }
                 if (!started && withData == expected.size()) {
                     started = true;
-                    System.out.println("started " + now + " " + withData);
+                    long at = seenAt.values().stream().mapToLong(Long::longValue).max().orElse(now);
+                    System.out.println("started " + Math.min(at, now) + " " + withData);
                 }
                 if (now - lastProgress >= 1000) {
                     lastProgress = now;
