@@ -174,14 +174,19 @@ MM2_EOS = {
 
 
 class MirrorMaker2(Contender):
-    def __init__(self, kafka: Kafka, heap: str, tasks: int, eos: bool = False) -> None:
-        super().__init__(
-            "mm2eos" if eos else "mm2", f"MM2 {'exactly-once ' if eos else ''}(tasks.max={tasks})", True, eos
+    def __init__(self, kafka: Kafka, heap: str, tasks: int, eos: bool = False, compression: str | None = None) -> None:
+        name = "mm2eos" if eos else "mm2zstd" if compression == "zstd" else "mm2"
+        label = f"MM2 {'exactly-once ' if eos else ''}(tasks.max={tasks}" + (
+            f", compression.type={compression})" if compression else ")"
         )
+        super().__init__(name, label, True, eos)
         self.kafka = kafka
         self.heap = heap
         self.tasks = tasks
         self.eos = eos
+        # The codec of MM2's producer whatever the dataset's (None: the dataset's, like the other mirrors); MM2
+        # re-compresses every batch it writes, so this is its `mirror.compression` (issue 33 item 4, bytes on the link).
+        self.compression = compression
 
     def command(self, spec: RunSpec) -> tuple[list[str], dict[str, str] | None]:
         props = spec.dir / "mm2.properties"
@@ -216,7 +221,7 @@ emit.heartbeats.enabled = true
 plugin.discovery = service_load
 dst.plugin.discovery = service_load
 # producer like the dataset's (MM2 re-compresses every record batch it writes)
-dst.producer.compression.type = {spec.compression}
+dst.producer.compression.type = {self.compression or spec.compression}
 dst.producer.linger.ms = {spec.linger_ms}
 dst.producer.batch.size = {spec.batch_size}
 """
@@ -264,6 +269,7 @@ dst.producer.batch.size = {spec.batch_size}
             f"Kafka {self.kafka.lib4.parent.name.removeprefix('kafka-')} `org.apache.kafka.connect.mirror.MirrorMaker "
             f"mm2.properties --clusters dst`, IdentityReplicationPolicy, tasks.max={self.tasks}, replication.factor and internal RFs = the clusters' RF, "
             f"refresh intervals 5 s, offset-syncs on the target, plugin.discovery=service_load, -Xmx{self.heap}"
+            + (f"; `dst.producer.compression.type = {self.compression}`" if self.compression else "")
             + (
                 "; exactly-once: " + ", ".join(f"`{k} = {v}`" for k, v in MM2_EOS.items()) + ", `listeners` on a free port"
                 if self.eos

@@ -77,7 +77,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=env("CONTENDERS", "strait,mm2,mm1"),
         help="subset/order of strait,mm2,mm1; mm2@N / mm1@N add a variant with tasks.max / num.streams = N "
         "(e.g. mm2@1,mm2@2,mm2@4); exactly-once: straiteos (Strait, mirror.exactly_once = true), mm2eos (MM2, "
-        "exactly.once.source.support = enabled), e.g. --contenders strait,straiteos,mm2eos,mm2",
+        "exactly.once.source.support = enabled), e.g. --contenders strait,straiteos,mm2eos,mm2; straitb / straitc: "
+        "Strait with --strait-b-mirror / --strait-c-mirror lines; mm2zstd: MM2 whose producer writes zstd "
+        "(dst.producer.compression.type = zstd) whatever the dataset's codec",
     )
     p.add_argument(
         "--producer-linger-ms",
@@ -90,6 +92,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=env("BATCH_SIZE", 65536),
         help="batch.size of the preloading producer (and of MM1/MM2's producers)",
+    )
+    p.add_argument(
+        "--mirror-linger-ms",
+        type=int,
+        default=env("MIRROR_LINGER_MS", -1),
+        help="linger.ms of MM1/MM2's producers when it should differ from the preload's (-1: --producer-linger-ms)",
+    )
+    p.add_argument(
+        "--mirror-batch-size",
+        type=int,
+        default=env("MIRROR_BATCH_SIZE", -1),
+        help="batch.size of MM1/MM2's producers when it should differ from the preload's (a small-batch source: "
+        "--producer-batch-size 2048 --mirror-batch-size 65536; -1: --producer-batch-size)",
     )
     p.add_argument("--mm2-tasks", type=int, default=env("MM2_TASKS", 2))
     p.add_argument("--mm1-streams", type=int, default=env("MM1_STREAMS", 2))
@@ -165,6 +180,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     w.add_argument("--wan-record-size", type=int, default=env("WAN_RECORD_SIZE", 100), choices=(100, 1024))
     w.add_argument("--wan-compression", default=env("WAN_COMPRESSION", "none"))
+    w.add_argument(
+        "--wan-bandwidth-mbit",
+        type=int,
+        default=env("WAN_BANDWIDTH_MBIT", 0),
+        help="bandwidth cap of the link per direction, Mbit/s (0 = none): with a large backlog of 1 KiB records the "
+        "link, not the RTT, is the limit; the report gives the share of the cap each mirror used while catching up",
+    )
     w.add_argument("--wan-no-referee", action="store_true", help="skip the Java-producer-over-the-link referee")
     w.add_argument(
         "--delay-proxy-bin",
@@ -221,6 +243,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--scale-busy", type=int, default=env("SCALE_BUSY", 2), help="busy topics of the idle- shapes")
     s.add_argument("--scale-reps", type=int, default=env("SCALE_REPS", 1))
     s.add_argument("--scale-watch-ms", type=int, default=env("SCALE_WATCH_MS", 100))
+    s.add_argument(
+        "--scale-targets",
+        default=env("SCALE_TARGETS", "new"),
+        help="new (the mirror creates the target topics), precreated (the bench creates them, with leaders, before "
+        "the mirror starts), or both: new,precreated; separates what creating the logs costs the target broker",
+    )
+    s.add_argument(
+        "--scale-referee",
+        action="store_true",
+        default=env("SCALE_REFEREE", "") not in ("", "0"),
+        help="per shape and --scale-targets entry, a Java producer writing one record to each target partition on a "
+        "fresh target (java/ScaleData.java referee): the broker's own pace",
+    )
     k = p.add_argument_group("Kill sequence (--kills: only this runs; see benches/mirror/kills.py)")
     k.add_argument(
         "--kills",
@@ -284,6 +319,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=env("STRAIT_B_MIRROR", ""),
         help="extra [mirror] lines of contender 'straitb' (A/B of two configurations; without --strait-b it runs the "
         "same binary as 'strait'), e.g. 'max_in_flight = 1'",
+    )
+    p.add_argument(
+        "--strait-c-mirror",
+        default=env("STRAIT_C_MIRROR", ""),
+        help="extra [mirror] lines of contender 'straitc' (a third configuration of the same binary as 'strait'), "
+        "e.g. 'compression = \"zstd\"'",
     )
     p.add_argument("--kafka-lib4", default=env("KAFKA_LIB4", ""), help="lib dir of Kafka 4.x (scripts/kafka-jars.sh 4)")
     p.add_argument("--kafka-lib39", default=env("KAFKA_LIB39", ""), help="lib dir of Kafka 3.9 (kafka-jars.sh 3.9)")
@@ -395,6 +436,13 @@ class Bench:
                 label="Strait B (" + "; ".join(x for x in (args.strait_b, args.strait_b_mirror.strip()) if x) + ")",
                 mirror_extra=args.strait_b_mirror.replace("\\n", "\n").rstrip("\n") + "\n" if args.strait_b_mirror else "",
             ),
+            "straitc": lambda n: Strait(
+                strait_bin,
+                os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None,
+                name="straitc",
+                label="Strait C (" + args.strait_c_mirror.strip() + ")",
+                mirror_extra=args.strait_c_mirror.replace("\\n", "\n").rstrip("\n") + "\n" if args.strait_c_mirror else "",
+            ),
             "straiteos": lambda n: Strait(
                 strait_bin,
                 os.environ.get("STRAIT_BENCH_BUILD_ERROR") or None,
@@ -404,6 +452,7 @@ class Bench:
             ),
             "mm2": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks),
             "mm2eos": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks, eos=True),
+            "mm2zstd": lambda n: MirrorMaker2(self.kafka, args.mirror_heap, n or args.mm2_tasks, compression="zstd"),
             "mm1": lambda n: MirrorMaker1(self.kafka, args.mirror_heap, n or args.mm1_streams),
         }
         self.contenders: list[Contender] = []
@@ -411,7 +460,8 @@ class Bench:
             kind, _, n = spec.strip().partition("@")
             if kind not in available or (n and (kind.startswith("strait") or not n.isdigit() or int(n) < 1)):
                 raise SystemExit(
-                    f"unknown contender {spec!r}: expected strait, straitb, straiteos, mm2, mm2eos, mm1, mm2@N or mm1@N"
+                    f"unknown contender {spec!r}: expected strait, straitb, straitc, straiteos, mm2, mm2eos, mm2zstd, mm1, "
+                    "mm2@N or mm1@N"
                 )
             c = available[kind](int(n) if n else None)
             if n:
@@ -624,8 +674,8 @@ class Bench:
             target.bootstrap,
             d.topic,
             d.compression,
-            a.producer_linger_ms,
-            a.producer_batch_size,
+            a.mirror_linger_ms if a.mirror_linger_ms >= 0 else a.producer_linger_ms,
+            a.mirror_batch_size if a.mirror_batch_size > 0 else a.producer_batch_size,
             replication_factor=self.topo.rf,
             pki=self.pki,
         )

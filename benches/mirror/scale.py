@@ -24,6 +24,13 @@ peak: the steady cost of partitions without the start-up transients), and the
 source broker's request counts during the run (Fetch and Metadata, from the broker's own RequestsPerSec meters read
 over JMX by `java/BrokerRequests.java`): the mirror is the only client of the source during a run, so these are the
 mirror's own requests, measured the same way for both contenders.
+
+`--scale-targets new,precreated` runs every contender twice per shape: once creating the target topics itself (a
+fresh target), once with the target topics already created by the bench (with a leader for every partition) before
+the mirror starts: the difference is what creating thousands of logs costs the target broker. `--scale-referee` adds,
+per shape and target kind, Kafka's own producer writing ONE record to each partition of a fresh target (creating the
+topics first for `new`, in CreateTopics requests of 100 topics as Strait does): how fast the broker itself lets a
+client start every partition.
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ class ScaleBench:
         if not self.contenders:
             raise SystemExit("--scale needs strait and/or mm2 among --contenders")
         self.shapes = [parse_shape(s.strip()) for s in self.a.scale_shapes.split(",") if s.strip()]
+        self.targets = parse_targets(self.a.scale_targets)
+        self.referees: list[dict] = []
         self.seq = 0
 
     def log(self, msg: str) -> None:
@@ -103,14 +112,18 @@ class ScaleBench:
             shape = {"shape": name, "kind": kind, "topics": t, "partitions": t * p, "busy_topics": busy,
                      "records": records, "payload_bytes": records * 1024, "src_digest": dig,
                      "dims": (t, p, busy, per, idle_recs)}
+            if self.a.scale_referee:
+                for tk in self.targets:
+                    self.referee(shape, tk)
             for rep in range(1, self.a.scale_reps + 1):
                 order = self.contenders[(k + rep - 1) % len(self.contenders):] + self.contenders[: (k + rep - 1) % len(self.contenders)]
-                for pos, c in enumerate(order, 1):
-                    r = self.mirror_run(c, shape, rep, pos)
+                runs = [(c, tk) for tk in self.targets for c in order]
+                for pos, (c, tk) in enumerate(runs, 1):
+                    r = self.mirror_run(c, shape, rep, pos, tk)
                     self.rows.append(r)
                     f = report.fmt
                     self.log(
-                        f"run {r['run']} {c.name} {name} rep {rep}: {r['status']} {f(r.get('mb_s'))} MB/s, "
+                        f"run {r['run']} {c.name} {name} ({tk} target topics) rep {rep}: {r['status']} {f(r.get('mb_s'))} MB/s, "
                         f"{f(r.get('cpu_s_per_gb'), 2)} CPU s/GB, RSS {f(r.get('peak_rss_mb'), 0)} MB, first "
                         f"{f(r.get('first_record_s'), 2)} s, all started {f(r.get('all_started_s'), 2)} s, fetch "
                         f"{f(r.get('fetch_per_s'), 0)}/s, metadata {f(r.get('metadata_requests'))} "
@@ -127,19 +140,54 @@ class ScaleBench:
         out = self.b.tools._run(f"scale-digest-{name}", "ScaleData", bootstrap, "digest", PREFIX, str(topics), heap="1g", timeout=3600)
         return json.loads(out.strip().splitlines()[-1])
 
-    def mirror_run(self, c: Contender, shape: dict, rep: int, pos: int) -> dict:
+    def referee(self, shape: dict, targets: str) -> None:
+        """Kafka's producer, one record to each partition of a fresh target: the broker's pace (see the module doc)."""
+        self.b.run_seq += 1
+        rid = f"s{self.b.run_seq:02d}"
+        target = self.b.fresh_target()
+        t, p = shape["topics"], shape["dims"][1]
+        row = {"run": rid, "shape": shape["shape"], "partitions": t * p, "targets": targets}
+        try:
+            if targets == "precreated":
+                self.b.tools._run(f"scale-precreate-{rid}", "ScaleData", target.bootstrap, "create", PREFIX, str(t), str(p), "1", "1", timeout=900)
+            out = self.b.tools._run(
+                f"scale-referee-{rid}", "ScaleData", target.bootstrap, "referee", PREFIX, str(t), str(p),
+                "1" if targets == "new" else "0", heap="1g", timeout=900,
+            )
+            got = json.loads(out.strip().splitlines()[-1])
+            row.update(
+                status="OK",
+                created_s=got["created_ms"] / 1000 if targets == "new" else None,
+                first_record_s=got["first_ack_ms"] / 1000,
+                all_started_s=got["all_acked_ms"] / 1000,
+                errors=got["errors"],
+            )
+        except (ToolError, ValueError, KeyError) as e:
+            row.update(status="FAILED", reason=str(e))
+        self.referees.append(row)
+        f = report.fmt
+        self.log(
+            f"referee {rid} {shape['shape']} ({targets} target topics): {row['status']} created "
+            f"{f(row.get('created_s'), 2)} s, first ack {f(row.get('first_record_s'), 2)} s, every partition acked "
+            f"{f(row.get('all_started_s'), 2)} s, errors {row.get('errors')} {row.get('reason', '')}"
+        )
+
+    def mirror_run(self, c: Contender, shape: dict, rep: int, pos: int, targets: str = "new") -> dict:
         a = self.a
         self.b.run_seq += 1
         rid = f"s{self.b.run_seq:02d}"
-        row = {"run": rid, "rep": rep, "order": pos, "contender": c.name, "label": c.label,
+        row = {"run": rid, "rep": rep, "order": pos, "contender": c.name, "label": c.label, "targets": targets,
                **{k: shape[k] for k in ("shape", "kind", "topics", "partitions", "records", "payload_bytes")}}
         if c.name in self.b.disabled:
             row.update(status="SKIPPED", reason=self.b.disabled[c.name])
             return row
-        run_dir = self.b.logs / f"{rid}-{c.name}-{shape['shape']}-r{rep}"
+        run_dir = self.b.logs / f"{rid}-{c.name}-{shape['shape']}-{targets}-r{rep}"
         run_dir.mkdir(parents=True, exist_ok=True)
         target = self.b.fresh_target()
         t, p, busy, per, idle = shape["dims"]
+        if targets == "precreated":
+            # as a user who created the mirrors beforehand; every partition has a leader before the mirror starts
+            self.b.tools._run(f"scale-precreate-{rid}", "ScaleData", target.bootstrap, "create", PREFIX, str(t), str(p), "1", "1", timeout=900)
         watch_cmd = self.b.kafka.tool_cmd(
             "ScaleData", target.bootstrap, "watch", PREFIX, str(t), str(p), str(busy), str(per), str(idle),
             str(a.scale_watch_ms), heap="256m", classes=self.b.tools.classes,
@@ -282,20 +330,34 @@ class ScaleBench:
                 f"{SETTLE_S:g} s after the last record arrived (every partition caught up and idle), and per 1,000 "
                 "partitions the same difference of settled RSS.\n"
             ),
-            "| Shape | Partitions | Rep | Contender | Status | s | MB/s | CPU s/GB | Peak RSS MB | RSS MB / 1,000 partitions "
+            "| Shape | Partitions | Target topics | Rep | Contender | Status | s | MB/s | CPU s/GB | Peak RSS MB | RSS MB / 1,000 partitions "
             "| Settled RSS MB | settled MB / 1,000 partitions | 1st record s | all partitions started s | Fetch req/s (source) | Metadata req (source) | Verification |",
-            "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for r in self.rows:
             status = r["status"] + (": " + r["reason"].replace("|", "/") if r.get("reason") else "")
             lines.append(
-                f"| {r['shape']} | {r['partitions']:,} | {r['rep']} | {r['label']} | {status} | {f(r.get('elapsed_s'))} "
+                f"| {r['shape']} | {r['partitions']:,} | {r.get('targets', 'new')} | {r['rep']} | {r['label']} | {status} | {f(r.get('elapsed_s'))} "
                 f"| {f(r.get('mb_s'))} | {f(r.get('cpu_s_per_gb'), 2)} | {f(r.get('peak_rss_mb'), 0)} "
                 f"| {f(r.get('rss_mb_per_1000_partitions'), 1)} | {f(r.get('settled_rss_mb'), 0)} "
                 f"| {f(r.get('settled_rss_mb_per_1000_partitions'), 1)} | {f(r.get('first_record_s'), 2)} "
                 f"| {f(r.get('all_started_s'), 2)} | {f(r.get('fetch_per_s'), 0)} | {f(r.get('metadata_requests'))} "
                 f"| {r.get('verify', '–')} |"
             )
+        if self.referees:
+            lines += [
+                "\nReferee: Kafka's producer (acks=all, linger.ms=0, 16 sending threads) writing ONE record to each "
+                "partition of a fresh target (`new`: after creating the topics in CreateTopics requests of 100 topics, "
+                "not waiting for leaders; `precreated`: topics created and led beforehand); seconds since its start:\n",
+                "| Shape | Partitions | Target topics | Status | topics created s | 1st record acked s | every partition acked s | send errors |",
+                "|---|---:|---|---|---:|---:|---:|---:|",
+            ]
+            for r in self.referees:
+                status = r["status"] + (": " + r["reason"].replace("|", "/") if r.get("reason") else "")
+                lines.append(
+                    f"| {r['shape']} | {r['partitions']:,} | {r['targets']} | {status} | {f(r.get('created_s'), 2)} "
+                    f"| {f(r.get('first_record_s'), 2)} | {f(r.get('all_started_s'), 2)} | {r.get('errors', '–')} |"
+                )
         chart = self.chart()
         if chart:
             lines.append(f"\n![cost against partition count]({chart})\n")
@@ -337,7 +399,7 @@ class ScaleBench:
 
     def write_csv(self, path: Path) -> None:
         keys: list[str] = []
-        for row in self.rows:
+        for row in self.rows + self.referees:
             for k in row:
                 if k not in keys:
                     keys.append(k)
@@ -346,6 +408,17 @@ class ScaleBench:
             w.writeheader()
             for row in self.rows:
                 w.writerow({"kind_": "scale", **row})
+            for row in self.referees:
+                w.writerow({"kind_": "scale-referee", **row})
+
+
+def parse_targets(s: str) -> list[str]:
+    """`--scale-targets`: new and/or precreated, in the order given."""
+    out = [x.strip() for x in s.split(",") if x.strip()]
+    bad = [x for x in out if x not in ("new", "precreated")]
+    if bad or not out or len(set(out)) != len(out):
+        raise SystemExit(f"bad --scale-targets {s!r}: expected new, precreated or new,precreated")
+    return out
 
 
 def _metric_sum(text: str, name: str) -> float | None:

@@ -49,6 +49,16 @@ class ContenderConfigTest(unittest.TestCase):
             props["replication.policy.class"], ["org.apache.kafka.connect.mirror.IdentityReplicationPolicy"]
         )
 
+    def test_mm2zstd_writes_zstd_whatever_the_dataset(self) -> None:
+        c = MirrorMaker2(self.kafka, "1g", 2, compression="zstd")
+        self.assertEqual(c.name, "mm2zstd")
+        c.command(spec(self.dir))  # the dataset is lz4
+        props = properties((self.dir / "mm2.properties").read_text())
+        self.assertEqual(props["dst.producer.compression.type"], ["zstd"])
+        MirrorMaker2(self.kafka, "1g", 2).command(spec(self.dir))
+        props = properties((self.dir / "mm2.properties").read_text())
+        self.assertEqual(props["dst.producer.compression.type"], ["lz4"])
+
     def test_strait_failover_keys_in_mirror_section(self) -> None:
         extra = 'groups = ["app-f01-.*"]\nsync_group_offsets = true\n'
         Strait(Path("/bin/true"), None).command(spec(self.dir, prefix_topics=True, strait_mirror_extra=extra))

@@ -44,6 +44,10 @@ from procs import Registry, Sampler, line_reader
 from tools import ToolError, tail
 
 PLACEMENTS = ("near-source", "near-target")
+# How often the proxy reports the bytes it carried (for the link use over the catch-up window).
+STATS_MS = 250
+# A capped link counts as filled at this share of its bandwidth (issue 33 item 6).
+LINK_FILLED = 0.9
 KEEPS_UP_LAG_S = 5.0
 KEEPS_UP_GROWTH = 0.05
 
@@ -51,9 +55,20 @@ KEEPS_UP_GROWTH = 0.05
 class DelayProxy:
     """A `strait-delay-proxy` process: 127.0.0.1:listen -> 127.0.0.1:upstream, `delay_ms` each way."""
 
-    def __init__(self, reg: Registry, binary: Path, listen: int, upstream: int, delay_ms: float, log: Path) -> None:
+    def __init__(
+        self,
+        reg: Registry,
+        binary: Path,
+        listen: int,
+        upstream: int,
+        delay_ms: float,
+        log: Path,
+        bandwidth_mbit: int = 0,
+    ) -> None:
         self.reg = reg
         self.log = log
+        # (epoch s, bytes up, bytes down) every STATS_MS, read after stop(): how full the link was over a window
+        self.samples: list[tuple[float, int, int]] = []
         cmd = [
             str(binary),
             "--listen",
@@ -62,7 +77,11 @@ class DelayProxy:
             f"127.0.0.1:{upstream}",
             "--delay-ms",
             str(int(round(delay_ms))),
+            "--stats-ms",
+            str(STATS_MS),
         ]
+        if bandwidth_mbit > 0:
+            cmd += ["--bandwidth-mbit", str(bandwidth_mbit)]
         self.proc = reg.spawn(f"delay-proxy-{listen}", cmd, log, stdout_pipe=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.reader = line_reader(self.proc, self.lines.put)
@@ -98,6 +117,10 @@ class DelayProxy:
                 break
             if " connections, " in line:
                 stats.append(line)
+            elif line.startswith("stats "):
+                sample = parse_stats(line)
+                if sample:
+                    self.samples.append(sample)
         return "; ".join(stats)
 
 
@@ -219,7 +242,8 @@ class WanBench:
         proxy_port = cluster.free_port()
         target = self.fresh_target(proxy_port)
         proxy = DelayProxy(
-            self.b.reg, self.proxy_bin, proxy_port, target.wan_port, rtt / 2, self.b.logs / f"{rid}-proxy.log"
+            self.b.reg, self.proxy_bin, proxy_port, target.wan_port, rtt / 2, self.b.logs / f"{rid}-proxy.log",
+            self.a.wan_bandwidth_mbit,
         )
         try:
             for rate in self.rates:
@@ -288,12 +312,14 @@ class WanBench:
             self.b.tools.create_topics(target.bootstrap, a.partitions, *topics)
         if near_source:
             proxy = DelayProxy(
-                self.b.reg, self.proxy_bin, target.wan_proxy_port, target.wan_port, rtt / 2, run_dir / "proxy.log"
+                self.b.reg, self.proxy_bin, target.wan_proxy_port, target.wan_port, rtt / 2, run_dir / "proxy.log",
+                a.wan_bandwidth_mbit,
             )
             src_boot, dst_boot = src.bootstrap, target.wan_bootstrap
         else:
             proxy = DelayProxy(
-                self.b.reg, self.proxy_bin, src.wan_proxy_port, src.wan_port, rtt / 2, run_dir / "proxy.log"
+                self.b.reg, self.proxy_bin, src.wan_proxy_port, src.wan_port, rtt / 2, run_dir / "proxy.log",
+                a.wan_bandwidth_mbit,
             )
             src_boot, dst_boot = src.wan_bootstrap, target.bootstrap
         watch_log = run_dir / "lagwatch.log"
@@ -365,6 +391,7 @@ class WanBench:
             copied = last[2] if last else 0
             end = done if done is not None else last[0]
             row.update(
+                catchup_window=(first, end) if first else None,
                 first_record_s=first - t0 if first else None,
                 catchup_records=copied,
                 catchup_complete=done is not None,
@@ -459,6 +486,14 @@ class WanBench:
             self.b.reg.stop(watch, timeout=5)
             raw.close()
             row["proxy"] = proxy.stop()
+            window = row.pop("catchup_window", None)
+            if window:
+                # the mirror's data crosses the link up (to the target) near the source, down (from the source)
+                # near the target
+                mbit = link_use(proxy.samples, window[0], window[1], 1 if near_source else 2)
+                row["catchup_link_mbit_s"] = mbit
+                if mbit is not None and a.wan_bandwidth_mbit > 0:
+                    row["link_fill"] = mbit / a.wan_bandwidth_mbit
         if c.name == "strait":
             row.update(strait_figures(run_dir / "metrics.txt"))
         if fail:
@@ -477,23 +512,31 @@ class WanBench:
         lines = [
             "## WAN shapes (delay proxy between the mirror and one cluster)\n",
             (
-                f"Delay proxy `strait-delay-proxy` (RTT/2 each way, pipelined). {a.partitions} partitions, "
+                f"Delay proxy `strait-delay-proxy` (RTT/2 each way, pipelined"
+                + (f", {a.wan_bandwidth_mbit} Mbit/s each way" if a.wan_bandwidth_mbit > 0 else "")
+                + f"). {a.partitions} partitions, "
                 f"{a.wan_record_size} B records, compression {a.wan_compression}, `linger.ms=0` at the source "
                 f"(small batches). Backlog: {a.wan_backlog:,} records preloaded at {a.wan_backlog_rate:,}/s, "
                 f"catch-up capped at {a.wan_catchup_cap:g} s. Steady rates: {', '.join(f'{r:,}' for r in self.rates)} "
                 f"records/s for {a.wan_seconds:g} s each. *Lag at end*: source minus target right after the producer "
                 "finished, in seconds of production; *growth*: slope of the lag over the second half of the window. "
+                "*Catch-up link Mbit/s*: bytes the proxy carried in the direction of the mirror's data (to the target "
+                "near the source, from the source near the target) between the first and the last backlog record on "
+                "the target, from the proxy's own counters. "
                 f"Keeps up = lag at end < {KEEPS_UP_LAG_S:g} s and growth < {KEEPS_UP_GROWTH:.0%} of the rate. "
                 "MM1/MM2 producers: "
                 f"linger.ms={a.producer_linger_ms}, batch.size={a.producer_batch_size}.\n"
             ),
         ]
-        head = ["RTT ms", "Mirror", "Contender", "Status", "Catch-up records/s"]
+        head = ["RTT ms", "Mirror", "Contender", "Status", "Catch-up records/s", "Catch-up link Mbit/s"]
+        if a.wan_bandwidth_mbit > 0:
+            head.append(f"% of the {a.wan_bandwidth_mbit} Mbit/s cap")
         for r in self.rates:
             head += [f"{r:,}/s lag at end (s)", f"{r:,}/s growth (rec/s)", f"{r:,}/s keeps up"]
         head += ["Strait records/batch", "Strait batches/request", "CPU s", "Peak RSS MB"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join("---:" if i not in (1, 2, 3) else "---" for i in range(len(head))) + "|")
+        # the cap and the link use are per direction of the mirror's data: up near the source, down near the target
         for row in self.rows:
             cells = [
                 f"{row['rtt_ms']:g}",
@@ -501,7 +544,11 @@ class WanBench:
                 row["label"],
                 row["status"],
                 fmt(row.get("catchup_records_s"), 0) + ("" if row.get("catchup_complete", True) else " (capped)"),
+                fmt(row.get("catchup_link_mbit_s"), 1),
             ]
+            if a.wan_bandwidth_mbit > 0:
+                fill = row.get("link_fill")
+                cells.append("–" if fill is None else f"{100 * fill:.0f}" if fill >= LINK_FILLED else f"**{100 * fill:.0f}**")
             for r in self.rates:
                 cells += [
                     fmt(row.get(f"r{r}_lag_end_s"), 1),
@@ -546,6 +593,34 @@ class WanBench:
                 w.writerow({"kind": "wan", **row})
             for row in self.referees:
                 w.writerow({"kind": "referee", **row})
+
+
+def parse_stats(line: str) -> tuple[float, int, int] | None:
+    """`stats <unix ms> <bytes up> <bytes down>` -> (epoch s, up, down); None for anything else."""
+    f = line.split()
+    if len(f) != 4 or f[0] != "stats" or not all(x.isdigit() for x in f[1:]):
+        return None
+    return int(f[1]) / 1000, int(f[2]), int(f[3])
+
+
+def bytes_at(samples: list[tuple[float, int, int]], t: float, direction: int) -> float | None:
+    """Bytes carried by time t in one direction (1 = up, 2 = down), interpolated between the proxy's samples."""
+    if not samples or t < samples[0][0] or t > samples[-1][0]:
+        return None
+    for a, b in zip(samples, samples[1:]):
+        if a[0] <= t <= b[0]:
+            if b[0] == a[0]:
+                return float(b[direction])
+            return a[direction] + (b[direction] - a[direction]) * (t - a[0]) / (b[0] - a[0])
+    return float(samples[-1][direction])
+
+
+def link_use(samples: list[tuple[float, int, int]], start: float, end: float, direction: int) -> float | None:
+    """Mbit/s carried in one direction between two instants (epoch s), or None if the samples do not cover them."""
+    a, b = bytes_at(samples, start, direction), bytes_at(samples, end, direction)
+    if a is None or b is None or end <= start:
+        return None
+    return (b - a) * 8 / 1e6 / (end - start)
 
 
 def parse_perf(out: str, name: str) -> dict:
@@ -609,7 +684,7 @@ def summary_line(row: dict, rates: list[int]) -> str:
         return f"{row['label']} {row['placement']} {row['rtt_ms']:g} ms: {row['status']} {row.get('reason', '')}"
     parts = [
         f"{row['label']} {row['placement']} {row['rtt_ms']:g} ms: {row['status']}",
-        f"catch-up {fmt(row.get('catchup_records_s'), 0)} records/s",
+        f"catch-up {fmt(row.get('catchup_records_s'), 0)} records/s, {fmt(row.get('catchup_link_mbit_s'), 1)} Mbit/s",
     ]
     for r in rates:
         parts.append(

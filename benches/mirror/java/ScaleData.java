@@ -12,6 +12,11 @@
 //   digest  <prefix> <T>
 //           reads every partition to the end offset it had at start; one JSON line:
 //           {"count": N, "bytes": B, "partitions": {"<topic>/<p>": "<count>:<order-sensitive hash>", ...}}
+//   referee <prefix> <T> <P> <create: 1 = create the topics first, 0 = they exist>
+//           the broker's own pace for a mirror's start-up: (creates T topics of P partitions in CreateTopics requests
+//           of 100 topics, not waiting for leaders, as Strait does, then) one Java producer (acks=all, linger.ms=0,
+//           16 sending threads, so a topic's metadata wait does not hold the others) writes ONE record to each
+//           partition; one JSON line, ms since start: {"created_ms", "first_ack_ms", "all_acked_ms", "errors"}
 //   watch   <prefix> <T> <P> <busyTopics> <recsBusy> <recsIdle> <interval ms>
 //           lists the end offsets of every partition every interval; stdout lines "<event> <epoch ms> <n>":
 //           ready, first (first record on the target), started (every partition has >= 1 record; n = partitions),
@@ -36,6 +41,7 @@ import java.util.zip.CRC32C;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -91,6 +97,7 @@ public final class ScaleData {
                 case "produce" -> produce(bootstrap, prefix, i(args[3]), i(args[4]), i(args[5]), i(args[6]),
                         i(args[7]), i(args[8]), Path.of(args[9]), args[10]);
                 case "digest" -> digest(bootstrap, prefix, i(args[3]));
+                case "referee" -> referee(bootstrap, prefix, i(args[3]), i(args[4]), i(args[5]) == 1);
                 case "watch" -> watch(bootstrap, prefix, i(args[3]), i(args[4]), i(args[5]), i(args[6]), i(args[7]),
                         i(args[8]));
                 default -> {
@@ -206,6 +213,66 @@ public final class ScaleData {
         System.out.println("{\"records\": " + seq + "}");
     }
 
+    static void referee(String bootstrap, String prefix, int t, int p, boolean create) throws Exception {
+        long start = System.currentTimeMillis();
+        long created = 0;
+        List<String> names = topics(prefix, t);
+        if (create) {
+            try (Admin admin = admin(bootstrap)) {
+                for (int from = 0; from < names.size(); from += 100) {
+                    List<NewTopic> news = new ArrayList<>();
+                    for (String n : names.subList(from, Math.min(names.size(), from + 100))) {
+                        news.add(new NewTopic(n, p, (short) 1));
+                    }
+                    admin.createTopics(news).all().get();
+                }
+            }
+            created = System.currentTimeMillis() - start;
+        }
+        Properties pp = new Properties();
+        pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        pp.put(ProducerConfig.CLIENT_ID_CONFIG, "strait-bench-scale-referee");
+        pp.put(ProducerConfig.ACKS_CONFIG, "all");
+        pp.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "300000");
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "300000");
+        pp.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "60000");
+        pp.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+        security(pp);
+        java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong(-1);
+        java.util.concurrent.atomic.AtomicLong errors = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.CountDownLatch acked = new java.util.concurrent.CountDownLatch(t * p);
+        try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer())) {
+            List<Thread> threads = new ArrayList<>();
+            for (int k = 0; k < 16; k++) {
+                final int lane = k;
+                Thread th = new Thread(() -> {
+                    for (int ti = lane; ti < t; ti += 16) {
+                        for (int part = 0; part < p; part++) {
+                            prod.send(new ProducerRecord<>(topic(prefix, ti), part, null, new byte[100]), (md, e) -> {
+                                if (e != null) {
+                                    errors.incrementAndGet();
+                                } else {
+                                    first.compareAndSet(-1, System.currentTimeMillis() - start);
+                                }
+                                acked.countDown();
+                            });
+                        }
+                    }
+                });
+                th.start();
+                threads.add(th);
+            }
+            for (Thread th : threads) {
+                th.join();
+            }
+            acked.await();
+        }
+        long all = System.currentTimeMillis() - start;
+        System.out.println("{\"created_ms\": " + created + ", \"first_ack_ms\": " + first.get() + ", \"all_acked_ms\": "
+                + all + ", \"errors\": " + errors.get() + "}");
+    }
+
     static void digest(String bootstrap, String prefix, int t) throws Exception {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -318,6 +385,8 @@ public final class ScaleData {
             Set<TopicPartition> known = new HashSet<>();
             boolean first = false;
             boolean started = false;
+            // when each partition was first seen holding data (set by the answers' callbacks)
+            Map<TopicPartition, Long> seenAt = new java.util.concurrent.ConcurrentHashMap<>();
             long lastProgress = 0;
             while (true) {
                 long t0 = System.currentTimeMillis();
@@ -337,15 +406,27 @@ public final class ScaleData {
                     for (TopicPartition tp : known) {
                         req.put(tp, OffsetSpec.latest());
                     }
-                    try {
-                        for (Map.Entry<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> e
-                                : admin.listOffsets(req).all().get().entrySet()) {
-                            ends.put(e.getKey(), e.getValue().offset());
+                    // Per partition, bounded: a just-created partition without a leader yet fails only
+                    // itself after at most the timeout (it counts as empty this round). Waiting for all of
+                    // them (the admin retries a missing leader up to its API timeout) hid every record
+                    // already on the target while a broker still created thousands of logs. The instant a
+                    // partition is first seen with data is taken when its answer arrives, not at the end
+                    // of the round.
+                    ListOffsetsResult listed = admin.listOffsets(req,
+                            new ListOffsetsOptions().timeoutMs(Math.max(1000, 10 * interval)));
+                    for (TopicPartition tp : req.keySet()) {
+                        listed.partitionResult(tp).whenComplete((info, err) -> {
+                            if (err == null && info.offset() > 0) {
+                                seenAt.putIfAbsent(tp, System.currentTimeMillis());
+                            }
+                        });
+                    }
+                    for (TopicPartition tp : req.keySet()) {
+                        try {
+                            ends.put(tp, listed.partitionResult(tp).get().offset());
+                        } catch (ExecutionException e) {
+                            // not served yet: next round
                         }
-                    } catch (ExecutionException e) {
-                        // a just-created partition without a leader yet: next round
-                        Thread.sleep(interval);
-                        continue;
                     }
                 }
                 long total = 0;
@@ -362,11 +443,13 @@ public final class ScaleData {
                 long now = System.currentTimeMillis();
                 if (!first && total > 0) {
                     first = true;
-                    System.out.println("first " + now + " " + total);
+                    long at = seenAt.values().stream().mapToLong(Long::longValue).min().orElse(now);
+                    System.out.println("first " + Math.min(at, now) + " " + total);
                 }
                 if (!started && withData == expected.size()) {
                     started = true;
-                    System.out.println("started " + now + " " + withData);
+                    long at = seenAt.values().stream().mapToLong(Long::longValue).max().orElse(now);
+                    System.out.println("started " + Math.min(at, now) + " " + withData);
                 }
                 if (now - lastProgress >= 1000) {
                     lastProgress = now;

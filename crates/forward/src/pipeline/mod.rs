@@ -96,7 +96,10 @@ pub struct Settings {
     pub on_offset_out_of_range: OffsetOutOfRange,
     /// First retry delay.
     pub retry_backoff: Duration,
-    /// Largest retry delay.
+    /// Largest retry delay (the Java clients' `retry.backoff.max.ms`, 1 s). A partition that
+    /// waits for a new target topic to settle retries at this pace; a longer cap (10 s before)
+    /// left partitions idle for seconds after the broker could take them: at 4,000 new
+    /// partitions the last ones started up to a whole backoff after their leader appeared.
     pub retry_backoff_max: Duration,
     /// Largest Produce request (sum of its batches).
     pub max_request_bytes: usize,
@@ -203,7 +206,7 @@ impl Default for Settings {
             start: StartPosition::Earliest,
             on_offset_out_of_range: OffsetOutOfRange::Fail,
             retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_secs(10),
+            retry_backoff_max: Duration::from_secs(1),
             max_request_bytes: 16 << 20,
             max_requests_per_broker: 5,
             produce_connections: 1,

@@ -49,6 +49,12 @@ pub fn settings(config: &Config) -> Settings {
     s.isolation = m.isolation;
     s.start = m.start;
     s.on_offset_out_of_range = m.on_offset_out_of_range;
+    // A partition's retries (a new target topic settling, a leader moving) back off as the
+    // target's client does: `retry.backoff.ms` .. `retry.backoff.max.ms` of [target].
+    if let Ok(target) = config.target.client_config() {
+        s.retry_backoff = target.retry_backoff();
+        s.retry_backoff_max = target.retry_backoff_max();
+    }
     // Exhaustive: a new configuration word must say which codec it means.
     s.compression = match m.compression {
         config::Compression::Keep => None,
@@ -615,6 +621,32 @@ mod tests {
         assert_eq!(
             assignors(&loaded.config.mirror),
             [Assignor::RoundRobin, Assignor::Range]
+        );
+    }
+
+    #[test]
+    fn partitions_retry_at_the_target_clients_backoff() {
+        let settings_of = |target_extra: &str| {
+            let loaded = Config::from_toml_str(
+                &format!(
+                    "[source]\n\"bootstrap.servers\" = \"a:1\"\n[target]\n\"bootstrap.servers\" = \"b:1\"\n{target_extra}"
+                ),
+                std::path::Path::new("t.toml"),
+                &config::Environment::default(),
+            )
+            .unwrap();
+            let s = settings(&loaded.config);
+            (s.retry_backoff, s.retry_backoff_max)
+        };
+        // The Java clients' defaults: a new target topic's partitions are retried at least
+        // once a second while the broker creates their logs.
+        assert_eq!(
+            settings_of(""),
+            (Duration::from_millis(100), Duration::from_secs(1))
+        );
+        assert_eq!(
+            settings_of("\"retry.backoff.ms\" = \"50\"\n\"retry.backoff.max.ms\" = \"5000\"\n"),
+            (Duration::from_millis(50), Duration::from_secs(5))
         );
     }
 

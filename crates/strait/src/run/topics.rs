@@ -424,16 +424,36 @@ impl Topics {
                 due
             };
             if due {
-                for topic in selected.values() {
-                    // A topic created in this round already has the source's configs.
-                    if !created.contains(&topic.target) {
-                        self.sync_configs(topic, replica_count(&md, &topic.target))
-                            .await;
-                    }
-                }
+                // A topic created in this round already has the source's configs.
+                let existing: Vec<(&SelectedTopic, i16)> = selected
+                    .values()
+                    .filter(|t| !created.contains(&t.target))
+                    .map(|t| (t, replica_count(&md, &t.target)))
+                    .collect();
+                self.sync_configs_all(&existing).await;
             }
         }
         Ok(selected)
+    }
+
+    /// [`sync_configs`](Self::sync_configs) for each topic, [`CONFIG_READS`] at a time: the
+    /// first refresh runs before the mirror joins its group, and one topic after the other (two
+    /// DescribeConfigs each) held the first record of a 500-topic mirror back by seconds; run
+    /// together, the wire client's coalescing asks for many topics per request.
+    async fn sync_configs_all(&self, topics: &[(&SelectedTopic, i16)]) {
+        // Fed by hand, as in `create_all` (a stream adapter's closure breaks `Send`).
+        let mut queue = topics.iter();
+        let mut running = FuturesUnordered::new();
+        loop {
+            while running.len() < CONFIG_READS
+                && let Some((topic, rf)) = queue.next()
+            {
+                running.push(self.sync_configs(topic, *rf));
+            }
+            if running.next().await.is_none() {
+                break;
+            }
+        }
     }
 
     /// Copies the changed configs of one mirrored topic. Never fails the mirror: a failure is
@@ -631,13 +651,14 @@ impl Topics {
         }
         self.await_all_leaders(&waits).await;
         if self.config.mirror.sync_topic_configs {
-            for plan in &plans {
-                // A topic that got no min.insync.replicas of its own may be below the target
-                // cluster's default: the config sync gives it its own value at once.
-                if created.contains(&plan.topic.target) && !plan.configs.contains_key(MIN_ISR) {
-                    self.sync_configs(plan.topic, plan.rf).await;
-                }
-            }
+            // A topic that got no min.insync.replicas of its own may be below the target
+            // cluster's default: the config sync gives it its own value at once.
+            let unset: Vec<(&SelectedTopic, i16)> = plans
+                .iter()
+                .filter(|p| created.contains(&p.topic.target) && !p.configs.contains_key(MIN_ISR))
+                .map(|p| (p.topic, p.rf))
+                .collect();
+            self.sync_configs_all(&unset).await;
         }
         match first_error {
             Some(e) => Err(e),

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! `--listen`/`--upstream` pair up in order (one route per broker). It prints one `route LISTEN -> UPSTREAM` line
-//! per route, then `READY`, and on exit the connections and bytes each route carried.
+//! per route, then `READY`, and on exit the connections and bytes each route carried. With `--stats-ms N` it also
+//! prints `stats <unix ms> <bytes up> <bytes down>` (all routes together) every N ms, so that a benchmark can tell
+//! how full the link was over a window of its own.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -36,6 +38,9 @@ struct Cli {
     /// Bandwidth per direction in Mbit/s, shared by the connections of a route (default: unlimited).
     #[arg(long = "bandwidth-mbit")]
     bandwidth_mbit: Option<u64>,
+    /// Print the bytes carried so far every this many milliseconds (default: only at exit).
+    #[arg(long = "stats-ms")]
+    stats_ms: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -86,10 +91,20 @@ fn run(cli: Cli) -> Result<(), String> {
         cli.bandwidth_mbit
             .map_or_else(|| "unlimited".to_string(), |m| format!("{m} Mbit/s"))
     );
+    let stats_every = cli.stats_ms.filter(|ms| *ms > 0).map(Duration::from_millis);
     runtime.block_on(async {
-        tokio::select! {
-            _ = sigterm.recv() => {}
-            _ = sigint.recv() => {}
+        // Without --stats-ms the ticks are an hour apart and print nothing.
+        let mut ticks = tokio::time::interval(stats_every.unwrap_or(Duration::from_secs(3600)));
+        loop {
+            tokio::select! {
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
+                _ = ticks.tick() => {
+                    if stats_every.is_some() {
+                        print_totals(&proxies);
+                    }
+                }
+            }
         }
     });
     for proxy in &proxies {
@@ -105,4 +120,16 @@ fn run(cli: Cli) -> Result<(), String> {
     }
     drop(proxies);
     Ok(())
+}
+
+/// One `stats` line: the bytes every route carried so far, by direction.
+fn print_totals(proxies: &[DelayProxy]) {
+    let (up, down) = proxies.iter().fold((0u64, 0u64), |(u, d), p| {
+        let s = p.stats();
+        (u + s.bytes_up, d + s.bytes_down)
+    });
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    println!("stats {ms} {up} {down}");
 }
