@@ -82,6 +82,7 @@ pub(crate) mod frame;
 // Also built for the unit tests: they run the entry points over the fuzz seeds on stable.
 #[cfg(any(test, feature = "unstable-fuzzing"))]
 pub mod fuzzing;
+pub mod grpc;
 pub mod http;
 pub mod metadata;
 pub(crate) mod oauth;
