@@ -68,6 +68,8 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod aws;
+#[cfg(feature = "aws-sdk")]
+mod aws_sdk;
 pub mod backoff;
 pub(crate) mod cleartext;
 pub mod client;
