@@ -128,12 +128,15 @@ bench_unit_tests
 # the wire, testkit and forward scenarios run while the strait binaries still compile. Clippy
 # checks the same code with other flags (it shares nothing with the test build): the runner starts
 # it once the build has ended, beside the tests (which spend much of their time waiting for
-# brokers), and reports it like a test process (log: $logs/tests/clippy.log).
+# brokers), and reports it like a test process (log: $logs/tests/clippy.log). So does the test of
+# the optional `aws-sdk` feature (MSK IAM credentials from the AWS SDK's chain; off in the default
+# build, which the rest of the suite tests): it builds the SDK's ~60 crates beside the tests.
 step "build the tests and run them as they are built: unit + integration against real Kafka, clippy after the build (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
   ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} \
   --after-build "clippy=nice -n 5 cargo clippy --workspace --all-targets --locked -- -D warnings" \
+  --after-build "aws-sdk=nice -n 5 cargo test -p strait-wire --locked --features aws-sdk --lib aws::" \
   -- cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
   || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
 
