@@ -129,7 +129,7 @@ async fn grpc_server(
         rustls_pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
     )
     .unwrap();
-    // Like grpc-go: a client that does not offer h2 fails the handshake.
+    // What the connection negotiated is recorded (grpc-go refuses TLS without ALPN h2).
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -143,7 +143,10 @@ async fn grpc_server(
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let service = hyper::service::service_fn(move |req| {
+                let alpn = tls.get_ref().1.alpn_protocol().unwrap_or(b"none").to_vec();
+                let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                    let alpn = hyper::header::HeaderValue::from_bytes(&alpn).unwrap();
+                    req.headers_mut().insert("x-test-alpn", alpn);
                     handle(req, answer.clone(), seen.clone())
                 });
                 let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
@@ -241,6 +244,7 @@ async fn grpc_over_tls_sends_grpc_headers_and_counts_a_refusal_as_failed() {
     assert_eq!(headers["content-type"], "application/grpc");
     assert_eq!(headers["te"], "trailers");
     assert_eq!(headers["grpc-timeout"], "4000m");
+    assert_eq!(headers["x-test-alpn"], "h2");
 
     // INVALID_ARGUMENT: not retried, the spans are counted as lost.
     let (port, seen) = grpc_server(&ca_file, Answer::Refuse(3, "bad%20spans")).await;
