@@ -8,11 +8,15 @@
 # platform's own musl C toolchain, which ring and zstd need). CA roots: the binary carries
 # Mozilla's (webpki-roots) and trusts them when no ssl.ca.location is set and the image has no
 # system bundle (docs/security.md). .git is not in the build context: pass the commit for
-# `strait --version` as STRAIT_GIT_COMMIT.
+# `strait --version` as STRAIT_GIT_COMMIT. Optional cargo features of strait: STRAIT_FEATURES,
+# e.g. `--build-arg STRAIT_FEATURES=aws-sdk` for MSK IAM credentials from the AWS SDK's chain
+# (instance/container roles, EKS Pod Identity, SSO, AssumeRole; docs/security.md). Without it
+# (the default) the image has the built-in chain and is smaller.
 FROM rust:1.95-bookworm AS build
 # Set by BuildKit/buildx; a legacy `docker build` leaves it empty: the build machine's arch.
 ARG TARGETARCH
 ARG STRAIT_GIT_COMMIT=unknown
+ARG STRAIT_FEATURES=
 RUN arch="${TARGETARCH:-$(dpkg --print-architecture)}" \
  && case "$arch" in \
       amd64) echo x86_64-unknown-linux-musl ;; \
@@ -25,6 +29,7 @@ WORKDIR /src
 COPY . .
 RUN target="$(cat /rust-target)" \
  && STRAIT_GIT_COMMIT="$STRAIT_GIT_COMMIT" cargo build --release --locked --target "$target" -p strait \
+    ${STRAIT_FEATURES:+--features "$STRAIT_FEATURES"} \
  && cp "target/$target/release/strait" /strait
 
 # `--target demo`: the traced producer and consumer of the reference scenario (strait-demo), for

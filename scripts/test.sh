@@ -130,13 +130,17 @@ bench_unit_tests
 # inside that build: cargo compiles the workspace's own crates through clippy-driver (what `cargo
 # clippy` does, with codegen), every target (`--all-targets`, so the divan bench too) with `-D
 # warnings`, so a lint fails the build like a compile error. A separate `cargo clippy` pass shared
-# nothing with the test build and cost 70-160 s of the 2 cores.
+# nothing with the test build and cost 70-160 s of the 2 cores. The test of the optional `aws-sdk`
+# feature (MSK IAM credentials from the AWS SDK's chain; off in the default build, which the rest
+# of the suite tests) builds the SDK's ~60 crates: the runner starts it once the build has ended,
+# beside the tests.
 clippy_driver="$(dirname "$(rustup which cargo 2>/dev/null || command -v cargo)")/clippy-driver"
 [ -x "$clippy_driver" ] || { echo "clippy-driver not found next to cargo: rustup component add clippy" >&2; exit 1; }
 step "build the tests (linted by clippy) and run them as they are built: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
   ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} \
+  --after-build "aws-sdk=nice -n 5 cargo test -p strait-wire --locked --features aws-sdk --lib aws::" \
   -- env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
   cargo test --workspace --locked --no-run --all-targets --message-format=json-render-diagnostics \
   || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }

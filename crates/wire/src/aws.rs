@@ -19,8 +19,13 @@
 //! (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, exchanged with STS
 //! AssumeRoleWithWebIdentity, as on EKS with IRSA), then the shared credentials/config files
 //! (`~/.aws/credentials`, `~/.aws/config`; profile `awsProfileName` from `sasl.jaas.config`, else
-//! `AWS_PROFILE`, else `default`). Not supported: EC2/ECS instance metadata, SSO, `role_arn`
-//! profiles and `awsRoleArn` (STS AssumeRole).
+//! `AWS_PROFILE`, else `default`). Not supported by this built-in chain: EC2/ECS instance
+//! metadata, EKS Pod Identity, SSO, `role_arn` profiles and `awsRoleArn` (STS AssumeRole). Built
+//! with the cargo feature `aws-sdk`, the AWS SDK's default chain (`aws_sdk.rs`) replaces it and
+//! covers those.
+
+// With `aws-sdk` the SDK's chain replaces the built-in one, whose code then goes unused.
+#![cfg_attr(feature = "aws-sdk", allow(dead_code))]
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -62,6 +67,17 @@ pub struct MskIam {
     env: Env,
     /// Web identity credentials, cached until shortly before they expire.
     sts_cache: Arc<tokio::sync::Mutex<Option<(Credentials, Instant)>>>,
+    /// The AWS SDK's chain (built at first use) and its last credentials, until shortly
+    /// before they expire.
+    #[cfg(feature = "aws-sdk")]
+    sdk: Arc<tokio::sync::Mutex<SdkState>>,
+}
+
+#[cfg(feature = "aws-sdk")]
+#[derive(Default)]
+struct SdkState {
+    chain: Option<crate::aws_sdk::SdkChain>,
+    cached: Option<(Credentials, Instant)>,
 }
 
 impl PartialEq for MskIam {
@@ -99,6 +115,8 @@ impl MskIam {
             profile,
             env: Env::default(),
             sts_cache: Arc::new(tokio::sync::Mutex::new(None)),
+            #[cfg(feature = "aws-sdk")]
+            sdk: Arc::default(),
         }
     }
 
@@ -148,6 +166,42 @@ impl MskIam {
     }
 
     async fn credentials(&self) -> Result<Credentials> {
+        #[cfg(feature = "aws-sdk")]
+        return self.sdk_credentials().await;
+        #[cfg(not(feature = "aws-sdk"))]
+        self.builtin_credentials().await
+    }
+
+    /// The AWS SDK's default chain, its credentials cached until 5 minutes before they expire
+    /// (long-term keys: 5 minutes, so a rotated key file is read again).
+    #[cfg(feature = "aws-sdk")]
+    async fn sdk_credentials(&self) -> Result<Credentials> {
+        let mut state = self.sdk.lock().await;
+        if let Some((c, until)) = &state.cached
+            && Instant::now() < *until
+        {
+            return Ok(c.clone());
+        }
+        let chain = match &state.chain {
+            Some(c) => c.clone(),
+            None => {
+                // The process environment: the SDK has no way to be given another outside its
+                // own tests (this crate's tests run it in a child process).
+                let c = crate::aws_sdk::SdkChain::load(self.profile.as_deref()).await?;
+                state.chain = Some(c.clone());
+                c
+            }
+        };
+        let (creds, left) = chain.credentials().await?;
+        let keep = left.map_or(Duration::from_secs(300), |l| {
+            l.saturating_sub(Duration::from_secs(300))
+        });
+        state.cached = Some((creds.clone(), Instant::now() + keep));
+        Ok(creds)
+    }
+
+    /// The chain written here: environment, web identity, shared files.
+    async fn builtin_credentials(&self) -> Result<Credentials> {
         if self.profile.is_none() {
             if let Some(c) = env_credentials(&self.env)? {
                 return Ok(c);
@@ -747,6 +801,8 @@ mod tests {
 
     /// Credentials from the environment, then a profile file; the payload has the fields of
     /// aws-msk-iam-auth and never the secret key.
+    // The built-in chain (with `aws-sdk`, the SDK's chain reads the process environment).
+    #[cfg(not(feature = "aws-sdk"))]
     #[tokio::test]
     async fn credential_sources_and_the_msk_payload() {
         let host = "b-1.demo.abc.c2.kafka.eu-west-1.amazonaws.com";
@@ -835,6 +891,8 @@ mod tests {
 
     /// Web identity: the token file is exchanged with STS AssumeRoleWithWebIdentity (here a
     /// local endpoint through AWS_ENDPOINT_URL_STS), and the temporary credentials sign.
+    // The built-in chain (with `aws-sdk`, the SDK's chain reads the process environment).
+    #[cfg(not(feature = "aws-sdk"))]
     #[tokio::test]
     async fn web_identity_through_sts() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -907,5 +965,130 @@ mod tests {
             "{url}"
         );
         assert!(!url.contains("sts-secret"));
+    }
+
+    /// The variable that makes [`sdk_chain_child`] run (it is a no-op in a normal test run).
+    #[cfg(feature = "aws-sdk")]
+    const SDK_CHILD: &str = "STRAIT_TEST_AWS_SDK_CHILD";
+
+    /// Run by [`the_sdk_chain_reads_ecs_container_credentials`] in a child process with the
+    /// environment it sets (the SDK reads the process environment): prints the MSK IAM payload.
+    #[cfg(feature = "aws-sdk")]
+    #[tokio::test]
+    async fn sdk_chain_child() {
+        if std::env::var_os(SDK_CHILD).is_none() {
+            return;
+        }
+        let m = MskIam::new(None);
+        let host = "b-1.demo.abc.c2.kafka.eu-west-1.amazonaws.com";
+        match m.auth_payload(host).await {
+            Ok(p) => println!("PAYLOAD {}", String::from_utf8(p).unwrap()),
+            Err(e) => println!("ERROR {e}"),
+        }
+    }
+
+    /// ECS / EKS Pod Identity container credentials (`AWS_CONTAINER_CREDENTIALS_FULL_URI` and
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`, served here on loopback) through the AWS SDK's
+    /// default chain sign the AWS_MSK_IAM payload; offline, no other credential source set.
+    #[cfg(feature = "aws-sdk")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sdk_chain_reads_ecs_container_credentials() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v2/credentials/abc",
+            listener.local_addr().unwrap()
+        );
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !String::from_utf8_lossy(&buf).contains("\r\n\r\n") {
+                let n = s.read(&mut chunk).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            // An hour from now, RFC 3339.
+            let (_, date) = amz_dates(SystemTime::now() + Duration::from_secs(3600));
+            let expiration = format!(
+                "{}-{}-{}T{}:{}:{}Z",
+                &date[0..4],
+                &date[4..6],
+                &date[6..8],
+                &date[9..11],
+                &date[11..13],
+                &date[13..15]
+            );
+            let body = format!(
+                "{{\"AccessKeyId\":\"ASIAECS\",\"SecretAccessKey\":\"ecs-secret\",\
+                 \"Token\":\"ecs-session\",\"Expiration\":\"{expiration}\"}}"
+            );
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(resp.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&buf).into_owned()
+        });
+        let home = std::env::temp_dir().join(format!("strait-aws-sdk-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let home_str = home.display().to_string();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(exe)
+                .args(["--exact", "aws::tests::sdk_chain_child", "--nocapture"])
+                .env_clear()
+                .env(SDK_CHILD, "1")
+                .env("HOME", &home_str)
+                .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", url)
+                .env("AWS_CONTAINER_AUTHORIZATION_TOKEN", "pod-identity-token")
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&home);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("PAYLOAD "))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no payload: {stdout}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
+        let request = server.await.unwrap();
+        assert!(request.starts_with("GET /v2/credentials/abc "), "{request}");
+        assert!(
+            request
+                .to_ascii_lowercase()
+                .contains("authorization: pod-identity-token"),
+            "{request}"
+        );
+        let p = payload(line.as_bytes());
+        assert_eq!(p["action"], "kafka-cluster:Connect");
+        assert_eq!(p["host"], "b-1.demo.abc.c2.kafka.eu-west-1.amazonaws.com");
+        assert!(
+            p["x-amz-credential"]
+                .as_str()
+                .unwrap()
+                .starts_with("ASIAECS/"),
+            "{p:?}"
+        );
+        assert!(
+            p["x-amz-credential"]
+                .as_str()
+                .unwrap()
+                .contains("/eu-west-1/kafka-cluster/aws4_request"),
+            "{p:?}"
+        );
+        assert_eq!(p["x-amz-security-token"], "ecs-session");
+        assert_eq!(p["x-amz-signature"].as_str().unwrap().len(), 64);
+        assert!(!line.contains("ecs-secret"), "{line}");
     }
 }

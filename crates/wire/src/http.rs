@@ -59,14 +59,32 @@ pub(crate) async fn post_form(
     }
 }
 
-/// [`post_form`] without its time bound; `env` looks up the proxy variables (injected in tests).
-async fn post_inner(
+/// A connection [`open`] made, TCP or TLS.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// Where [`open`] connected to.
+pub(crate) struct Opened {
+    pub(crate) stream: Box<dyn Io>,
+    pub(crate) uri: Uri,
+    /// `host[:port]` as the URL has it (the `Host` header, `:authority` in HTTP/2).
+    pub(crate) authority: String,
+    /// The proxy the connection goes through when the request is plain HTTP sent in absolute
+    /// form (no tunnel); its `Proxy-Authorization`.
+    pub(crate) absolute_form_proxy: Option<crate::proxy::Proxy>,
+}
+
+/// Connects to `url`'s host: directly or through the proxy `HTTPS_PROXY` / `HTTP_PROXY` /
+/// `NO_PROXY` name (`env` looks them up; injected in tests), with TLS for `https://` offering
+/// the ALPN protocols `alpn`. `tunnel_always`: go through a proxy with CONNECT for plain
+/// `http://` too (HTTP/2 with prior knowledge cannot be relayed in absolute form).
+pub(crate) async fn open(
     url: &str,
-    headers: &[(String, String)],
-    body: Bytes,
     tls_settings: &TlsSettings,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Response, Failure> {
+    alpn: &[&[u8]],
+    tunnel_always: bool,
+) -> Result<Opened, Failure> {
     let fail = |message: String| Failure { message };
     let uri: Uri = url
         .parse()
@@ -94,39 +112,67 @@ async fn post_inner(
         .await
         .map_err(|e| fail(format!("cannot connect to {dial}{via}: {e}")))?;
     let _ = tcp.set_nodelay(true);
-    // Plain http through a proxy: the request names the whole URL (absolute form).
-    let path = match &proxy {
-        Some(_) if !tls => url.to_owned(),
-        _ => uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
-    };
     let authority = uri
         .authority()
         .map_or_else(|| host.clone(), |a| a.as_str().to_owned());
-    let mut req = Request::post(path).header(hyper::header::HOST, authority);
+    let tunnel = tls || tunnel_always;
+    if tunnel && let Some(p) = &proxy {
+        crate::proxy::tunnel(&mut tcp, &addr, p)
+            .await
+            .map_err(fail)?;
+    }
+    let stream: Box<dyn Io> = if tls {
+        let ctx = TlsContext::new(tls_settings).map_err(|e| fail(format!("TLS setup: {e}")))?;
+        Box::new(
+            ctx.connect_alpn(&host, &addr, tcp, alpn)
+                .await
+                .map_err(|e| fail(e.to_string()))?,
+        )
+    } else {
+        Box::new(tcp)
+    };
+    Ok(Opened {
+        stream,
+        uri,
+        authority,
+        absolute_form_proxy: if tunnel { None } else { proxy },
+    })
+}
+
+/// [`post_form`] without its time bound; `env` looks up the proxy variables (injected in tests).
+async fn post_inner(
+    url: &str,
+    headers: &[(String, String)],
+    body: Bytes,
+    tls_settings: &TlsSettings,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Response, Failure> {
+    let fail = |message: String| Failure { message };
+    let opened = open(url, tls_settings, env, &[], false).await?;
+    // Plain http through a proxy: the request names the whole URL (absolute form).
+    let path = match &opened.absolute_form_proxy {
+        Some(_) => url.to_owned(),
+        None => opened
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned(),
+    };
+    let mut req = Request::post(path).header(hyper::header::HOST, opened.authority.as_str());
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    if !tls && let Some(auth) = proxy.as_ref().and_then(|p| p.authorization.as_deref()) {
+    if let Some(auth) = opened
+        .absolute_form_proxy
+        .as_ref()
+        .and_then(|p| p.authorization.as_deref())
+    {
         req = req.header(hyper::header::PROXY_AUTHORIZATION, auth);
     }
     let req = req
         .body(Full::new(body))
         .map_err(|e| fail(format!("invalid request: {e}")))?;
-    if tls {
-        if let Some(p) = &proxy {
-            crate::proxy::tunnel(&mut tcp, &addr, p)
-                .await
-                .map_err(fail)?;
-        }
-        let ctx = TlsContext::new(tls_settings).map_err(|e| fail(format!("TLS setup: {e}")))?;
-        let stream = ctx
-            .connect(&host, &addr, tcp)
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        exchange(stream, req).await
-    } else {
-        exchange(tcp, req).await
-    }
+    exchange(opened.stream, req).await
 }
 
 async fn exchange<S>(stream: S, req: Request<Full<Bytes>>) -> Result<Response, Failure>

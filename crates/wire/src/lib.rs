@@ -68,6 +68,8 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod aws;
+#[cfg(feature = "aws-sdk")]
+mod aws_sdk;
 pub mod backoff;
 pub(crate) mod cleartext;
 pub mod client;
@@ -82,6 +84,7 @@ pub(crate) mod frame;
 // Also built for the unit tests: they run the entry points over the fuzz seeds on stable.
 #[cfg(any(test, feature = "unstable-fuzzing"))]
 pub mod fuzzing;
+pub mod grpc;
 pub mod http;
 pub mod metadata;
 pub(crate) mod oauth;

@@ -121,7 +121,7 @@ fn parse(var: &'static str, url: &str) -> Result<Proxy, String> {
 }
 
 /// `%XX` decoding of the user info (a password may hold `@` or `:` written as `%40`, `%3A`).
-fn percent_decode(s: &str) -> Vec<u8> {
+pub(crate) fn percent_decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

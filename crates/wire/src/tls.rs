@@ -147,6 +147,18 @@ impl TlsContext {
         broker: &str,
         tcp: TcpStream,
     ) -> Result<TlsStream<TcpStream>> {
+        self.connect_alpn(host, broker, tcp, &[]).await
+    }
+
+    /// [`Self::connect`] offering the ALPN protocols `alpn` (`h2` for gRPC: gRPC servers refuse
+    /// a TLS connection that did not negotiate it). Kafka connections offer none.
+    pub(crate) async fn connect_alpn(
+        &self,
+        host: &str,
+        broker: &str,
+        tcp: TcpStream,
+        alpn: &[&[u8]],
+    ) -> Result<TlsStream<TcpStream>> {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(host.to_owned()).map_err(|e| {
             Error::config(
@@ -155,7 +167,14 @@ impl TlsContext {
             )
         })?;
         let built = self.current();
-        built.connector.connect(name, tcp).await.map_err(|e| {
+        let connector = if alpn.is_empty() {
+            built.connector.clone()
+        } else {
+            let mut config = (**built.connector.config()).clone();
+            config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+            TlsConnector::from(Arc::new(config))
+        };
+        connector.connect(name, tcp).await.map_err(|e| {
             self.classify(broker, &e)
                 .unwrap_or_else(|| tls_io(broker, e))
         })

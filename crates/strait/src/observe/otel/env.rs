@@ -9,8 +9,9 @@
 //!   [`super::EXPORT_TIMEOUT`].
 //! * `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`: the PEM file of the CA that signed an `https://`
 //!   endpoint's certificate; otherwise `SSL_CERT_FILE`, the system bundle or the built-in roots.
-//! * `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`: `http/protobuf`, the one Strait's exporter speaks;
-//!   `grpc` and `http/json` are refused with what to do instead.
+//! * `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`: `http/protobuf` (the default) or `grpc` (the same
+//!   protobuf request as a unary gRPC call, `grpc.rs`); `http/json` is refused with what to do
+//!   instead.
 //! * `OTEL_RESOURCE_ATTRIBUTES`: `key=value,...` added to the spans' resource (read by the SDK's
 //!   resource detector; `tracing.service_name` still names the service).
 
@@ -21,6 +22,8 @@ use crate::error::{Error, Result};
 /// What the variables ask of the exporter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ExporterEnv {
+    /// OTLP/gRPC instead of OTLP/HTTP.
+    pub grpc: bool,
     /// The time one export may take.
     pub timeout: Duration,
     /// The CA file for an `https://` endpoint, and the variable that named it.
@@ -41,22 +44,27 @@ pub(crate) fn check(
     get: impl Fn(&str) -> Option<String>,
     default_timeout: Duration,
 ) -> Result<ExporterEnv> {
-    if let Some((var, protocol)) = first(
+    let grpc = match first(
         &get,
         [
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
             "OTEL_EXPORTER_OTLP_PROTOCOL",
         ],
-    ) && protocol.trim() != "http/protobuf"
-    {
-        return Err(Error::Unsupported {
-            what: format!("{var}={}", protocol.trim()),
-            hint: "Strait exports OTLP over HTTP with protobuf: unset the variable or set it to \
-                   http/protobuf, and point tracing.otlp_endpoint (OTEL_EXPORTER_OTLP_ENDPOINT) \
-                   at the receiver's OTLP/HTTP port (4318 on a Collector or Jaeger)"
-                .into(),
-        });
-    }
+    ) {
+        None => false,
+        Some((_, p)) if p.trim() == "http/protobuf" => false,
+        Some((_, p)) if p.trim() == "grpc" => true,
+        Some((var, p)) => {
+            return Err(Error::Unsupported {
+                what: format!("{var}={}", p.trim()),
+                hint: "Strait exports OTLP as protobuf: set the variable to http/protobuf (the \
+                       receiver's OTLP/HTTP port, 4318 on a Collector or Jaeger) or grpc (its \
+                       OTLP/gRPC port, 4317), and point tracing.otlp_endpoint \
+                       (OTEL_EXPORTER_OTLP_ENDPOINT) at that port"
+                    .into(),
+            });
+        }
+    };
     let timeout = match first(
         &get,
         [
@@ -105,7 +113,7 @@ pub(crate) fn check(
         ],
     )
     .map(|(var, path)| (var, std::path::PathBuf::from(path.trim())));
-    Ok(ExporterEnv { timeout, ca })
+    Ok(ExporterEnv { grpc, timeout, ca })
 }
 
 /// An HTTP header-name character (RFC 9110 `tchar`).
@@ -159,11 +167,31 @@ mod tests {
                 .starts_with("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: expected a whole number"),
             "{e}"
         );
-        assert!(with(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]).is_ok());
-        let e = with(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).unwrap_err();
+        assert!(!with(&[]).unwrap().grpc);
         assert!(
-            e.to_string()
-                .starts_with("not supported: OTEL_EXPORTER_OTLP_PROTOCOL=grpc; Strait exports"),
+            !with(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")])
+                .unwrap()
+                .grpc
+        );
+        assert!(
+            with(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")])
+                .unwrap()
+                .grpc
+        );
+        // The traces variable wins over the general one.
+        assert!(
+            !with(&[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+            ])
+            .unwrap()
+            .grpc
+        );
+        let e = with(&[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")]).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "not supported: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json; Strait exports"
+            ),
             "{e}"
         );
         assert_eq!(e.exit_code(), 2);

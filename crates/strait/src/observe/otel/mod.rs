@@ -1,4 +1,4 @@
-//! OpenTelemetry spans for what the mirror forwards, exported over OTLP/HTTP (protobuf).
+//! OpenTelemetry spans for what the mirror forwards, exported over OTLP/HTTP or OTLP/gRPC (protobuf).
 //!
 //! [`init`] turns the `[tracing]` section into an [`OtelHandle`]: an [`Observer`] for the
 //! forwarder plus the flush/shutdown handle. Combine it with the metrics observer through
@@ -301,7 +301,8 @@ impl Drop for OtelHandle {
 /// while the mirror does (exports run on it).
 ///
 /// The endpoint is the OTLP/HTTP base URL (`http://127.0.0.1:4318`); `/v1/traces` is appended
-/// unless the URL already ends with it. `https://` is verified with the CA of
+/// unless the URL already ends with it. With `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL=grpc` it is
+/// the OTLP/gRPC receiver's (`http://127.0.0.1:4317`, `https://` for TLS). `https://` is verified with the CA of
 /// `OTEL_EXPORTER_OTLP_CERTIFICATE`, else `SSL_CERT_FILE`, the system bundle or the built-in
 /// roots (`strait-wire`'s client, which also honours `HTTPS_PROXY` / `NO_PROXY`).
 pub fn init(cfg: &TracingConfig, flow: &Flow) -> Result<Option<OtelHandle>> {
@@ -322,8 +323,8 @@ fn init_with(
     }
     let invalid = |why: String| Error::Invalid {
         key: "tracing.otlp_endpoint".into(),
-        expected: "the http:// or https:// URL of an OTLP/HTTP receiver, e.g. \
-                   \"http://127.0.0.1:4318\""
+        expected: "the http:// or https:// URL of an OTLP receiver, e.g. \
+                   \"http://127.0.0.1:4318\" (OTLP/HTTP; OTLP/gRPC listens on 4317)"
             .into(),
         got: format!("{endpoint:?} ({why})"),
     };
@@ -345,15 +346,23 @@ fn init_with(
         });
     }
     // strait-wire's client: https (rustls) and HTTPS_PROXY / NO_PROXY (http_client.rs).
+    // OTLP/gRPC: the same protobuf request as a gRPC call (http_client.rs); its path is the
+    // gRPC method's, so the endpoint is used as given.
     let client = http_client::WireHttp {
         tls,
         timeout: standard.timeout,
+        grpc: standard.grpc,
+    };
+    let url = if standard.grpc {
+        endpoint.to_owned()
+    } else {
+        traces_url(endpoint)
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(client)
         .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(traces_url(endpoint))
+        .with_endpoint(url)
         .with_timeout(standard.timeout)
         .build()
         .map_err(|e| invalid(e.to_string()))?;

@@ -1,5 +1,5 @@
 //! Span shapes with the SDK's in-memory exporter, queue accounting with a stalled exporter, and
-//! the real OTLP/HTTP exporter against the loopback receiver.
+//! the real OTLP/HTTP exporter against the loopback receiver; OTLP/gRPC in `grpc`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,6 +17,8 @@ use strait_wire::kafka_protocol::records::{
 };
 
 use super::*;
+
+mod grpc;
 
 const TP_SAMPLED: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const TP_UNSAMPLED: &str = "00-11112f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b8-00";
@@ -464,11 +466,12 @@ async fn init_is_off_without_an_endpoint_or_with_mode_off() {
     assert!(init(&cfg, &flow()).unwrap().is_none());
     // A protocol the exporter does not speak is refused by name.
     cfg.otlp_endpoint = Some("https://collector:4318".into());
-    let grpc = |n: &str| (n == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "grpc".to_owned());
-    let err = init_with(&cfg, &flow(), grpc).unwrap_err();
+    let json = |n: &str| (n == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "http/json".to_owned());
+    let err = init_with(&cfg, &flow(), json).unwrap_err();
     assert!(err.is_config(), "{err}");
     assert!(
-        err.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+        err.to_string()
+            .contains("OTEL_EXPORTER_OTLP_PROTOCOL=http/json"),
         "{err}"
     );
 }
