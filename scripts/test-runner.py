@@ -70,6 +70,8 @@ WEIGHTS = {
 NEEDS = {
     "strait-otlp-sink/jaeger": "jaeger",
     "strait-e2e/kafka::scenario": "jaeger",
+    # otel::tests::grpc exports to a real Jaeger over OTLP/gRPC.
+    "strait/lib:strait": "jaeger",
 }
 
 # Packages whose tests run a binary: they start once cargo has reported the binary, with its
