@@ -37,7 +37,10 @@ use crate::offset_commit::{CommitOffset, group_authorization};
 use crate::produce::{ProduceAck, ProduceBatch, ProduceOptions};
 use crate::producer_id::ProducerIdentity;
 use crate::topic::TopicPartition;
-use crate::txn::{TxnApi, TxnMachine, TxnReply, TxnRequest, TxnState, TxnStep};
+use crate::txn::{
+    CONCURRENT_TRANSACTIONS_QUICK_RETRIES, TxnApi, TxnMachine, TxnReply, TxnRequest, TxnState,
+    TxnStep,
+};
 
 /// Java's default `transaction.timeout.ms`.
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -160,6 +163,20 @@ impl TransactionalProducer {
         self.drive().await
     }
 
+    /// Adds partitions and the group whose offsets the transaction will commit to the open
+    /// transaction (AddPartitionsToTxn for the partitions not in it yet, then AddOffsetsToTxn if
+    /// the group is not): [`send_offsets`](Self::send_offsets) at the end of the transaction is
+    /// then a single TxnOffsetCommit.
+    pub async fn add_partitions_and_group(
+        &mut self,
+        partitions: &[TopicPartition],
+        group_id: &str,
+    ) -> Result<()> {
+        self.machine.add_partitions(partitions, Instant::now())?;
+        self.machine.add_group(group_id, Instant::now())?;
+        self.drive().await
+    }
+
     /// Produces batches in the open transaction: first adds their partitions that are not in
     /// it yet, then sends the batches (as [`Client::produce`]: one per partition, leaders
     /// concurrently, acks=all). Each batch must carry the transactional bit and this producer's
@@ -218,7 +235,16 @@ impl TransactionalProducer {
                 TxnStep::Idle => return Ok(()),
                 TxnStep::Send(req) => req,
             };
+            let started = Instant::now();
             let outcome = self.execute(&req).await;
+            // Each request's time, retries included: where a transaction's time goes.
+            tracing::trace!(
+                transactional_id = self.transactional_id(),
+                api = req.api().name(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                ok = outcome.is_ok(),
+                "transaction request answered"
+            );
             if let Err(e) = &outcome {
                 tracing::debug!(
                     transactional_id = self.transactional_id(),
@@ -252,20 +278,30 @@ impl TransactionalProducer {
             TxnRequest::AddPartitionsToTxn {
                 identity,
                 partitions,
-            } => self
-                .coordinator
-                .call("AddPartitionsToTxn", budget, |conn| {
-                    add_partitions_once(conn, tid.clone(), *identity, partitions)
-                })
-                .await
-                .map(|()| TxnReply::Done),
-            TxnRequest::AddOffsetsToTxn { identity, group_id } => self
-                .coordinator
-                .call("AddOffsetsToTxn", budget, |conn| {
-                    add_offsets_once(conn, tid.clone(), *identity, group_id)
-                })
-                .await
-                .map(|()| TxnReply::Done),
+            } => {
+                let machine = &self.machine;
+                self.coordinator
+                    .call("AddPartitionsToTxn", budget, |conn| {
+                        let tid = tid.clone();
+                        quickly_retried(machine, req, move || {
+                            add_partitions_once(conn.clone(), tid.clone(), *identity, partitions)
+                        })
+                    })
+                    .await
+                    .map(|()| TxnReply::Done)
+            }
+            TxnRequest::AddOffsetsToTxn { identity, group_id } => {
+                let machine = &self.machine;
+                self.coordinator
+                    .call("AddOffsetsToTxn", budget, |conn| {
+                        let tid = tid.clone();
+                        quickly_retried(machine, req, move || {
+                            add_offsets_once(conn.clone(), tid.clone(), *identity, group_id)
+                        })
+                    })
+                    .await
+                    .map(|()| TxnReply::Done)
+            }
             TxnRequest::TxnOffsetCommit {
                 identity,
                 group_id,
@@ -302,6 +338,36 @@ impl TransactionalProducer {
                 .await
                 .map(|()| TxnReply::Done),
         }
+    }
+}
+
+/// Sends a request with `once`, and again after the machine's short wait while it asks for one
+/// ([`TxnMachine::quick_retry`]: CONCURRENT_TRANSACTIONS right after a commit), at most
+/// [`CONCURRENT_TRANSACTIONS_QUICK_RETRIES`] times; any other outcome goes to the caller (the
+/// coordinator's retry helper, with the client's backoff).
+async fn quickly_retried<T, F, Fut>(machine: &TxnMachine, req: &TxnRequest, mut once: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut quick = 0;
+    loop {
+        let outcome = once().await;
+        let wait = match &outcome {
+            Err(e) if quick < CONCURRENT_TRANSACTIONS_QUICK_RETRIES => machine.quick_retry(req, e),
+            _ => None,
+        };
+        let Some(wait) = wait else {
+            return outcome;
+        };
+        quick += 1;
+        tracing::trace!(
+            transactional_id = machine.transactional_id(),
+            api = req.api().name(),
+            attempt = quick,
+            "the previous transaction is still completing; asking again shortly"
+        );
+        tokio::time::sleep(wait).await;
     }
 }
 

@@ -42,6 +42,8 @@ pub(crate) struct Cycle {
     added: bool,
     /// Waiting for the window to empty before committing.
     draining: bool,
+    /// When the open transaction started draining (for the timings of [`phases`](Self::phases)).
+    drain_from: Option<Instant>,
     /// The position the last transaction committed (or the start position).
     committed: i64,
     /// How often the committed position is stored again while nothing moves (`None`: never).
@@ -63,6 +65,7 @@ impl Cycle {
             opened: None,
             added: false,
             draining: false,
+            drain_from: None,
             committed,
             refresh: None,
             stored_at: None,
@@ -141,6 +144,7 @@ impl Cycle {
         };
         if input_ended || now >= opened + self.interval || self.sent_bytes >= self.max_bytes {
             self.draining = true;
+            self.drain_from.get_or_insert(now);
         }
         (self.draining && window_empty).then_some(CycleAction::Commit {
             position: acknowledged.max(self.committed),
@@ -167,6 +171,20 @@ impl Cycle {
         self.sent_bytes = 0;
         self.added = false;
         self.draining = false;
+        self.drain_from = None;
+    }
+
+    /// Where the open transaction's time went until `now`: (open, taking batches; draining,
+    /// waiting for the window to empty). Zero for a phase it has not reached.
+    pub(crate) fn phases(&self, now: Instant) -> (Duration, Duration) {
+        let Some(opened) = self.opened else {
+            return (Duration::ZERO, Duration::ZERO);
+        };
+        let drain_from = self.drain_from.unwrap_or(now);
+        (
+            drain_from.saturating_duration_since(opened),
+            now.saturating_duration_since(drain_from),
+        )
     }
 
     /// The position the last transaction committed (or the start position).
@@ -213,6 +231,23 @@ mod tests {
             c.before_send(t0 + 2 * SECOND, 100),
             "a new transaction adds it again"
         );
+    }
+
+    /// The timings a commit logs: open from the first batch to the due time, then draining
+    /// until the window is empty; none while nothing is open.
+    #[test]
+    fn the_phases_of_a_transaction_are_timed_on_the_clock_passed_in() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut c = Cycle::new(ms(300), u64::MAX, 0);
+        assert_eq!(c.phases(t0), (Duration::ZERO, Duration::ZERO));
+        c.before_send(t0, 10);
+        c.added();
+        assert_eq!(c.phases(t0 + ms(100)), (ms(100), Duration::ZERO));
+        assert_eq!(c.poll(t0 + ms(310), 5, false, false), None, "in flight");
+        assert_eq!(c.phases(t0 + ms(350)), (ms(310), ms(40)));
+        c.committed(t0 + ms(350), 5);
+        assert_eq!(c.phases(t0 + ms(400)), (Duration::ZERO, Duration::ZERO));
     }
 
     #[test]
