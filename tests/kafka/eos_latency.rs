@@ -6,15 +6,18 @@
 //! with the producer's wall clock. A reader per target topic fetches without a break (the
 //! exactly-once one `read_committed`: a record counts once its transaction commits) and takes
 //! each record's latency: when it was read minus its timestamp (the mirror keeps timestamps).
-//! Records of the first `WARMUP` (topic creation, the transactional ids' initialization, the
-//! first start positions) do not count.
+//! Measuring starts `SETTLE` after both mirrors delivered a record of every partition: their
+//! start (on a fresh target, creating `__transaction_state` and `__consumer_offsets`, one
+//! InitProducerId per partition) is not what is measured. Every record counts for completeness.
 //!
 //! Asserts the exactly-once p50 stays within a generous bound of the at-least-once one measured
-//! in the same run: `p50(eos) <= 3 x p50(alo) + transaction_interval`. A ratio, not an absolute
-//! time: a loaded machine slows both mirrors alike. Before the fix of issue #33 item 2 (a
-//! route's AddPartitionsToTxn waited out CONCURRENT_TRANSACTIONS with the 100 ms..1 s backoff
-//! after each commit, its AddOffsetsToTxn sat in the commit), the exactly-once p50 was several
-//! times that bound. Every record must also arrive, exactly once on the exactly-once side.
+//! in the same run: `p50(eos) <= 3 x p50(alo) + 2 x transaction_interval` (a record waits up to
+//! an interval for its transaction to be due, then for the commit's round trips, which a loaded
+//! broker slows as it slows the at-least-once path). A ratio, not an absolute time. Before the
+//! fixes of issue #33 item 2 the exactly-once p50 was 11-15x the at-least-once one on a loaded
+//! 2-core machine (4.4-11.2 s against 0.4-0.8 s), after them 3-4x (docs/exactly-once.md, "Where
+//! the time goes"). Every record must also arrive, exactly once on the exactly-once side. The
+//! output has each transaction's timings (add, open, drain, commit) and each request's.
 //!
 //! Run: `cargo build -p strait && cargo test -p strait-e2e --test kafka -- eos_latency:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,7 +25,7 @@
 use crate::common;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
@@ -35,8 +38,10 @@ const PARTITIONS: i32 = 6;
 /// Records per partition per round, and a round every `TICK`: 1,200 records/s in all.
 const ROUND: usize = 10;
 const TICK: Duration = Duration::from_millis(50);
-/// Not measured: the mirrors' start.
-const WARMUP: Duration = Duration::from_secs(10);
+/// Between both mirrors delivering on every partition and the first measured record.
+const SETTLE: Duration = Duration::from_secs(3);
+/// The longest the mirrors may take to start.
+const START_LIMIT: Duration = Duration::from_secs(120);
 /// Measured after the warm-up.
 const MEASURED: Duration = Duration::from_secs(20);
 /// The exactly-once mirror's `transaction_interval` (the default).
@@ -75,21 +80,40 @@ fn exactly_once_latency_stays_within_a_bound_of_at_least_once() {
 
     let stop = AtomicBool::new(false);
     let rounds = AtomicUsize::new(0);
-    let started = now_ms();
-    let measure_from = started + WARMUP.as_millis() as i64;
+    // 0 until both mirrors deliver on every partition; then when measuring starts.
+    let measure_from = AtomicI64::new(0);
+    // Readers delivering on every partition.
+    let delivering = AtomicUsize::new(0);
     let (alo_latencies, eos_latencies) = std::thread::scope(|scope| {
         let read = |topic: &'static str, isolation: Isolation| {
             let (stop, rounds, target) = (&stop, &rounds, &target);
-            scope.spawn(move || read_latencies(target, topic, isolation, measure_from, stop, rounds))
+            let (measure_from, delivering) = (&measure_from, &delivering);
+            scope.spawn(move || {
+                let reader = Reader {
+                    measure_from,
+                    delivering,
+                    stop,
+                    rounds,
+                };
+                read_latencies(target, topic, isolation, &reader)
+            })
         };
         let alo_reader = read(TOPIC, Isolation::ReadUncommitted);
         let eos_reader = read("src.clicks", Isolation::ReadCommitted);
         let producer = scope.spawn(|| {
             let rt = runtime();
             let c = rt.block_on(client(&source));
-            let end = Instant::now() + WARMUP + MEASURED;
+            let start_limit = Instant::now() + START_LIMIT;
+            let mut end: Option<Instant> = None;
             let mut next = Instant::now();
-            while Instant::now() < end {
+            while end.is_none_or(|end| Instant::now() < end) {
+                if end.is_none() && delivering.load(Ordering::Acquire) == 2 {
+                    measure_from.store(now_ms() + SETTLE.as_millis() as i64, Ordering::Release);
+                    end = Some(Instant::now() + SETTLE + MEASURED);
+                }
+                if end.is_none() && Instant::now() > start_limit {
+                    break;
+                }
                 let n = rounds.load(Ordering::Acquire);
                 rt.block_on(produce_numbered(
                     &c,
@@ -121,7 +145,8 @@ fn exactly_once_latency_stays_within_a_bound_of_at_least_once() {
     );
     eprintln!("exactly-once transactions: {}", timings(&eos_log));
     assert_eq!(
-        alo_latencies.1, total,
+        alo_latencies.1,
+        total,
         "the at-least-once target must hold every record (log: {})",
         alo_log.display()
     );
@@ -133,12 +158,14 @@ fn exactly_once_latency_stays_within_a_bound_of_at_least_once() {
     );
     assert!(
         !alo_latencies.0.is_empty() && !eos_latencies.0.is_empty(),
-        "records produced after the warm-up must be measured"
+        "both mirrors must deliver on every partition within {START_LIMIT:?} (logs: {}, {})",
+        alo_log.display(),
+        eos_log.display()
     );
-    let bound = 3 * alo_p50 + INTERVAL.as_millis() as i64;
+    let bound = 3 * alo_p50 + 2 * INTERVAL.as_millis() as i64;
     assert!(
         eos_p50 <= bound,
-        "exactly-once p50 {eos_p50} ms exceeds 3 x at-least-once p50 ({alo_p50} ms) + \
+        "exactly-once p50 {eos_p50} ms exceeds 3 x at-least-once p50 ({alo_p50} ms) + 2 x \
          transaction_interval ({} ms) = {bound} ms (log: {})",
         INTERVAL.as_millis(),
         eos_log.display()
@@ -228,17 +255,34 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Reads `topic` on `target` from the beginning until `stop` is set and every record of the
-/// `rounds` produced arrived (or two minutes after `stop`). Returns the latency in ms of each
-/// distinct record produced at `measure_from` or later, and how many distinct records arrived.
+/// What a reader shares with the producer.
+struct Reader<'a> {
+    /// When measuring starts (ms since the epoch; 0: not yet).
+    measure_from: &'a AtomicI64,
+    /// Counts the readers that got a record of every partition.
+    delivering: &'a AtomicUsize,
+    /// The producer is done.
+    stop: &'a AtomicBool,
+    /// Rounds produced.
+    rounds: &'a AtomicUsize,
+}
+
+/// Reads `topic` on `target` from the beginning until the producer stopped and every record of
+/// the rounds produced arrived (or two minutes after it stopped). Returns the latency in ms of
+/// each distinct record produced once measuring started, and how many distinct records arrived.
 fn read_latencies(
     target: &strait_testkit::Cluster,
     topic: &str,
     isolation: Isolation,
-    measure_from: i64,
-    stop: &AtomicBool,
-    rounds: &AtomicUsize,
+    shared: &Reader<'_>,
 ) -> (Vec<i64>, usize) {
+    let Reader {
+        measure_from,
+        delivering,
+        stop,
+        rounds,
+    } = *shared;
+    let mut delivered = vec![false; PARTITIONS as usize];
     let rt = runtime();
     let c = rt.block_on(client(target));
     let options = FetchOptions {
@@ -296,8 +340,15 @@ fn read_latencies(
                         let value = String::from_utf8_lossy(record.value().unwrap_or_default())
                             .into_owned();
                         let timestamp = batch.record_timestamp(&record);
-                        if seen.insert(value) && timestamp >= measure_from {
+                        let from = measure_from.load(Ordering::Acquire);
+                        if seen.insert(value) && from > 0 && timestamp >= from {
                             latencies.push(read_at - timestamp);
+                        }
+                        if !delivered[p] {
+                            delivered[p] = true;
+                            if delivered.iter().all(|d| *d) {
+                                delivering.fetch_add(1, Ordering::AcqRel);
+                            }
                         }
                     }
                 }

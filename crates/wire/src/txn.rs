@@ -1188,7 +1188,10 @@ mod tests {
             m.quick_retry(&add, &busy),
             Some(CONCURRENT_TRANSACTIONS_BACKOFF)
         );
-        assert_eq!(m.quick_retry(&add, &code(E::CoordinatorLoadInProgress)), None);
+        assert_eq!(
+            m.quick_retry(&add, &code(E::CoordinatorLoadInProgress)),
+            None
+        );
         assert_eq!(m.quick_retry(&add, &code(E::NotCoordinator)), None);
         // The retry is the same request: the machine keeps it pending.
         assert!(m.on_reply(Err(busy.clone()), t0).is_err());
@@ -1197,8 +1200,13 @@ mod tests {
         // An offsets-only transaction opens with AddOffsetsToTxn: the same.
         let mut o = ready(t0);
         o.begin(t0).unwrap();
-        o.send_offsets("g", &Generation::simple(), &[CommitOffset::new(tp("t", 0), 5)], t0)
-            .unwrap();
+        o.send_offsets(
+            "g",
+            &Generation::simple(),
+            &[CommitOffset::new(tp("t", 0), 5)],
+            t0,
+        )
+        .unwrap();
         let add_offsets = step(&mut o, t0);
         assert!(matches!(add_offsets, TxnRequest::AddOffsetsToTxn { .. }));
         assert_eq!(
@@ -1206,8 +1214,13 @@ mod tests {
             Some(CONCURRENT_TRANSACTIONS_BACKOFF)
         );
         // Once the transaction holds a partition, the code means something else is going on.
-        m.send_offsets("g", &Generation::simple(), &[CommitOffset::new(tp("t", 0), 5)], t0)
-            .unwrap();
+        m.send_offsets(
+            "g",
+            &Generation::simple(),
+            &[CommitOffset::new(tp("t", 0), 5)],
+            t0,
+        )
+        .unwrap();
         let later = step(&mut m, t0);
         assert_eq!(m.quick_retry(&later, &busy), None);
         m.on_reply(Ok(TxnReply::Done), t0).unwrap();
@@ -1251,7 +1264,10 @@ mod tests {
         ));
         m.on_reply(Ok(TxnReply::Done), t0).unwrap();
         m.commit(t0).unwrap();
-        assert!(matches!(step(&mut m, t0), TxnRequest::EndTxn { commit: true, .. }));
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::EndTxn { commit: true, .. }
+        ));
         m.on_reply(Ok(TxnReply::Done), t0).unwrap();
         assert_eq!(m.state(), TxnState::Ready);
         // The next transaction adds the group again.
@@ -1263,7 +1279,10 @@ mod tests {
         ));
         // An abort forgets a group not added yet.
         m.abort(t0).unwrap();
-        assert!(matches!(step(&mut m, t0), TxnRequest::EndTxn { commit: false, .. }));
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::EndTxn { commit: false, .. }
+        ));
     }
 
     /// Fenced and denied producers are unusable; every later call fails with the same error.

@@ -260,6 +260,7 @@ impl TransactionalProducer {
     async fn execute(&mut self, req: &TxnRequest) -> Result<TxnReply> {
         let tid: Arc<str> = Arc::from(self.transactional_id());
         let budget = self.budget;
+        let lane = transaction_lane(&tid);
         match req {
             TxnRequest::FindCoordinator => {
                 self.coordinator.invalidate();
@@ -268,39 +269,51 @@ impl TransactionalProducer {
             }
             TxnRequest::InitProducerId {
                 transaction_timeout_ms,
-            } => self
-                .coordinator
-                .call("InitProducerId", budget, |conn| {
-                    init_once(conn, tid.clone(), *transaction_timeout_ms)
-                })
-                .await
-                .map(TxnReply::ProducerId),
+            } => on_lane(
+                &self.coordinator,
+                (&self.client, lane),
+                "InitProducerId",
+                budget,
+                |conn| init_once(conn, tid.clone(), *transaction_timeout_ms),
+            )
+            .await
+            .map(TxnReply::ProducerId),
             TxnRequest::AddPartitionsToTxn {
                 identity,
                 partitions,
             } => {
                 let machine = &self.machine;
-                self.coordinator
-                    .call("AddPartitionsToTxn", budget, |conn| {
+                on_lane(
+                    &self.coordinator,
+                    (&self.client, lane),
+                    "AddPartitionsToTxn",
+                    budget,
+                    |conn| {
                         let tid = tid.clone();
                         quickly_retried(machine, req, move || {
                             add_partitions_once(conn.clone(), tid.clone(), *identity, partitions)
                         })
-                    })
-                    .await
-                    .map(|()| TxnReply::Done)
+                    },
+                )
+                .await
+                .map(|()| TxnReply::Done)
             }
             TxnRequest::AddOffsetsToTxn { identity, group_id } => {
                 let machine = &self.machine;
-                self.coordinator
-                    .call("AddOffsetsToTxn", budget, |conn| {
+                on_lane(
+                    &self.coordinator,
+                    (&self.client, lane),
+                    "AddOffsetsToTxn",
+                    budget,
+                    |conn| {
                         let tid = tid.clone();
                         quickly_retried(machine, req, move || {
                             add_offsets_once(conn.clone(), tid.clone(), *identity, group_id)
                         })
-                    })
-                    .await
-                    .map(|()| TxnReply::Done)
+                    },
+                )
+                .await
+                .map(|()| TxnReply::Done)
             }
             TxnRequest::TxnOffsetCommit {
                 identity,
@@ -316,8 +329,12 @@ impl TransactionalProducer {
                         CoordinatorCache::new(client, CoordinatorType::Group, group_id)
                     })
                     .clone();
-                group
-                    .call("TxnOffsetCommit", budget, |conn| {
+                on_lane(
+                    &group,
+                    (&self.client, lane),
+                    "TxnOffsetCommit",
+                    budget,
+                    |conn| {
                         txn_offset_commit_once(
                             conn,
                             tid.clone(),
@@ -326,26 +343,82 @@ impl TransactionalProducer {
                             generation,
                             offsets,
                         )
-                    })
-                    .await
-                    .map(|()| TxnReply::Done)
-            }
-            TxnRequest::EndTxn { identity, commit } => self
-                .coordinator
-                .call("EndTxn", budget, |conn| {
-                    end_txn_once(conn, tid.clone(), *identity, *commit)
-                })
+                    },
+                )
                 .await
-                .map(|()| TxnReply::Done),
+                .map(|()| TxnReply::Done)
+            }
+            TxnRequest::EndTxn { identity, commit } => on_lane(
+                &self.coordinator,
+                (&self.client, lane),
+                "EndTxn",
+                budget,
+                |conn| end_txn_once(conn, tid.clone(), *identity, *commit),
+            )
+            .await
+            .map(|()| TxnReply::Done),
         }
     }
+}
+
+/// Coordinator lanes (connections of their own, per coordinator broker) the transactional
+/// producers of one client spread over: a broker serves one connection's requests one at a
+/// time, and each transaction call waits for an append to the transaction or offsets log, so
+/// the calls of many producers (a mirror runs one per partition) queued behind each other on
+/// one connection (see [`Client::transaction_connection`]). Bounded, so thousands of producers
+/// still open at most this many connections per broker.
+pub const TRANSACTION_LANES: u16 = 4;
+
+/// The lane of a transactional id: 1..=[`TRANSACTION_LANES`], the same on every call (its
+/// requests stay in order), never 0 (the client's own coordinator connection, which group
+/// membership and offset calls use).
+fn transaction_lane(transactional_id: &str) -> u16 {
+    // FNV-1a: stable across runs and processes, unlike a seeded hasher.
+    let hash = transactional_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    1 + u16::try_from(hash % u64::from(TRANSACTION_LANES)).unwrap_or(0)
+}
+
+/// [`CoordinatorCache::call`], with each attempt on `lane` of the coordinator it found (the same
+/// broker, a connection of that lane) instead of the shared coordinator connection.
+async fn on_lane<T, F, Fut>(
+    cache: &CoordinatorCache,
+    (client, lane): (&Client, u16),
+    api: &str,
+    within: Duration,
+    attempt: F,
+) -> Result<T>
+where
+    F: Fn(Connection) -> Fut + Clone,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    cache
+        .call(api, within, |conn| {
+            let attempt = attempt.clone();
+            let client = client.clone();
+            async move {
+                let conn = match conn.node_id() {
+                    Some(node) => client.transaction_connection(node, lane).await?,
+                    None => conn,
+                };
+                attempt(conn).await
+            }
+        })
+        .await
 }
 
 /// Sends a request with `once`, and again after the machine's short wait while it asks for one
 /// ([`TxnMachine::quick_retry`]: CONCURRENT_TRANSACTIONS right after a commit), at most
 /// [`CONCURRENT_TRANSACTIONS_QUICK_RETRIES`] times; any other outcome goes to the caller (the
 /// coordinator's retry helper, with the client's backoff).
-async fn quickly_retried<T, F, Fut>(machine: &TxnMachine, req: &TxnRequest, mut once: F) -> Result<T>
+async fn quickly_retried<T, F, Fut>(
+    machine: &TxnMachine,
+    req: &TxnRequest,
+    mut once: F,
+) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,

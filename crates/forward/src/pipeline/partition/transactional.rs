@@ -232,8 +232,9 @@ pub(super) async fn join_transaction<S: Source, T: Target>(
     let started = now();
     let group = &txn.group_id;
     transaction_call(shared, route, &mut txn.txn, TxnOp::Add { group }).await?;
-    txn.added_in = now().saturating_duration_since(started);
-    txn.cycle.added();
+    let added = now();
+    txn.added_in = added.saturating_duration_since(started);
+    txn.cycle.added(added);
     Ok(())
 }
 
