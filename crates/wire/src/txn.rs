@@ -1224,6 +1224,11 @@ mod tests {
         let later = step(&mut m, t0);
         assert_eq!(m.quick_retry(&later, &busy), None);
         m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::TxnOffsetCommit { .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
         m.commit(t0).unwrap();
         let end = step(&mut m, t0);
         assert_eq!(m.quick_retry(&end, &busy), None, "EndTxn keeps the backoff");
@@ -1277,7 +1282,16 @@ mod tests {
             step(&mut m, t0),
             TxnRequest::AddOffsetsToTxn { .. }
         ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        m.commit(t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::EndTxn { commit: true, .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
         // An abort forgets a group not added yet.
+        m.begin(t0).unwrap();
+        m.add_group("g", t0).unwrap();
         m.abort(t0).unwrap();
         assert!(matches!(
             step(&mut m, t0),
