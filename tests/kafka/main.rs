@@ -19,6 +19,7 @@ mod crash_loop;
 mod eos_denied;
 mod eos_failover;
 mod eos_kills;
+mod eos_latency;
 mod eos_retention;
 mod failback;
 mod failover;

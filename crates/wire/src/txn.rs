@@ -273,6 +273,19 @@ pub fn classify(api: TxnApi, error: &Error) -> TxnErrorKind {
     }
 }
 
+/// The wait before a transaction's first AddPartitionsToTxn or AddOffsetsToTxn is sent again
+/// after CONCURRENT_TRANSACTIONS, instead of the client's retry backoff (`retry.backoff.ms`, 100
+/// ms doubling to 1 s). The coordinator answers so while the previous transaction of the id is
+/// still writing its markers, which takes milliseconds; a producer that commits every few
+/// hundred ms and opens the next transaction at once meets it after nearly every commit, and the
+/// long backoff held each of those transactions (measured: docs/exactly-once.md). Java's producer
+/// waits 20 ms there too (KAFKA-5477).
+pub const CONCURRENT_TRANSACTIONS_BACKOFF: Duration = Duration::from_millis(20);
+
+/// How many times in a row [`TxnMachine::quick_retry`] asks for the short wait before the
+/// client's retry backoff takes over (about 1 s of short waits).
+pub const CONCURRENT_TRANSACTIONS_QUICK_RETRIES: u32 = 50;
+
 /// What the machine wants next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnStep {
@@ -305,6 +318,8 @@ pub struct TxnMachine {
     pending_partitions: BTreeSet<TopicPartition>,
     /// Groups added with AddOffsetsToTxn in the open transaction.
     groups: BTreeSet<String>,
+    /// A group asked for with [`add_group`](TxnMachine::add_group), not added yet.
+    pending_group: Option<String>,
     pending_offsets: Option<PendingOffsets>,
     /// When the open transaction passes `transaction.timeout.ms`.
     deadline: Option<Instant>,
@@ -341,6 +356,7 @@ impl TxnMachine {
             partitions: BTreeSet::new(),
             pending_partitions: BTreeSet::new(),
             groups: BTreeSet::new(),
+            pending_group: None,
             pending_offsets: None,
             deadline: None,
             reinit: false,
@@ -430,6 +446,23 @@ impl TxnMachine {
         Ok(())
     }
 
+    /// Asks for `group_id` to be added to the open transaction now (AddOffsetsToTxn), before
+    /// its offsets are known: a producer that commits offsets at the end of every transaction
+    /// then sends only TxnOffsetCommit and EndTxn when it commits, one round trip to the
+    /// coordinator fewer while its partitions wait. Skipped if the group is in it already.
+    pub fn add_group(&mut self, group_id: &str, now: Instant) -> Result<(), Error> {
+        self.in_transaction("add a group", now)?;
+        if group_id.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a group id must not be empty".into(),
+            ));
+        }
+        if !self.groups.contains(group_id) {
+            self.pending_group = Some(group_id.to_owned());
+        }
+        Ok(())
+    }
+
     /// Asks for `offsets` of `group_id` to be committed in the open transaction (AddOffsetsToTxn
     /// for the group if it is new to the transaction, then TxnOffsetCommit as `generation`).
     pub fn send_offsets(
@@ -479,8 +512,10 @@ impl TxnMachine {
                         "its offsets are not committed yet: send them again (or abort)",
                     ));
                 }
-                // Nothing was produced to partitions that never got added.
+                // Nothing was produced to partitions that never got added (nor committed to
+                // a group that never got added).
                 self.pending_partitions.clear();
+                self.pending_group = None;
                 self.state = TxnState::Committing;
                 Ok(())
             }
@@ -497,6 +532,7 @@ impl TxnMachine {
         match self.state {
             TxnState::InTransaction | TxnState::AbortRequired | TxnState::Aborting => {
                 self.pending_partitions.clear();
+                self.pending_group = None;
                 self.pending_offsets = None;
                 self.state = TxnState::Aborting;
                 Ok(())
@@ -522,6 +558,10 @@ impl TxnMachine {
             self.state,
             TxnState::Ready | TxnState::AbortRequired | TxnState::InTransaction
         ) || !self.pending_partitions.is_empty()
+            || self
+                .pending_group
+                .as_ref()
+                .is_some_and(|g| !self.groups.contains(g))
             || self
                 .pending_offsets
                 .as_ref()
@@ -552,6 +592,15 @@ impl TxnMachine {
                         identity,
                         partitions: self.pending_partitions.iter().cloned().collect(),
                     })
+                } else if let Some(group_id) = self
+                    .pending_group
+                    .as_ref()
+                    .filter(|g| !self.groups.contains(*g))
+                {
+                    Some(TxnRequest::AddOffsetsToTxn {
+                        identity,
+                        group_id: group_id.clone(),
+                    })
                 } else {
                     self.pending_offsets.as_ref().map(|p| {
                         if self.groups.contains(&p.group_id) {
@@ -580,6 +629,23 @@ impl TxnMachine {
             }),
             _ => None,
         }
+    }
+
+    /// The short wait before `req` (the request [`poll`](Self::poll) gave) is sent again after
+    /// `error`, when the client's retry backoff would be too long: CONCURRENT_TRANSACTIONS to the
+    /// first AddPartitionsToTxn or AddOffsetsToTxn of a transaction, which means the previous
+    /// transaction's markers are still being written ([`CONCURRENT_TRANSACTIONS_BACKOFF`]).
+    /// `None`: retry as any other retriable error (or not at all).
+    pub fn quick_retry(&self, req: &TxnRequest, error: &Error) -> Option<Duration> {
+        let opening = self.state == TxnState::InTransaction
+            && self.partitions.is_empty()
+            && self.groups.is_empty();
+        let adds = matches!(
+            req,
+            TxnRequest::AddPartitionsToTxn { .. } | TxnRequest::AddOffsetsToTxn { .. }
+        );
+        (opening && adds && error.code() == Some(ResponseError::ConcurrentTransactions))
+            .then_some(CONCURRENT_TRANSACTIONS_BACKOFF)
     }
 
     /// Reports the outcome of the request [`poll`](Self::poll) gave. `Ok` if the state moved
@@ -617,6 +683,9 @@ impl TxnMachine {
                 }
             }
             (TxnRequest::AddOffsetsToTxn { group_id, .. }, TxnReply::Done) => {
+                if self.pending_group.as_ref() == Some(&group_id) {
+                    self.pending_group = None;
+                }
                 self.groups.insert(group_id);
             }
             (TxnRequest::TxnOffsetCommit { .. }, TxnReply::Done) => {
@@ -726,6 +795,7 @@ impl TxnMachine {
         self.partitions.clear();
         self.pending_partitions.clear();
         self.groups.clear();
+        self.pending_group = None;
         self.pending_offsets = None;
         self.deadline = None;
     }
@@ -1100,6 +1170,132 @@ mod tests {
         assert!(matches!(
             step(&mut m, t0),
             TxnRequest::InitProducerId { .. }
+        ));
+    }
+
+    /// CONCURRENT_TRANSACTIONS to the first add of a transaction (the previous one is still
+    /// writing its markers) is retried after 20 ms, not after the client's 100 ms..1 s backoff;
+    /// anything else, and the same code later in the transaction, keeps the client's backoff.
+    #[test]
+    fn the_first_add_after_a_commit_is_retried_quickly() {
+        let t0 = Instant::now();
+        let mut m = ready(t0);
+        m.begin(t0).unwrap();
+        m.add_partitions(&[tp("t", 0)], t0).unwrap();
+        let add = step(&mut m, t0);
+        let busy = code(E::ConcurrentTransactions);
+        assert_eq!(
+            m.quick_retry(&add, &busy),
+            Some(CONCURRENT_TRANSACTIONS_BACKOFF)
+        );
+        assert_eq!(
+            m.quick_retry(&add, &code(E::CoordinatorLoadInProgress)),
+            None
+        );
+        assert_eq!(m.quick_retry(&add, &code(E::NotCoordinator)), None);
+        // The retry is the same request: the machine keeps it pending.
+        assert!(m.on_reply(Err(busy.clone()), t0).is_err());
+        assert_eq!(step(&mut m, t0), add);
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        // An offsets-only transaction opens with AddOffsetsToTxn: the same.
+        let mut o = ready(t0);
+        o.begin(t0).unwrap();
+        o.send_offsets(
+            "g",
+            &Generation::simple(),
+            &[CommitOffset::new(tp("t", 0), 5)],
+            t0,
+        )
+        .unwrap();
+        let add_offsets = step(&mut o, t0);
+        assert!(matches!(add_offsets, TxnRequest::AddOffsetsToTxn { .. }));
+        assert_eq!(
+            o.quick_retry(&add_offsets, &busy),
+            Some(CONCURRENT_TRANSACTIONS_BACKOFF)
+        );
+        // Once the transaction holds a partition, the code means something else is going on.
+        m.send_offsets(
+            "g",
+            &Generation::simple(),
+            &[CommitOffset::new(tp("t", 0), 5)],
+            t0,
+        )
+        .unwrap();
+        let later = step(&mut m, t0);
+        assert_eq!(m.quick_retry(&later, &busy), None);
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::TxnOffsetCommit { .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        m.commit(t0).unwrap();
+        let end = step(&mut m, t0);
+        assert_eq!(m.quick_retry(&end, &busy), None, "EndTxn keeps the backoff");
+    }
+
+    /// A group added up front (with the partitions) makes the commit TxnOffsetCommit + EndTxn:
+    /// the AddOffsetsToTxn round trip happens while the transaction is open, not at its end.
+    #[test]
+    fn a_group_added_up_front_leaves_two_requests_for_the_commit() {
+        let t0 = Instant::now();
+        let mut m = ready(t0);
+        m.begin(t0).unwrap();
+        m.add_partitions(&[tp("t", 0)], t0).unwrap();
+        m.add_group("g", t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::AddPartitionsToTxn { .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        assert_eq!(
+            step(&mut m, t0),
+            TxnRequest::AddOffsetsToTxn {
+                identity: ID,
+                group_id: "g".into()
+            }
+        );
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        idle(&mut m, t0);
+        // Again in the same transaction: nothing to send.
+        m.add_group("g", t0).unwrap();
+        idle(&mut m, t0);
+        let offsets = [CommitOffset::new(tp("t", 0), 9)];
+        m.send_offsets("g", &Generation::simple(), &offsets, t0)
+            .unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::TxnOffsetCommit { .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        m.commit(t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::EndTxn { commit: true, .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        assert_eq!(m.state(), TxnState::Ready);
+        // The next transaction adds the group again.
+        m.begin(t0).unwrap();
+        m.add_group("g", t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::AddOffsetsToTxn { .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        m.commit(t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::EndTxn { commit: true, .. }
+        ));
+        m.on_reply(Ok(TxnReply::Done), t0).unwrap();
+        // An abort forgets a group not added yet.
+        m.begin(t0).unwrap();
+        m.add_group("g", t0).unwrap();
+        m.abort(t0).unwrap();
+        assert!(matches!(
+            step(&mut m, t0),
+            TxnRequest::EndTxn { commit: false, .. }
         ));
     }
 

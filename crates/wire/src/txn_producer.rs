@@ -37,7 +37,10 @@ use crate::offset_commit::{CommitOffset, group_authorization};
 use crate::produce::{ProduceAck, ProduceBatch, ProduceOptions};
 use crate::producer_id::ProducerIdentity;
 use crate::topic::TopicPartition;
-use crate::txn::{TxnApi, TxnMachine, TxnReply, TxnRequest, TxnState, TxnStep};
+use crate::txn::{
+    CONCURRENT_TRANSACTIONS_QUICK_RETRIES, TxnApi, TxnMachine, TxnReply, TxnRequest, TxnState,
+    TxnStep,
+};
 
 /// Java's default `transaction.timeout.ms`.
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -160,6 +163,20 @@ impl TransactionalProducer {
         self.drive().await
     }
 
+    /// Adds partitions and the group whose offsets the transaction will commit to the open
+    /// transaction (AddPartitionsToTxn for the partitions not in it yet, then AddOffsetsToTxn if
+    /// the group is not): [`send_offsets`](Self::send_offsets) at the end of the transaction is
+    /// then a single TxnOffsetCommit.
+    pub async fn add_partitions_and_group(
+        &mut self,
+        partitions: &[TopicPartition],
+        group_id: &str,
+    ) -> Result<()> {
+        self.machine.add_partitions(partitions, Instant::now())?;
+        self.machine.add_group(group_id, Instant::now())?;
+        self.drive().await
+    }
+
     /// Produces batches in the open transaction: first adds their partitions that are not in
     /// it yet, then sends the batches (as [`Client::produce`]: one per partition, leaders
     /// concurrently, acks=all). Each batch must carry the transactional bit and this producer's
@@ -218,7 +235,16 @@ impl TransactionalProducer {
                 TxnStep::Idle => return Ok(()),
                 TxnStep::Send(req) => req,
             };
+            let started = Instant::now();
             let outcome = self.execute(&req).await;
+            // Each request's time, retries included: where a transaction's time goes.
+            tracing::trace!(
+                transactional_id = self.transactional_id(),
+                api = req.api().name(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                ok = outcome.is_ok(),
+                "transaction request answered"
+            );
             if let Err(e) = &outcome {
                 tracing::debug!(
                     transactional_id = self.transactional_id(),
@@ -234,6 +260,7 @@ impl TransactionalProducer {
     async fn execute(&mut self, req: &TxnRequest) -> Result<TxnReply> {
         let tid: Arc<str> = Arc::from(self.transactional_id());
         let budget = self.budget;
+        let lane = transaction_lane(&tid);
         match req {
             TxnRequest::FindCoordinator => {
                 self.coordinator.invalidate();
@@ -242,30 +269,52 @@ impl TransactionalProducer {
             }
             TxnRequest::InitProducerId {
                 transaction_timeout_ms,
-            } => self
-                .coordinator
-                .call("InitProducerId", budget, |conn| {
-                    init_once(conn, tid.clone(), *transaction_timeout_ms)
-                })
-                .await
-                .map(TxnReply::ProducerId),
+            } => on_lane(
+                &self.coordinator,
+                (&self.client, lane),
+                "InitProducerId",
+                budget,
+                |conn| init_once(conn, tid.clone(), *transaction_timeout_ms),
+            )
+            .await
+            .map(TxnReply::ProducerId),
             TxnRequest::AddPartitionsToTxn {
                 identity,
                 partitions,
-            } => self
-                .coordinator
-                .call("AddPartitionsToTxn", budget, |conn| {
-                    add_partitions_once(conn, tid.clone(), *identity, partitions)
-                })
+            } => {
+                let machine = &self.machine;
+                on_lane(
+                    &self.coordinator,
+                    (&self.client, lane),
+                    "AddPartitionsToTxn",
+                    budget,
+                    |conn| {
+                        let tid = tid.clone();
+                        quickly_retried(machine, req, move || {
+                            add_partitions_once(conn.clone(), tid.clone(), *identity, partitions)
+                        })
+                    },
+                )
                 .await
-                .map(|()| TxnReply::Done),
-            TxnRequest::AddOffsetsToTxn { identity, group_id } => self
-                .coordinator
-                .call("AddOffsetsToTxn", budget, |conn| {
-                    add_offsets_once(conn, tid.clone(), *identity, group_id)
-                })
+                .map(|()| TxnReply::Done)
+            }
+            TxnRequest::AddOffsetsToTxn { identity, group_id } => {
+                let machine = &self.machine;
+                on_lane(
+                    &self.coordinator,
+                    (&self.client, lane),
+                    "AddOffsetsToTxn",
+                    budget,
+                    |conn| {
+                        let tid = tid.clone();
+                        quickly_retried(machine, req, move || {
+                            add_offsets_once(conn.clone(), tid.clone(), *identity, group_id)
+                        })
+                    },
+                )
                 .await
-                .map(|()| TxnReply::Done),
+                .map(|()| TxnReply::Done)
+            }
             TxnRequest::TxnOffsetCommit {
                 identity,
                 group_id,
@@ -280,8 +329,12 @@ impl TransactionalProducer {
                         CoordinatorCache::new(client, CoordinatorType::Group, group_id)
                     })
                     .clone();
-                group
-                    .call("TxnOffsetCommit", budget, |conn| {
+                on_lane(
+                    &group,
+                    (&self.client, lane),
+                    "TxnOffsetCommit",
+                    budget,
+                    |conn| {
                         txn_offset_commit_once(
                             conn,
                             tid.clone(),
@@ -290,18 +343,104 @@ impl TransactionalProducer {
                             generation,
                             offsets,
                         )
-                    })
-                    .await
-                    .map(|()| TxnReply::Done)
-            }
-            TxnRequest::EndTxn { identity, commit } => self
-                .coordinator
-                .call("EndTxn", budget, |conn| {
-                    end_txn_once(conn, tid.clone(), *identity, *commit)
-                })
+                    },
+                )
                 .await
-                .map(|()| TxnReply::Done),
+                .map(|()| TxnReply::Done)
+            }
+            TxnRequest::EndTxn { identity, commit } => on_lane(
+                &self.coordinator,
+                (&self.client, lane),
+                "EndTxn",
+                budget,
+                |conn| end_txn_once(conn, tid.clone(), *identity, *commit),
+            )
+            .await
+            .map(|()| TxnReply::Done),
         }
+    }
+}
+
+/// Coordinator lanes (connections of their own, per coordinator broker) the transactional
+/// producers of one client spread over: a broker serves one connection's requests one at a
+/// time, and each transaction call waits for an append to the transaction or offsets log, so
+/// the calls of many producers (a mirror runs one per partition) queued behind each other on
+/// one connection (see [`Client::transaction_connection`]). Bounded, so thousands of producers
+/// still open at most this many connections per broker.
+pub const TRANSACTION_LANES: u16 = 4;
+
+/// The lane of a transactional id: 1..=[`TRANSACTION_LANES`], the same on every call (its
+/// requests stay in order), never 0 (the client's own coordinator connection, which group
+/// membership and offset calls use).
+fn transaction_lane(transactional_id: &str) -> u16 {
+    // FNV-1a: stable across runs and processes, unlike a seeded hasher.
+    let hash = transactional_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    1 + u16::try_from(hash % u64::from(TRANSACTION_LANES)).unwrap_or(0)
+}
+
+/// [`CoordinatorCache::call`], with each attempt on `lane` of the coordinator it found (the same
+/// broker, a connection of that lane) instead of the shared coordinator connection.
+async fn on_lane<T, F, Fut>(
+    cache: &CoordinatorCache,
+    (client, lane): (&Client, u16),
+    api: &str,
+    within: Duration,
+    attempt: F,
+) -> Result<T>
+where
+    F: Fn(Connection) -> Fut + Clone,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    cache
+        .call(api, within, |conn| {
+            let attempt = attempt.clone();
+            let client = client.clone();
+            async move {
+                let conn = match conn.node_id() {
+                    Some(node) => client.transaction_connection(node, lane).await?,
+                    None => conn,
+                };
+                attempt(conn).await
+            }
+        })
+        .await
+}
+
+/// Sends a request with `once`, and again after the machine's short wait while it asks for one
+/// ([`TxnMachine::quick_retry`]: CONCURRENT_TRANSACTIONS right after a commit), at most
+/// [`CONCURRENT_TRANSACTIONS_QUICK_RETRIES`] times; any other outcome goes to the caller (the
+/// coordinator's retry helper, with the client's backoff).
+async fn quickly_retried<T, F, Fut>(
+    machine: &TxnMachine,
+    req: &TxnRequest,
+    mut once: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut quick = 0;
+    loop {
+        let outcome = once().await;
+        let wait = match &outcome {
+            Err(e) if quick < CONCURRENT_TRANSACTIONS_QUICK_RETRIES => machine.quick_retry(req, e),
+            _ => None,
+        };
+        let Some(wait) = wait else {
+            return outcome;
+        };
+        quick += 1;
+        tracing::trace!(
+            transactional_id = machine.transactional_id(),
+            api = req.api().name(),
+            attempt = quick,
+            "the previous transaction is still completing; asking again shortly"
+        );
+        tokio::time::sleep(wait).await;
     }
 }
 

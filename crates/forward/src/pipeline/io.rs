@@ -217,11 +217,14 @@ pub trait Transactions: Send + 'static {
     /// older producer with the id left open and fences it. Batches are stamped with the
     /// returned identity, sequences from 0.
     fn init(&mut self) -> impl Future<Output = Result<ProducerIdentity, IoError>> + Send;
-    /// Opens a transaction if none is open and adds `partition` to it. Must complete before a
-    /// batch for the partition is produced.
+    /// Opens a transaction if none is open and adds `partition` to it, and `group_id`, the
+    /// group [`commit`](Self::commit) will store the position in (AddOffsetsToTxn now, while
+    /// the transaction is open, so that the commit itself is TxnOffsetCommit + EndTxn). Must
+    /// complete before a batch for the partition is produced.
     fn add_partition(
         &mut self,
         partition: &TopicPartition,
+        group_id: &str,
     ) -> impl Future<Output = Result<(), IoError>> + Send;
     /// Stores `positions` (target partition, next source offset) in `group_id` inside the open
     /// transaction (opening one if needed) and commits it.
@@ -250,7 +253,7 @@ impl Transactions for NoTransactions {
     async fn init(&mut self) -> Result<ProducerIdentity, IoError> {
         Err(no_transactions())
     }
-    async fn add_partition(&mut self, _: &TopicPartition) -> Result<(), IoError> {
+    async fn add_partition(&mut self, _: &TopicPartition, _: &str) -> Result<(), IoError> {
         Err(no_transactions())
     }
     async fn commit(&mut self, _: &str, _: &[(TopicPartition, i64)]) -> Result<(), IoError> {

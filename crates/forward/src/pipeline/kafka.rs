@@ -422,12 +422,16 @@ impl Transactions for WireTransactions {
         self.producer.init().await.map_err(|e| self.failed(&e))
     }
 
-    async fn add_partition(&mut self, partition: &TopicPartition) -> Result<(), IoError> {
+    async fn add_partition(
+        &mut self,
+        partition: &TopicPartition,
+        group_id: &str,
+    ) -> Result<(), IoError> {
         if self.producer.state() == TxnState::Ready {
             self.producer.begin().map_err(|e| self.failed(&e))?;
         }
         self.producer
-            .add_partitions(std::slice::from_ref(partition))
+            .add_partitions_and_group(std::slice::from_ref(partition), group_id)
             .await
             .map_err(|e| self.failed(&e))
     }

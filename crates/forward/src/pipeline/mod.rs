@@ -355,7 +355,7 @@ impl<S: Source, T: Target, P: Positions> Forwarder<S, T, P> {
             target.clone(),
             settings.max_request_bytes,
             settings.max_requests_per_broker,
-            settings.produce_connections,
+            produce_lanes(&settings),
             observer.clone(),
         ));
         let positions = Arc::new(positions);
@@ -777,5 +777,21 @@ async fn partition_task<S: Source, T: Target>(
                     error: Arc::new(e),
                 });
         }
+    }
+}
+
+/// Exactly-once: at least this many produce connections per target broker. A Produce request
+/// carries one transactional id, so each carries one route's batch and nothing is lost by
+/// spreading routes over connections; on one connection the broker serves them one after the
+/// other, and a route's commit waits for all of them (measured: docs/exactly-once.md).
+const EXACTLY_ONCE_PRODUCE_LANES: usize = 4;
+
+/// The produce connections per target broker: `produce_connections`, at least
+/// [`EXACTLY_ONCE_PRODUCE_LANES`] exactly-once.
+fn produce_lanes(settings: &Settings) -> usize {
+    if settings.exactly_once.is_some() {
+        settings.produce_connections.max(EXACTLY_ONCE_PRODUCE_LANES)
+    } else {
+        settings.produce_connections
     }
 }

@@ -319,7 +319,11 @@ impl Transactions for EosTxn {
         Ok(self.init_now())
     }
 
-    async fn add_partition(&mut self, partition: &TopicPartition) -> Result<(), IoError> {
+    async fn add_partition(
+        &mut self,
+        partition: &TopicPartition,
+        _group_id: &str,
+    ) -> Result<(), IoError> {
         let mut st = self.target.st();
         st.current(&self.id, self.epoch)?
             .added

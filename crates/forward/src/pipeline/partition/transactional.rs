@@ -17,6 +17,9 @@ pub(crate) struct RouteTxn<X> {
     /// A transaction call the target refuses for lack of an ACL (TxnOffsetCommit without Read
     /// on the target topic or group): reported, waited out and cleared at the next commit.
     pub(super) denial: Retry,
+    /// How long the open transaction's AddPartitionsToTxn took (retries included), for the
+    /// commit's timings.
+    pub(super) added_in: std::time::Duration,
 }
 
 /// Exactly-once: runs the route in transactions. A transaction that cannot commit is aborted
@@ -39,6 +42,7 @@ pub(super) async fn run_transactional<S: Source, T: Target>(
         cycle: Cycle::new(eos.transaction_interval, eos.transaction_max_bytes, -1),
         group_id: eos.group_id.clone(),
         denial: Retry::denials(),
+        added_in: std::time::Duration::ZERO,
     };
     // Known after the first initialization: the position this route's last transaction
     // committed (or where it started).
@@ -225,8 +229,12 @@ pub(super) async fn join_transaction<S: Source, T: Target>(
     route: &Route,
     txn: &mut RouteTxn<T::Transactions>,
 ) -> Result<(), Error> {
-    transaction_call(shared, route, &mut txn.txn, TxnOp::Add).await?;
-    txn.cycle.added();
+    let started = now();
+    let group = &txn.group_id;
+    transaction_call(shared, route, &mut txn.txn, TxnOp::Add { group }).await?;
+    let added = now();
+    txn.added_in = added.saturating_duration_since(started);
+    txn.cycle.added(added);
     Ok(())
 }
 
@@ -244,8 +252,9 @@ pub(super) async fn commit_transaction<S: Source, T: Target>(
 /// A transaction operation of a route.
 #[derive(Clone, Copy)]
 enum TxnOp<'a> {
-    /// Add the route's target partition (opening a transaction).
-    Add,
+    /// Add the route's target partition (opening a transaction), and `group`, where the
+    /// commit stores the position.
+    Add { group: &'a str },
     /// Store `next` (the next source offset) as the target partition's position in `group`
     /// and commit.
     Commit { group: &'a str, next: i64 },
@@ -262,7 +271,7 @@ async fn transaction_call<S: Source, T: Target>(
     op: TxnOp<'_>,
 ) -> Result<(), Error> {
     let what = match op {
-        TxnOp::Add => "adding the partition to the transaction",
+        TxnOp::Add { .. } => "adding the partition to the transaction",
         TxnOp::Commit { .. } => "committing the transaction",
     };
     // Not cancellable by `stop`: a stopping route still commits what it has (the drain
@@ -271,7 +280,7 @@ async fn transaction_call<S: Source, T: Target>(
     let mut retry = target_retry(shared);
     loop {
         let outcome = match op {
-            TxnOp::Add => txn.add_partition(&route.target).await,
+            TxnOp::Add { group } => txn.add_partition(&route.target, group).await,
             TxnOp::Commit { group, next } => {
                 // The hook first: the transaction's batches count as committed from here on.
                 shared.commit_hook.committing(&route.source, next);
