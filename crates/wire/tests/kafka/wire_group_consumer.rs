@@ -210,10 +210,21 @@ async fn group_timeouts_within_the_broker_bounds(admin: &Client) {
     )
     .await
     .unwrap();
-    let configs = Admin::new(admin)
-        .describe_configs(&ConfigResource::Group(group.to_owned()))
-        .await
-        .unwrap();
+    // The alter is committed by the controller; the broker answering DescribeConfigs serves
+    // its metadata image, which follows a moment later (seen in CI: 45000 read right after).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let configs = loop {
+        let configs = Admin::new(admin)
+            .describe_configs(&ConfigResource::Group(group.to_owned()))
+            .await
+            .unwrap();
+        if configs.value("consumer.session.timeout.ms") == Some("50000")
+            || Instant::now() > deadline
+        {
+            break configs;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(configs.value("consumer.session.timeout.ms"), Some("50000"));
     assert_eq!(
         configs.value("consumer.heartbeat.interval.ms"),
