@@ -104,6 +104,7 @@ class Unit:
         self.proc = None
         self.log = None
         self.started = 0.0
+        self.cpu = 0.0
 
     def command(self):
         if self.argv:
@@ -228,6 +229,51 @@ class Build:
 
     def running(self):
         return self.rc is None
+
+
+class CpuMeter:
+    """CPU seconds (user + system) per process session, sampled from /proc.
+
+    Every unit (and the build) runs in a session of its own, and the brokers, tool JVMs and
+    `strait` processes a test starts stay in it, so the sum over a session's processes is what
+    that scenario cost the machine: the figure to cut when the suite is CPU-bound, which wall
+    times on a busy machine do not show. Sampled about once a second; a process's last sample
+    counts, so a short-lived child (< 1 s) is undercounted."""
+
+    def __init__(self):
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.seen = {}  # sid -> {(pid, starttime): cpu ticks at the last sample}
+        self.last = 0.0
+
+    def sample(self, sids, force=False):
+        now = time.monotonic()
+        if not sids or (not force and now - self.last < 1.0):
+            return
+        self.last = now
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            # After the name: state(0) ppid pgrp session(3) ... utime(11) stime(12) ... starttime(19)
+            sid = int(fields[3])
+            if sid in sids:
+                self.seen.setdefault(sid, {})[(name, fields[19])] = int(fields[11]) + int(fields[12])
+
+    def seconds(self, sid):
+        return sum(self.seen.get(sid, {}).values()) / self.tick
+
+
+def machine_cpu():
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(v) - idle) / tick, sum(v) / tick
 
 
 def load_times(path):
@@ -383,6 +429,8 @@ def main():
         return times.get(u.id, DEFAULT_SECONDS.get(u.binary, 5.0))
 
     pending = sorted(units, key=expected, reverse=True)
+    meter = CpuMeter()
+    machine_start = machine_cpu()
     running = []
     done = []
     t0 = time.monotonic()
@@ -488,6 +536,10 @@ def main():
             running.append(u)
             used += min(u.weight, args.jobs)
         time.sleep(0.25)
+        sids = {u.proc.pid for u in running}
+        if build and build.running():
+            sids.add(build.proc.pid)
+        meter.sample(sids)
         for u in list(running):
             rc = u.proc.poll()
             elapsed = time.monotonic() - u.started
@@ -498,6 +550,7 @@ def main():
                 rc = "timeout"
             if rc is None:
                 continue
+            meter.sample({u.proc.pid}, force=True)
             # The test kit's cluster watchdogs (in the test's process group) stop the brokers and
             # remove the cluster dirs once the test process is gone: give them a moment, then
             # whatever the test left in its group (a child it did not reap) goes with it.
@@ -512,12 +565,13 @@ def main():
             running.remove(u)
             u.rc = rc
             u.elapsed = elapsed
+            u.cpu = meter.seconds(u.proc.pid)
             done.append(u)
             passed, failed, ignored = counts(u.log_path)
             ok = rc == 0
             at = time.monotonic() - t0
             print(
-                f"{'PASS' if ok else 'FAIL'} {u.id} ({elapsed:.1f}s, {passed} passed"
+                f"{'PASS' if ok else 'FAIL'} {u.id} ({elapsed:.1f}s, {u.cpu:.0f} CPU-s, {passed} passed"
                 f"{f', {failed} failed' if failed else ''}{f', {ignored} ignored' if ignored else ''})"
                 f"{'' if ok else f' exit {rc}'}  [t={at:.0f}s]",
                 flush=True,
@@ -543,6 +597,21 @@ def main():
     print("slowest:")
     for u in sorted(done, key=lambda u: u.elapsed, reverse=True)[:12]:
         print(f"  {u.elapsed:7.1f}s  {u.id}")
+    busy, total = (e - s for e, s in zip(machine_cpu(), machine_start))
+    build_cpu = meter.seconds(build.proc.pid) if build else 0.0
+    print(
+        f"CPU: the machine was busy {busy:.0f} of {total:.0f} CPU-s ({100 * busy / max(total, 1):.0f} %); "
+        f"the build took {build_cpu:.0f}, the test processes {sum(u.cpu for u in done):.0f} "
+        f"(the rest: background tool builds, this runner, other work on the machine)"
+    )
+    print("most CPU:")
+    for u in sorted(done, key=lambda u: u.cpu, reverse=True)[:15]:
+        print(f"  {u.cpu:7.0f} CPU-s  {u.elapsed:6.1f}s  {u.id}")
+    with open(os.path.join(args.log_dir, "cpu.json"), "w") as f:
+        json.dump(
+            {"build": round(build_cpu, 1), **{u.id: round(u.cpu, 1) for u in done}},
+            f, indent=1, sort_keys=True,
+        )
     if args.times:
         times = load_times(args.times)
         times.update({u.id: round(u.elapsed, 1) for u in done if u.rc == 0})
