@@ -72,6 +72,10 @@ NEEDS = {
     "strait-e2e/kafka::scenario": "jaeger",
     # otel::tests::grpc exports to a real Jaeger over OTLP/gRPC.
     "strait/lib:strait": "jaeger",
+    # The --after-build checks of scripts/test.sh: the chart check needs helm + kubeconform, the
+    # short fuzz run the nightly fuzz build (both built in the background on a new machine).
+    "helm": "helm",
+    "fuzz": "fuzz",
 }
 
 # Packages whose tests run a binary: they start once cargo has reported the binary, with its

@@ -133,22 +133,21 @@ bench_unit_tests
 # nothing with the test build and cost 70-160 s of the 2 cores. The test of the optional `aws-sdk`
 # feature (MSK IAM credentials from the AWS SDK's chain; off in the default build, which the rest
 # of the suite tests) builds the SDK's ~60 crates: the runner starts it once the build has ended,
-# beside the tests.
+# beside the tests. The Helm chart checks (helm lint/template, kubeconform, strait check --offline)
+# and the short fuzz run (fuzzing runs for a fixed time, so niced it only tries fewer inputs) are
+# two more such processes, each once its tool build in the background has ended: they fill the
+# cores while the last scenarios run instead of adding 70 s after them.
 clippy_driver="$(dirname "$(rustup which cargo 2>/dev/null || command -v cargo)")/clippy-driver"
 [ -x "$clippy_driver" ] || { echo "clippy-driver not found next to cargo: rustup component add clippy" >&2; exit 1; }
 step "build the tests (linted by clippy) and run them as they are built: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
-  ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} \
+  ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} --defer "helm=$bg_helm" --defer "fuzz=$bg_fuzz" \
   --after-build "aws-sdk=nice -n 5 cargo test -p strait-wire --locked --features aws-sdk --lib aws::" \
+  --after-build "helm=env STRAIT_BIN=${STRAIT_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/strait} scripts/helm-check.sh" \
+  --after-build "fuzz=nice -n 10 scripts/fuzz.sh ${STRAIT_FUZZ_SECONDS:-15}" \
   -- env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
   cargo test --workspace --locked --no-run --all-targets --message-format=json-render-diagnostics \
   || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
-
-step "Helm chart (helm lint/template, kubeconform, strait check --offline; tools from the Go module proxy on first use)"
-STRAIT_BIN=${STRAIT_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/strait} scripts/helm-check.sh
-
-step "fuzz (short run)"
-scripts/fuzz.sh "${STRAIT_FUZZ_SECONDS:-15}"
 
 step "done in $(( $(date +%s) - start ))s"
