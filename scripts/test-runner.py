@@ -109,6 +109,7 @@ class Unit:
         self.log = None
         self.started = 0.0
         self.cpu = 0.0
+        self.settle_until = None  # set once the test process has ended
 
     def command(self):
         if self.argv:
@@ -521,7 +522,10 @@ def main():
             # Units that run alone and deferred ones never hold the others back.
             may_head = u.weight < args.jobs and not waiting_on(u)
             ready.append((u, min(u.weight, args.jobs), expected(u), may_head))
-        ends = [(expected(r) - (now - r.started), min(r.weight, args.jobs)) for r in running]
+        ends = [
+            (1.0 if r.settle_until else expected(r) - (now - r.started), min(r.weight, args.jobs))
+            for r in running
+        ]
         if build and build.running():
             ends.append((times.get("build", 300.0) - (now - t0), args.build_weight))
         for u in schedule(ready, used, args.jobs, ends):
@@ -545,30 +549,33 @@ def main():
             sids.add(build.proc.pid)
         meter.sample(sids)
         for u in list(running):
-            rc = u.proc.poll()
-            elapsed = time.monotonic() - u.started
-            if rc is None and elapsed > args.timeout:
-                u.log.write(f"\ntest-runner: TIMEOUT after {elapsed:.0f}s: killing the process group\n")
-                u.log.flush()
-                kill_group(u.proc)
-                rc = "timeout"
-            if rc is None:
+            now = time.monotonic()
+            if u.settle_until is None:
+                rc = u.proc.poll()
+                elapsed = now - u.started
+                if rc is None and elapsed > args.timeout:
+                    u.log.write(f"\ntest-runner: TIMEOUT after {elapsed:.0f}s: killing the process group\n")
+                    u.log.flush()
+                    kill_group(u.proc)
+                    rc = "timeout"
+                if rc is None:
+                    continue
+                # The test kit's cluster watchdogs (in the test's process group) stop the brokers
+                # and remove the cluster dirs once the test process is gone: give them a moment
+                # (their CPU still counts, and so does their share of the budget), then whatever
+                # the test left in its group (a child it did not reap) goes with it. Waited for
+                # here, not in a loop of its own: the others are started and reaped meanwhile.
+                u.rc, u.elapsed, u.settle_until = rc, elapsed, now + 15
+            if now < u.settle_until and group_alive(u.proc.pid):
                 continue
             meter.sample({u.proc.pid}, force=True)
-            # The test kit's cluster watchdogs (in the test's process group) stop the brokers and
-            # remove the cluster dirs once the test process is gone: give them a moment, then
-            # whatever the test left in its group (a child it did not reap) goes with it.
-            settle = time.monotonic() + 15
-            while time.monotonic() < settle and group_alive(u.proc.pid):
-                time.sleep(0.2)
             try:
                 os.killpg(u.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             u.log.close()
             running.remove(u)
-            u.rc = rc
-            u.elapsed = elapsed
+            rc, elapsed = u.rc, u.elapsed
             u.cpu = meter.seconds(u.proc.pid)
             done.append(u)
             passed, failed, ignored = counts(u.log_path)

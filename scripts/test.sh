@@ -139,6 +139,17 @@ bench_unit_tests
 # cores while the last scenarios run instead of adding 70 s after them.
 clippy_driver="$(dirname "$(rustup which cargo 2>/dev/null || command -v cargo)")/clippy-driver"
 [ -x "$clippy_driver" ] || { echo "clippy-driver not found next to cargo: rustup component add clippy" >&2; exit 1; }
+# The third-party crates' build of the last run (same compiler, Cargo.lock and Cargo.toml), if
+# this target directory has none yet: a clean clone then compiles only the workspace's crates.
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+deps_cache=$cache/rust-deps
+step "restore the third-party crates' build (scripts/rust-deps-cache.py; $deps_cache)"
+python3 scripts/rust-deps-cache.py restore "$target_dir" "$deps_cache"
+save_deps() { # once the build has succeeded, whatever the tests did
+  if grep -q '"reason":"build-finished","success":true' "$logs/cargo-tests.json" 2>/dev/null; then
+    python3 scripts/rust-deps-cache.py save "$target_dir" "$deps_cache" || true
+  fi
+}
 step "build the tests (linted by clippy) and run them as they are built: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
@@ -148,6 +159,7 @@ python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-d
   --after-build "fuzz=nice -n 10 scripts/fuzz.sh ${STRAIT_FUZZ_SECONDS:-15}" \
   -- env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
   cargo test --workspace --locked --no-run --all-targets --message-format=json-render-diagnostics \
-  || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
+  || { save_deps; echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
+save_deps
 
 step "done in $(( $(date +%s) - start ))s"
