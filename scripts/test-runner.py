@@ -202,6 +202,7 @@ class Build:
         # Binaries (not tests) built so far: name -> path (see NEEDS_BIN).
         self.bins = {}
         self.log_path = log_path
+        self.cpu = 0.0
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL,
@@ -227,7 +228,10 @@ class Build:
                 for u in units:
                     self.units.put(u)
                 self.binaries += 1 if units else 0
-        rc = self.proc.wait()
+        # wait4: the build's CPU, cargo's and every rustc it waited for.
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        rc = self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu = usage.ru_utime + usage.ru_stime
         self.elapsed = time.monotonic() - self.started
         self.log.close()
         self.rc = rc
@@ -237,24 +241,22 @@ class Build:
 
 
 class CpuMeter:
-    """CPU seconds (user + system) per process session, sampled from /proc.
+    """What a test process cost the machine in CPU seconds (user + system).
 
-    Every unit (and the build) runs in a session of its own, and the brokers, tool JVMs and
-    `strait` processes a test starts stay in it, so the sum over a session's processes is what
-    that scenario cost the machine: the figure to cut when the suite is CPU-bound, which wall
-    times on a busy machine do not show. Sampled about once a second; a process's last sample
-    counts, so a short-lived child (< 1 s) is undercounted."""
+    Every unit runs in a session of its own, and the brokers, tool JVMs and `strait` processes a
+    test starts stay in it: the figure to cut when the suite is CPU-bound, which wall times on a
+    busy machine do not show. It is the test process's rusage from wait4 (which includes every
+    child it waited for: brokers it stopped, `strait`s it ended) plus, for what it left running
+    (brokers its watchdogs stop after it), their CPU as last sampled from /proc while they wind
+    down."""
 
     def __init__(self):
         self.tick = os.sysconf("SC_CLK_TCK")
-        self.seen = {}  # sid -> {(pid, starttime): cpu ticks at the last sample}
-        self.last = 0.0
+        self.left = {}  # sid -> {(pid, starttime): cpu ticks at the last sample}
 
-    def sample(self, sids, force=False):
-        now = time.monotonic()
-        if not sids or (not force and now - self.last < 1.0):
+    def sample(self, sids):
+        if not sids:
             return
-        self.last = now
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -266,10 +268,24 @@ class CpuMeter:
             # After the name: state(0) ppid pgrp session(3) ... utime(11) stime(12) ... starttime(19)
             sid = int(fields[3])
             if sid in sids:
-                self.seen.setdefault(sid, {})[(name, fields[19])] = int(fields[11]) + int(fields[12])
+                self.left.setdefault(sid, {})[(name, fields[19])] = int(fields[11]) + int(fields[12])
 
-    def seconds(self, sid):
-        return sum(self.seen.get(sid, {}).values()) / self.tick
+    def left_behind(self, sid):
+        return sum(self.left.pop(sid, {}).values()) / self.tick
+
+
+def poll_with_usage(proc):
+    """Popen.poll that also returns the process's CPU seconds (its own and its waited children's)."""
+    if proc.returncode is not None:
+        return proc.returncode, 0.0
+    try:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    except ChildProcessError:
+        return proc.poll(), 0.0
+    if pid == 0:
+        return None, 0.0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def machine_cpu():
@@ -435,6 +451,7 @@ def main():
 
     pending = sorted(units, key=expected, reverse=True)
     meter = CpuMeter()
+    last_sample = 0.0
     machine_start = machine_cpu()
     running = []
     done = []
@@ -544,14 +561,15 @@ def main():
             running.append(u)
             used += min(u.weight, args.jobs)
         time.sleep(0.25)
-        sids = {u.proc.pid for u in running}
-        if build and build.running():
-            sids.add(build.proc.pid)
-        meter.sample(sids)
+        # What ended test processes left running (brokers that their watchdogs stop), sampled
+        # while it winds down (at most once a second).
+        if time.monotonic() - last_sample >= 1.0:
+            meter.sample({u.proc.pid for u in running if u.settle_until})
+            last_sample = time.monotonic()
         for u in list(running):
             now = time.monotonic()
             if u.settle_until is None:
-                rc = u.proc.poll()
+                rc, u.cpu = poll_with_usage(u.proc)
                 elapsed = now - u.started
                 if rc is None and elapsed > args.timeout:
                     u.log.write(f"\ntest-runner: TIMEOUT after {elapsed:.0f}s: killing the process group\n")
@@ -566,9 +584,10 @@ def main():
                 # the test left in its group (a child it did not reap) goes with it. Waited for
                 # here, not in a loop of its own: the others are started and reaped meanwhile.
                 u.rc, u.elapsed, u.settle_until = rc, elapsed, now + 15
+                meter.sample({u.proc.pid})
             if now < u.settle_until and group_alive(u.proc.pid):
                 continue
-            meter.sample({u.proc.pid}, force=True)
+            meter.sample({u.proc.pid})
             try:
                 os.killpg(u.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -576,7 +595,7 @@ def main():
             u.log.close()
             running.remove(u)
             rc, elapsed = u.rc, u.elapsed
-            u.cpu = meter.seconds(u.proc.pid)
+            u.cpu += meter.left_behind(u.proc.pid)
             done.append(u)
             passed, failed, ignored = counts(u.log_path)
             ok = rc == 0
@@ -609,7 +628,7 @@ def main():
     for u in sorted(done, key=lambda u: u.elapsed, reverse=True)[:12]:
         print(f"  {u.elapsed:7.1f}s  {u.id}")
     busy, total = (e - s for e, s in zip(machine_cpu(), machine_start))
-    build_cpu = meter.seconds(build.proc.pid) if build else 0.0
+    build_cpu = build.cpu if build else 0.0
     print(
         f"CPU: the machine was busy {busy:.0f} of {total:.0f} CPU-s ({100 * busy / max(total, 1):.0f} %); "
         f"the build took {build_cpu:.0f}, the test processes {sum(u.cpu for u in done):.0f} "
