@@ -288,6 +288,25 @@ def poll_with_usage(proc):
     return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
+class IdleWatch:
+    """The machine's idle share over the last few seconds (/proc/stat), for the extra starts."""
+
+    def __init__(self, window=5.0):
+        self.window = window
+        self.samples = []  # (monotonic time, busy CPU-s, total CPU-s)
+
+    def idle(self):
+        now = time.monotonic()
+        busy, total = machine_cpu()
+        self.samples.append((now, busy, total))
+        while len(self.samples) > 1 and now - self.samples[1][0] >= self.window:
+            self.samples.pop(0)
+        t0, b0, n0 = self.samples[0]
+        if now - t0 < self.window * 0.8 or total - n0 <= 0:
+            return 0.0  # not enough history yet
+        return 1.0 - (busy - b0) / (total - n0)
+
+
 def machine_cpu():
     """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
     with open("/proc/stat") as f:
@@ -408,6 +427,10 @@ def main():
         help="cargo --message-format=json output: read (without --build) or written (with it)",
     )
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("STRAIT_TEST_JOBS", "3")))
+    ap.add_argument(
+        "--extra", type=int, default=int(os.environ.get("STRAIT_TEST_EXTRA", "2")),
+        help="processes started beyond the budget while the machine stays idle (one per 10 s)",
+    )
     ap.add_argument("--timeout", type=float, default=1500.0, help="seconds per process")
     ap.add_argument("--times", help="JSON file of earlier durations (read, then updated)")
     ap.add_argument("--seed-times", help="durations to use where --times has none")
@@ -452,6 +475,9 @@ def main():
     pending = sorted(units, key=expected, reverse=True)
     meter = CpuMeter()
     last_sample = 0.0
+    idle_watch = IdleWatch()
+    last_extra = 0.0
+    extra_starts = 0
     machine_start = machine_cpu()
     running = []
     done = []
@@ -545,7 +571,22 @@ def main():
         ]
         if build and build.running():
             ends.append((times.get("build", 300.0) - (now - t0), args.build_weight))
-        for u in schedule(ready, used, args.jobs, ends):
+        # Most scenarios wait more than they compute (brokers, timeouts, a Java referee), so the
+        # budget can leave cores idle. While the machine has been >= 35 % idle for 5 s, one more
+        # process (weight 1) may start beyond it, at most one per 10 s and `--extra` in all;
+        # on a machine busy with other work this never triggers.
+        jobs_now = args.jobs
+        if (
+            used >= args.jobs and used - args.jobs < args.extra and now - last_extra >= 10.0
+            and idle_watch.idle() >= 0.35
+        ):
+            jobs_now = used + 1
+        else:
+            idle_watch.idle()
+        for u in schedule(ready, used, jobs_now, ends):
+            if used + min(u.weight, args.jobs) > args.jobs:
+                last_extra = now
+                extra_starts += 1
             log_path = os.path.join(args.log_dir, u.id.replace("/", "_").replace(":", "_") + ".log")
             u.log = open(log_path, "w")
             u.log_path = log_path
@@ -632,7 +673,8 @@ def main():
     print(
         f"CPU: the machine was busy {busy:.0f} of {total:.0f} CPU-s ({100 * busy / max(total, 1):.0f} %); "
         f"the build took {build_cpu:.0f}, the test processes {sum(u.cpu for u in done):.0f} "
-        f"(the rest: background tool builds, this runner, other work on the machine)"
+        f"(the rest: background tool builds, this runner, other work on the machine); "
+        f"{extra_starts} processes started beyond the budget while the machine was idle"
     )
     print("most CPU:")
     for u in sorted(done, key=lambda u: u.cpu, reverse=True)[:15]:
