@@ -7,9 +7,11 @@ start. Like the Go tools and the fuzz build, their artifacts are cached in ~/.ca
 
 * `save TARGET CACHE`: after a successful build, copies TARGET/debug's artifacts of every crate
   that is not a workspace target (deps/, build/, .fingerprint/; never incremental/, which only
-  the workspace's crates use) to CACHE, unless CACHE already holds those of the same key: the
-  compiler (`rustc -vV`), Cargo.lock and Cargo.toml (profiles, features). A new key replaces
-  the old cache as a whole (written beside it, then renamed), so it never grows.
+  the workspace's crates use) to CACHE, keyed by the compiler (`rustc -vV`), Cargo.lock and
+  Cargo.toml (profiles, features). Under the same key only what CACHE lacks is added (the
+  suite saves right after the test build, then once more after the `aws-sdk` feature's build);
+  a new key replaces the old cache as a whole (written beside it, then renamed), so it does not
+  grow from one dependency update to the next.
 * `restore TARGET CACHE`: into a target directory that has no build yet, copies the cache if its
   key is the current one.
 
@@ -29,7 +31,9 @@ import shutil
 import subprocess
 import sys
 
-KINDS = ("deps", "build", ".fingerprint")
+# Fingerprints first: an artifact whose fingerprint is copied was complete before it (cargo
+# writes a unit's fingerprint after its outputs), and one without it is rebuilt, not trusted.
+KINDS = (".fingerprint", "build", "deps")
 HASHED = re.compile(r"^(?:lib)?(?P<name>.+?)-[0-9a-f]{16}(?:\..*)?$")
 
 
@@ -70,33 +74,40 @@ def read_key(cache):
 
 def save(root, target, cache):
     want = key(root)
-    if read_key(cache) == want:
-        print(f"rust-deps-cache: {cache} is current")
-        return
     workspace = workspace_names(root)
-    tmp = f"{cache}.new.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    current = read_key(cache) == want
+    # A new key: written beside the old cache, then renamed over it (never a half cache).
+    dest = cache if current else f"{cache}.new.{os.getpid()}"
+    if not current:
+        shutil.rmtree(dest, ignore_errors=True)
     count = 0
     for kind in KINDS:
         src = os.path.join(target, "debug", kind)
         if not os.path.isdir(src):
             continue
-        os.makedirs(os.path.join(tmp, kind))
+        os.makedirs(os.path.join(dest, kind), exist_ok=True)
+        have = set(os.listdir(os.path.join(dest, kind)))
         for entry in os.listdir(src):
-            if not third_party(entry, workspace):
+            if entry in have or not third_party(entry, workspace):
                 continue
-            a, b = os.path.join(src, entry), os.path.join(tmp, kind, entry)
+            a, b = os.path.join(src, entry), os.path.join(dest, kind, entry)
+            # Beside the final name first: an interrupted copy never looks complete.
+            part = f"{b}.part"
             if os.path.isdir(a):
-                shutil.copytree(a, b, symlinks=True)
+                shutil.copytree(a, part, symlinks=True)
             else:
-                shutil.copy2(a, b)
+                shutil.copy2(a, part)
+            os.rename(part, b)
             count += 1
-    with open(os.path.join(tmp, "KEY"), "w") as f:
+    if current:
+        print(f"rust-deps-cache: {count} new artifacts of third-party crates added to {cache}")
+        return
+    with open(os.path.join(dest, "KEY"), "w") as f:
         f.write(want + "\n")
     old = f"{cache}.old.{os.getpid()}"
     if os.path.exists(cache):
         os.rename(cache, old)
-    os.rename(tmp, cache)
+    os.rename(dest, cache)
     shutil.rmtree(old, ignore_errors=True)
     print(f"rust-deps-cache: saved {count} artifacts of third-party crates to {cache}")
 

@@ -141,25 +141,21 @@ clippy_driver="$(dirname "$(rustup which cargo 2>/dev/null || command -v cargo)"
 [ -x "$clippy_driver" ] || { echo "clippy-driver not found next to cargo: rustup component add clippy" >&2; exit 1; }
 # The third-party crates' build of the last run (same compiler, Cargo.lock and Cargo.toml), if
 # this target directory has none yet: a clean clone then compiles only the workspace's crates.
+# The `aws-sdk` process below saves what the test build compiled before it starts its own build
+# (nothing else writes to the target directory then), and adds the SDK's crates after it.
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 deps_cache=$cache/rust-deps
 step "restore the third-party crates' build (scripts/rust-deps-cache.py; $deps_cache)"
 python3 scripts/rust-deps-cache.py restore "$target_dir" "$deps_cache"
-save_deps() { # once the build has succeeded, whatever the tests did
-  if grep -q '"reason":"build-finished","success":true' "$logs/cargo-tests.json" 2>/dev/null; then
-    python3 scripts/rust-deps-cache.py save "$target_dir" "$deps_cache" || true
-  fi
-}
 step "build the tests (linted by clippy) and run them as they are built: unit + integration against real Kafka (scripts/test-runner.py, logs in $logs/tests)"
 python3 scripts/test-runner.py --cargo-messages "$logs/cargo-tests.json" --log-dir "$logs/tests" \
   --times "$cache/test-times.json" --seed-times scripts/test-times.json \
   ${bg_jaeger:+--defer "jaeger=$bg_jaeger"} --defer "helm=$bg_helm" --defer "fuzz=$bg_fuzz" \
-  --after-build "aws-sdk=nice -n 5 cargo test -p strait-wire --locked --features aws-sdk --lib aws::" \
+  --after-build "aws-sdk=bash -c 'python3 scripts/rust-deps-cache.py save \"\$1\" \"\$2\"; nice -n 5 cargo test -p strait-wire --locked --features aws-sdk --lib aws::; rc=\$?; python3 scripts/rust-deps-cache.py save \"\$1\" \"\$2\"; exit \$rc' aws-sdk $target_dir $deps_cache" \
   --after-build "helm=env STRAIT_BIN=${STRAIT_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/strait} scripts/helm-check.sh" \
   --after-build "fuzz=nice -n 10 scripts/fuzz.sh ${STRAIT_FUZZ_SECONDS:-15}" \
   -- env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
   cargo test --workspace --locked --no-run --all-targets --message-format=json-render-diagnostics \
-  || { save_deps; echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
-save_deps
+  || { echo "tests failed (see above; logs in $logs/tests)" >&2; exit 1; }
 
 step "done in $(( $(date +%s) - start ))s"
