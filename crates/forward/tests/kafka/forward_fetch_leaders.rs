@@ -407,13 +407,25 @@ async fn other_leaders_keep_flowing_while_a_source_broker_is_down() {
             }
             if Instant::now() >= deadline {
                 let now = leaders(&src).await;
-                let acked: Vec<i64> = {
+                let (acked, written): (Vec<i64>, Vec<usize>) = {
                     let t = timeline.lock().unwrap();
-                    (0..PARTITIONS).map(|p| t.acked_at(p)).collect()
+                    (
+                        (0..PARTITIONS).map(|p| t.acked_at(p)).collect(),
+                        // Whether the source took new records at all (a cluster that does not
+                        // is not the mirror's stall).
+                        (0..PARTITIONS)
+                            .map(|p| {
+                                t.produced
+                                    .get(&p)
+                                    .map_or(0, |at| at.iter().filter(|&&i| i > down).count())
+                            })
+                            .collect(),
+                    )
                 };
                 panic!(
                     "timed out waiting: the moved partitions resume ({outage:?}: moved {moved:?}, \
-                     leaders now {now:?}, acknowledged {acked:?}, at the outage {at_down:?})"
+                     leaders now {now:?}, acknowledged {acked:?}, at the outage {at_down:?}, \
+                     batches the source acknowledged since the outage {written:?})"
                 );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
