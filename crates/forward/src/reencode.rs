@@ -190,48 +190,281 @@ pub fn reencode_within(
             base_offset: batch.base_offset(),
         });
     }
-    let compressed = batch.compression() != Compression::None;
-    let payload = batch.as_bytes().len().saturating_sub(RECORD_BATCH_OVERHEAD);
-    let decoded = if compressed {
-        // Cap the output by what the allowance can hold at the decompressor's peak, too.
-        let room = compression::decompress_room(allowance.room());
-        let cap = policy.max_decompressed_bytes.min(room);
-        let decoded = match batch.decode_records(cap) {
-            Err(e) if cap < policy.max_decompressed_bytes && is_too_large(&e) => {
-                // Larger than we may hold, but maybe within the configured cap: ask for room for
-                // twice as much (at least 4x the payload) and the work after it.
-                let guess = cap
-                    .saturating_mul(2)
-                    .max(payload.saturating_mul(4))
-                    .min(policy.max_decompressed_bytes);
-                return Err(CodecError::OverAllowance {
-                    needed: allowance
-                        .used()
-                        .saturating_add(compression::decompress_peak(guess))
-                        .saturating_add(work_after_decompression(
-                            guess,
-                            batch.record_count(),
-                            policy,
-                        )),
-                    allowance: allowance.limit(),
-                });
-            }
-            r => r?,
-        };
-        allowance.take(compression::decompress_held(decoded.as_bytes().len()), 0)?;
-        decoded
-    } else {
-        // The section is a slice of the fetched batch: nothing is allocated.
-        batch.decode_records(policy.max_decompressed_bytes)?
-    };
-    let held = if compressed {
-        compression::decompress_held(decoded.as_bytes().len())
-    } else {
-        0
-    };
+    let (decoded, held) = decode_within(batch, policy, allowance)?;
     let result = reencode_decoded(batch, &decoded, from_offset, stamp, policy, allowance);
     allowance.give(held);
     result
+}
+
+/// Decodes `batch`'s records within `allowance`; returns them and the bytes accounted for them
+/// (0 for an uncompressed batch: its section is a slice of the fetched bytes), which the caller
+/// gives back once done with them.
+fn decode_within(
+    batch: &RecordBatch,
+    policy: &TargetPolicy,
+    allowance: &mut Allowance,
+) -> Result<(crate::batch::DecodedRecords, usize)> {
+    if batch.compression() == Compression::None {
+        // The section is a slice of the fetched batch: nothing is allocated.
+        return Ok((batch.decode_records(policy.max_decompressed_bytes)?, 0));
+    }
+    let payload = batch.as_bytes().len().saturating_sub(RECORD_BATCH_OVERHEAD);
+    // Cap the output by what the allowance can hold at the decompressor's peak, too.
+    let room = compression::decompress_room(allowance.room());
+    let cap = policy.max_decompressed_bytes.min(room);
+    let decoded = match batch.decode_records(cap) {
+        Err(e) if cap < policy.max_decompressed_bytes && is_too_large(&e) => {
+            // Larger than we may hold, but maybe within the configured cap: ask for room for
+            // twice as much (at least 4x the payload) and the work after it.
+            let guess = cap
+                .saturating_mul(2)
+                .max(payload.saturating_mul(4))
+                .min(policy.max_decompressed_bytes);
+            return Err(CodecError::OverAllowance {
+                needed: allowance
+                    .used()
+                    .saturating_add(compression::decompress_peak(guess))
+                    .saturating_add(work_after_decompression(
+                        guess,
+                        batch.record_count(),
+                        policy,
+                    )),
+                allowance: allowance.limit(),
+            });
+        }
+        r => r?,
+    };
+    let held = compression::decompress_held(decoded.as_bytes().len());
+    allowance.take(held, 0)?;
+    Ok((decoded, held))
+}
+
+/// Smallest compression ratio (compressed / uncompressed) a run's estimate assumes: a chunk of a
+/// run never holds more than this many times its target in uncompressed records, whatever the
+/// data, so one compression call stays bounded.
+const MIN_RUN_RATIO: f64 = 1.0 / 16.0;
+
+/// Kafka's producer closes a batch when its estimated compressed size times this margin
+/// reaches `batch.size` (`CompressionRatioEstimator`, `COMPRESSION_RATE_ESTIMATION_FACTOR`).
+const RUN_ESTIMATE_MARGIN: f64 = 1.05;
+
+/// What [`reencode_run_within`] made.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Run {
+    /// The output batches, in order (already stamped; baseOffset 0).
+    pub batches: Vec<ReencodedBatch>,
+    /// The compression ratio observed last (records section after / before compression), to
+    /// size the chunks of the next run; the estimate passed in when nothing was compressed.
+    pub ratio: f64,
+}
+
+/// Re-encodes a run of consecutive batches of one partition into batches of the policy's codec
+/// holding all their records in order, as [`reencode_within`] does for one batch, but cutting
+/// the records into batches of about `target` bytes **after compression**, as Kafka's producer
+/// fills `batch.size`: each chunk takes records while their uncompressed size times the ratio
+/// estimate (the one passed in for the first chunk, the one just observed for the next) times
+/// 1.05 stays under `target`. A chunk that still compresses to more than `max_message_bytes` is
+/// split as [`reencode_within`] splits. Compressing many small batches as one gives the codec a
+/// longer window: with zstd a run writes fewer bytes than re-encoding its batches one by one.
+///
+/// The batches must be in log order, none a control batch, and share one codec; records below
+/// `from_offset` are dropped. All their decoded sections are held at once (accounted in
+/// `allowance` as [`reencode_within`] accounts one).
+pub fn reencode_run_within(
+    batches: &[RecordBatch],
+    from_offset: i64,
+    stamp: ProducerStamp,
+    policy: &TargetPolicy,
+    target: usize,
+    ratio: f64,
+    allowance: &mut Allowance,
+) -> Result<Run> {
+    let mut decoded = Vec::with_capacity(batches.len());
+    let mut held = 0usize;
+    let mut failed = None;
+    for batch in batches {
+        if batch.is_control() {
+            failed = Some(CodecError::ControlBatch {
+                base_offset: batch.base_offset(),
+            });
+            break;
+        }
+        match decode_within(batch, policy, allowance) {
+            Ok((d, h)) => {
+                held = held.saturating_add(h);
+                decoded.push(d);
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let result = match failed {
+        Some(e) => Err(e),
+        None => build_run(
+            batches,
+            &decoded,
+            from_offset,
+            stamp,
+            policy,
+            target,
+            ratio,
+            allowance,
+        ),
+    };
+    allowance.give(held);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_run(
+    batches: &[RecordBatch],
+    decoded: &[crate::batch::DecodedRecords],
+    from_offset: i64,
+    stamp: ProducerStamp,
+    policy: &TargetPolicy,
+    target: usize,
+    ratio: f64,
+    allowance: &mut Allowance,
+) -> Result<Run> {
+    let Some(first) = batches.first() else {
+        return Ok(Run {
+            batches: Vec::new(),
+            ratio,
+        });
+    };
+    let codec = policy.compression.unwrap_or(first.compression());
+    // Validate every section first (a run with a bad record is not forwarded in part) and count
+    // the records by walking them, never by the headers.
+    let mut count = 0usize;
+    let mut section = 0usize;
+    for (batch, d) in batches.iter().zip(decoded) {
+        if batch.compression() != first.compression() {
+            return Err(CodecError::NotMergeable {
+                base_offset: batch.base_offset(),
+                reason: "its codec differs from the first batch's",
+            });
+        }
+        count = count.saturating_add(d.validate()?.min(d.as_bytes().len() / MIN_RECORD_BYTES));
+        section = section.saturating_add(d.as_bytes().len());
+    }
+    let entries = count.saturating_mul(std::mem::size_of::<PendingRecord<'_>>());
+    let scratch = section.saturating_add(count.saturating_mul(MAX_RECORD_GROWTH));
+    allowance.take(
+        entries,
+        scratch.saturating_add(2 * (RECORD_BATCH_OVERHEAD + codec.compress_bound(scratch))),
+    )?;
+    let built = collect_and_build(
+        batches,
+        decoded,
+        from_offset,
+        count,
+        codec,
+        stamp,
+        policy,
+        target,
+        ratio,
+        allowance,
+    );
+    allowance.give(entries);
+    built
+}
+
+#[allow(clippy::too_many_arguments)]
+fn collect_and_build(
+    batches: &[RecordBatch],
+    decoded: &[crate::batch::DecodedRecords],
+    from_offset: i64,
+    count: usize,
+    codec: Compression,
+    stamp: ProducerStamp,
+    policy: &TargetPolicy,
+    target: usize,
+    ratio: f64,
+    allowance: &mut Allowance,
+) -> Result<Run> {
+    let mut records = Vec::with_capacity(count);
+    for (batch, d) in batches.iter().zip(decoded) {
+        for record in d.iter() {
+            let record = record.map_err(|e| e.in_batch(batch.base_offset()))?;
+            let offset = batch.record_offset(&record);
+            if offset < from_offset {
+                continue;
+            }
+            records.push(PendingRecord {
+                source_offset: offset,
+                // Runs are made of CreateTime batches only (see `merge::compatible`).
+                timestamp: batch.create_time(&record),
+                parts: RecordParts {
+                    attributes: record.attributes(),
+                    timestamp_delta: 0,
+                    offset_delta: 0,
+                    key: record.key(),
+                    value: record.value(),
+                    headers_section: record.headers_section(),
+                },
+            });
+        }
+    }
+    let mut builder = Builder {
+        codec,
+        level: policy.compression_level,
+        max: policy.max_message_bytes,
+        stamp,
+        scratch: Vec::new(),
+        out: Vec::new(),
+        allowance,
+    };
+    let mut ratio = if ratio.is_finite() {
+        ratio.clamp(MIN_RUN_RATIO, 1.0)
+    } else {
+        1.0
+    };
+    let room = target.saturating_sub(RECORD_BATCH_OVERHEAD).max(1) as f64;
+    let mut start = 0;
+    let mut built = Ok(());
+    while start < records.len() {
+        let base_ts = records[start].timestamp;
+        let mut end = start;
+        let mut size = 0usize;
+        while end < records.len() {
+            let r = &records[end];
+            let len = RecordParts {
+                timestamp_delta: r.timestamp.wrapping_sub(base_ts),
+                offset_delta: (end - start) as i32,
+                ..r.parts
+            }
+            .encoded_len();
+            if end > start && (size + len) as f64 * ratio * RUN_ESTIMATE_MARGIN > room {
+                break;
+            }
+            size += len;
+            end += 1;
+        }
+        let made = builder.out.len();
+        built = builder.build(&records[start..end]);
+        if built.is_err() {
+            break;
+        }
+        let compressed: usize = builder.out[made..]
+            .iter()
+            .map(|b| b.batch().as_bytes().len() - RECORD_BATCH_OVERHEAD)
+            .sum();
+        if size > 0 {
+            ratio = (compressed as f64 / size as f64).clamp(MIN_RUN_RATIO, 1.0);
+        }
+        start = end;
+    }
+    // The scratch section is freed with the builder.
+    let scratch = builder.scratch.capacity();
+    let out = std::mem::take(&mut builder.out);
+    builder.allowance.give(scratch);
+    built.map(|()| Run {
+        batches: out,
+        ratio,
+    })
 }
 
 /// What re-encoding a section of `section` bytes and `declared` records needs after the

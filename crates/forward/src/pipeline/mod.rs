@@ -113,7 +113,9 @@ pub struct Settings {
     /// Largest batch made by merging small source batches that wait together for the same
     /// target partition (0: never merge). Over a long link a partition's rate is bounded by
     /// `max_in_flight` batches per round trip, so a batch must carry more than one small source
-    /// batch; batches that are already large pass through untouched.
+    /// batch; batches that are already large pass through untouched. With `compression` set,
+    /// also the size after compression of the batches a run of re-compressed source batches is
+    /// cut into (0: re-compressed batch by batch).
     pub batch_size: usize,
     /// How long a revoke or shutdown waits for in-flight batches to be acknowledged (and the
     /// final positions committed). What is not acknowledged by then is not committed: the next

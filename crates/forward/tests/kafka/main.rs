@@ -8,4 +8,5 @@ mod broker;
 
 mod forward_edge;
 mod forward_fetch_leaders;
+mod forward_recompress;
 mod forward_restart;

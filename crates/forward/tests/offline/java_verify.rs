@@ -21,6 +21,7 @@ use std::process::Command;
 use bytes::Bytes;
 use common::*;
 use strait_forward::merge::merge;
+use strait_forward::reencode::{Allowance, reencode_run_within};
 use strait_forward::{
     Compression, FetchedBatch, FetchedRecords, LogAppendTimePolicy, ProducerStamp, RecordBatch,
     TargetPolicy, reencode, rewrite_for_produce,
@@ -161,6 +162,38 @@ fn kafka_log_validator_accepts_everything_we_produce() {
             (rewrite_for_produce(&merged, stamp), "ok inplace=true"),
         );
     }
+    // Re-compression runs: Java-written batches (each fixture three times, compacted ones with
+    // their gaps) re-encoded together to zstd and cut by compressed size, as the planner does
+    // when `mirror.compression` changes the codec; a small target cuts them into several.
+    for c in ["none", "gzip", "lz4", "compacted_none", "compacted_zstd"] {
+        let src = first_v2(&format!("v2_{c}"));
+        let policy = TargetPolicy {
+            compression: Some(Compression::Zstd),
+            ..TargetPolicy::default()
+        };
+        for (target, name) in [(256 << 10, "one"), (600, "cut")] {
+            let run = reencode_run_within(
+                &[src.clone(), src.clone(), src.clone()],
+                0,
+                stamp,
+                &policy,
+                target,
+                1.0,
+                &mut Allowance::unlimited(),
+            )
+            .unwrap();
+            for (i, o) in run.batches.into_iter().enumerate() {
+                produced.insert(
+                    format!("run_{c}_{name}_{i}"),
+                    (o.into_batch().into_bytes(), "ok inplace=true"),
+                );
+            }
+        }
+    }
+    assert!(
+        produced.contains_key("run_none_cut_1") && !produced.contains_key("run_none_one_1"),
+        "a small target cuts a run, a large one does not"
+    );
     // Negative control: a transaction marker must be rejected.
     let marker = FetchedRecords::new(fixture("v2_txn_markers"))
         .filter_map(|e| match e.unwrap() {

@@ -334,7 +334,8 @@ pub struct Mirror {
     /// Connections per target broker that carry Produce requests (1 to 8).
     pub produce_connections: u8,
     /// Largest batch made by merging small source batches that wait for the same target
-    /// partition (0: never merge). Large source batches always pass through untouched.
+    /// partition (0: never merge). Large source batches always pass through untouched. With
+    /// `compression` set, the size after compression of re-compressed batches.
     pub batch_size: ByteSize,
     /// The partition assignors the group members offer, most preferred first (Kafka's
     /// `partition.assignment.strategy`). Default: roundrobin, then range.

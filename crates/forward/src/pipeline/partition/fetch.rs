@@ -129,7 +129,23 @@ pub(super) async fn fetch_loop<S: Source, T: Target>(
         // Back to the usual fetch size, but never below the largest batch just seen: a source
         // written in batches larger than partition_fetch_bytes would otherwise cost an empty
         // answer and a retry for every batch.
-        let largest = planned.steps.iter().map(Step::bytes).max().unwrap_or(0);
+        // Re-compressing a backlog: fetch enough for a run to fill a whole batch after
+        // compression (see `plan.rs`).
+        let largest = planned
+            .steps
+            .iter()
+            .map(Step::bytes)
+            .max()
+            .unwrap_or(0)
+            .max(crate::pipeline::plan::run_fetch_bytes(
+                settings.batch_size,
+                planned.run_bytes,
+                fetched.records.len(),
+                usize::try_from(max_bytes).unwrap_or(0),
+            ));
+        if let Some(ratio) = planned.run_ratio {
+            rules.run_ratio = ratio;
+        }
         max_bytes = i32::try_from(largest)
             .unwrap_or(i32::MAX)
             .clamp(settings.partition_fetch_bytes, settings.max_fetch_bytes);

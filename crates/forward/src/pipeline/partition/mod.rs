@@ -233,6 +233,8 @@ impl<S: Source, T: Target> Leg<'_, S, T> {
                 ..TargetPolicy::default()
             },
             excluded: shared.settings.excluded.get(&route.source),
+            batch_size: shared.settings.batch_size,
+            run_ratio: 1.0,
         };
         // The produce side lowers it when the target refuses a batch as too large.
         let max_message_bytes = AtomicUsize::new(self.limits.max_message_bytes);
