@@ -292,7 +292,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "eager (classic, default assignors, Kafka 3.9 source)",
     )
     r.add_argument("--rebalance-partitions", type=int, default=env("REBALANCE_PARTITIONS", 1000))
-    r.add_argument("--rebalance-rate", type=int, default=env("REBALANCE_RATE", 5000), help="records/s, all partitions")
+    r.add_argument("--rebalance-rate", type=int, default=env("REBALANCE_RATE", 2000), help="records/s, all partitions")
     r.add_argument("--rebalance-value-bytes", type=int, default=env("REBALANCE_VALUE_BYTES", 100))
     r.add_argument(
         "--rebalance-warmup", type=float, default=env("REBALANCE_WARMUP", 20.0), help="s of steady load before the 1st event"
@@ -313,7 +313,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="s of extra load the events may be delayed by, waiting for the previous rebalance to settle",
     )
     r.add_argument(
-        "--rebalance-watch-ms", type=int, default=env("REBALANCE_WATCH_MS", 100), help="target end-offset listing interval"
+        "--rebalance-watch-ms", type=int, default=env("REBALANCE_WATCH_MS", 200), help="target end-offset listing interval"
     )
     r.add_argument(
         "--rebalance-catchup", type=float, default=env("REBALANCE_CATCHUP", 180.0), help="s to wait for every record"
