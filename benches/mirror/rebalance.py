@@ -44,7 +44,7 @@ import cluster
 import kill_count as kc
 import rebalance_stats as rs
 from contenders import RunSpec, Strait
-from procs import load_average
+from procs import cpu_seconds, load_average
 from tools import ToolError, Watch, tail
 
 PROTOCOLS = {
@@ -217,10 +217,19 @@ class RebalanceBench:
                 t0 = int(producer.wait_for("start", 60)[1]) / 1000
                 at: list[float] = []
                 waited: list[float] = []
+                # CPU s of each instance (and both brokers) at each event and at the end: who was busy in a phase
+                cpu: list[dict] = []
+
+                def sample_cpu(label: str) -> None:
+                    c = {n: cpu_seconds(p.pid) for n, p in procs.items() if p.poll() is None}
+                    c.update(src=cluster.cpu_seconds(src), dst=cluster.cpu_seconds(dst), producer=cpu_seconds(producer.proc.pid))
+                    cpu.append({"at": label, "t": round(time.time() - t0, 2), **{k: v for k, v in c.items() if v is not None}})
+
                 due = t0 + self.events[0]
                 last_call = t0 + self.seconds - a.rebalance_tail  # the crash needs its tail (the session timeout)
                 for event in EVENTS:
                     pump(due)
+                    sample_cpu(f"before {event}")
                     # the previous rebalance has settled (or the schedule has no room left to wait)
                     w0 = time.time()
                     while not (snaps and rs.ready(snaps[-1][2], snaps[-1][1], MEMBERS_BEFORE[event],
@@ -240,6 +249,8 @@ class RebalanceBench:
                     self.log(f"{rid} {proto}: {event} at {at[-1]:.2f} s (waited {waited[-1]:.1f} s for the group)")
                     due = time.time() + a.rebalance_every
                 pump(t0 + self.seconds)
+                sample_cpu("end")
+                row["cpu"] = cpu
                 end_line = producer.wait_for("done", 120)
                 row["load_during"] = load_average()
                 t_end = int(end_line[1]) / 1000 - t0

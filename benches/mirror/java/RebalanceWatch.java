@@ -56,8 +56,9 @@ public final class RebalanceWatch {
                 Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r;
                 try {
                     r = target.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
-                } catch (ExecutionException e) {
-                    System.err.println("listOffsets failed (retrying): " + e.getCause());
+                } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                    // a starved broker (a loaded machine): the next listing will tell
+                    System.err.println("listOffsets failed (retrying): " + e);
                     Thread.sleep(interval);
                     continue;
                 }
