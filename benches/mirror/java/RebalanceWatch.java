@@ -111,7 +111,7 @@ public final class RebalanceWatch {
                 TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS)
                         .get(topic);
                 return d.partitions().size();
-            } catch (ExecutionException e) {
+            } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
                 if (System.currentTimeMillis() > deadline) {
                     System.err.println("topic " + topic + " does not exist: " + e.getCause());
                     System.exit(1);
