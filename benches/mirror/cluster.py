@@ -357,12 +357,17 @@ def server_properties(
     return head + "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def _format(reg: Registry, kafka: Kafka, name: str, cluster_id: str, props: Path, logs: Path) -> subprocess.Popen:
-    return reg.spawn(
-        f"{name}-format",
-        kafka.tool_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)),
-        logs / "format.log",
-    )
+def _format(
+    reg: Registry, kafka: Kafka, name: str, cluster_id: str, props: Path, logs: Path, legacy: bool = False
+) -> subprocess.Popen:
+    args = ("format", "-t", cluster_id, "-c", str(props))
+    if legacy:
+        # a 3.9 broker needs a log formatted by its own StorageTool (the 4.x one writes a newer metadata version)
+        cmd = [kafka.java, "-Xmx256m", MARK, *JVM_PERF_OPTS, f"-Dlog4j.configuration=file:{kafka.log4j1_server}",
+               "-cp", f"{kafka.lib39}/*", "kafka.tools.StorageTool", *args]
+    else:
+        cmd = kafka.tool_cmd("kafka.tools.StorageTool", *args)
+    return reg.spawn(f"{name}-format", cmd, logs / "format.log")
 
 
 def start(
@@ -376,8 +381,12 @@ def start(
     jmx: bool = False,
     topo: Topology | None = None,
     pki: Pki | None = None,
+    legacy: bool = False,
 ) -> Cluster:
     """Formats and starts a fresh cluster under `base/name`; returns once it serves.
+
+    `legacy`: a Kafka 3.9 broker (`Kafka.lib39`, log4j 1 config) instead of 4.x, one PLAINTEXT node only: the
+    rebalance phase's classic-protocol group coordinator.
 
     `topo`: the number of nodes and PLAINTEXT/mTLS (default one PLAINTEXT node); mTLS needs `pki`. Nodes of a
     multi-node cluster live in `base/name/n<id>`.
@@ -389,6 +398,8 @@ def start(
     topo = topo or Topology()
     if topo != Topology() and (wan_proxy_port or jmx):
         raise ValueError("the WAN listener and JMX are only set up on a single PLAINTEXT node")
+    if legacy and (topo != Topology() or wan_proxy_port or jmx):
+        raise ValueError("a Kafka 3.9 cluster is only set up as a single PLAINTEXT node without WAN listener or JMX")
     d = base / name
     if d.exists():
         shutil.rmtree(d)
@@ -427,7 +438,9 @@ def start(
             )
         else:
             props.write_text(server_properties(topo, i, node_ports, nd / "data", pki))
-        formats.append((nd, _format(reg, kafka, name if n == 1 else f"{name}-n{i}", cluster_id, props, nd / "logs")))
+        formats.append(
+            (nd, _format(reg, kafka, name if n == 1 else f"{name}-n{i}", cluster_id, props, nd / "logs", legacy))
+        )
     for nd, fmt in formats:
         code = fmt.wait()
         reg.forget(fmt)
@@ -454,10 +467,12 @@ def start(
             MARK,
             *JVM_PERF_OPTS,
             *jmx_opts,
-            f"-Dlog4j2.configurationFile={kafka.log4j2_server}",
+            f"-Dlog4j.configuration=file:{kafka.log4j1_server}"
+            if legacy
+            else f"-Dlog4j2.configurationFile={kafka.log4j2_server}",
             f"-Dkafka.logs.dir={nd / 'logs'}",
             "-cp",
-            kafka.cp4(),
+            f"{kafka.lib39}/*" if legacy else kafka.cp4(),
             "kafka.Kafka",
             str(nd / "server.properties"),
         ]

@@ -277,6 +277,47 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="s after the production to wait for every record on the target (MM2's worker may wait out "
         "scheduled.rebalance.max.delay.ms, 300 s, after a SIGKILL)",
     )
+    r = p.add_argument_group("Rebalance (--rebalance: only this runs; see benches/mirror/rebalance.py)")
+    r.add_argument(
+        "--rebalance",
+        action="store_true",
+        default=env("REBALANCE", "") not in ("", "0"),
+        help="run the rebalance phase instead of the loopback bench: 3 Strait instances share a group, a 4th joins, "
+        "one restarts, one leaves, one is SIGKILLed; per partition the longest pause on the target, per protocol",
+    )
+    r.add_argument(
+        "--rebalance-protocols",
+        default=env("REBALANCE_PROTOCOLS", "consumer,cooperative,eager"),
+        help="consumer (KIP-848, Kafka 4.x source), cooperative (classic + cooperative-sticky, Kafka 3.9 source), "
+        "eager (classic, default assignors, Kafka 3.9 source)",
+    )
+    r.add_argument("--rebalance-partitions", type=int, default=env("REBALANCE_PARTITIONS", 1000))
+    r.add_argument("--rebalance-rate", type=int, default=env("REBALANCE_RATE", 2000), help="records/s, all partitions")
+    r.add_argument("--rebalance-value-bytes", type=int, default=env("REBALANCE_VALUE_BYTES", 100))
+    r.add_argument(
+        "--rebalance-warmup", type=float, default=env("REBALANCE_WARMUP", 20.0), help="s of steady load before the 1st event"
+    )
+    r.add_argument(
+        "--rebalance-every", type=float, default=env("REBALANCE_EVERY", 20.0), help="s between events (at least)"
+    )
+    r.add_argument(
+        "--rebalance-tail",
+        type=float,
+        default=env("REBALANCE_TAIL", 65.0),
+        help="s of load after the SIGKILL (more than the 45 s session timeout)",
+    )
+    r.add_argument(
+        "--rebalance-slack",
+        type=float,
+        default=env("REBALANCE_SLACK", 30.0),
+        help="s of extra load the events may be delayed by, waiting for the previous rebalance to settle",
+    )
+    r.add_argument(
+        "--rebalance-watch-ms", type=int, default=env("REBALANCE_WATCH_MS", 200), help="target end-offset listing interval"
+    )
+    r.add_argument(
+        "--rebalance-catchup", type=float, default=env("REBALANCE_CATCHUP", 180.0), help="s to wait for every record"
+    )
     p.add_argument(
         "--skip-after-failure",
         action="store_true",
@@ -372,7 +413,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             a.contenders = "strait,straiteos,mm2eos"
         if a.wan or a.failover or a.scale:
             p.error("--kills, --scale, --wan and --failover are separate phases: run one at a time")
-    if (a.brokers != 1 or a.tls) and (a.wan or a.failover or a.scale or getattr(a, "kills", False)):
+    if a.rebalance and (a.wan or a.failover or a.scale or a.kills):
+        p.error("--rebalance, --kills, --scale, --wan and --failover are separate phases: run one at a time")
+    if (a.brokers != 1 or a.tls) and (a.wan or a.failover or a.scale or a.kills or a.rebalance):
         p.error("--brokers and --tls apply to the throughput and latency phases only")
     a.datasets = a.datasets or ",".join(dsets.ALL)
     a.records_1k = a.records_1k or 1_000_000
@@ -1224,6 +1267,25 @@ class Bench:
                 self.log(f"wrote {self.out}/results.md, results.csv")
         return text
 
+    def run_rebalance(self) -> str:
+        """The rebalance phase only (--rebalance): pauses per partition while the group scales; see rebalance.py."""
+        import rebalance
+
+        r = rebalance.RebalanceBench(self)
+        text = ""
+        try:
+            self.phase("setup (javac helpers)", r.setup)
+            self.phase("rebalance runs", r.run)
+        except Exception as e:  # report what we have, then fail
+            self.notes.append(f"bench aborted: {e}")
+            self.log(f"ABORTED: {e}\n{traceback.format_exc()}")
+            raise
+        finally:
+            if r.rows:
+                text = self.write_phase_report(r, "rebalance")
+                self.log(f"wrote {self.out}/results.md, results.csv")
+        return text
+
     def write_phase_report(self, w, phase: str) -> str:  # noqa: ANN001 - wan.WanBench or failover.FailoverBench
         """results.md / results.csv / environment.json of a phase that runs alone (--wan, --failover): `w` gives
         the Markdown of its results and writes its CSV."""
@@ -1278,6 +1340,8 @@ class Bench:
             return self.run_scale()
         if self.args.kills:
             return self.run_kills()
+        if self.args.rebalance:
+            return self.run_rebalance()
         try:
             self.phase("setup (javac helpers, source cluster)", self.setup)
             self.phase("preload source", self.preload)

@@ -13,6 +13,7 @@
 //! |---|---|---|---|
 //! | source | Read on each source topic | fetch | fails |
 //! | source | Read on the group | join the group, commit positions | fails |
+//! | source | AlterConfigs on the group | set `mirror.session_timeout` as the group's `consumer.session.timeout.ms` (consumer protocol, a value other than 45s) | warning |
 //! | source | DescribeConfigs on each source topic | copy topic configs to topics it creates | warning |
 //! | target | Write on each target topic | produce (also grants the idempotent producer id, KIP-679) | fails |
 //! | target | Create on the topic or the cluster | create a missing target topic | fails if needed now |
@@ -32,9 +33,10 @@ use strait_wire::kafka_protocol::messages::{
 use strait_wire::kafka_protocol::protocol::StrBytes;
 use strait_wire::{Client, Error as WireError};
 
-use crate::config::Config;
 use crate::config::connect::connect;
+use crate::config::{Config, GroupProtocol};
 use crate::error::{Error, Result};
+use crate::run::group_timeouts;
 use crate::run::topics::{SelectedTopic, Topics};
 
 /// Kafka's ACL operation codes (`AclOperation`), as bit positions in authorized-operation sets.
@@ -147,7 +149,7 @@ pub async fn check(config: &Config) -> Result<Report> {
             None
         }
     };
-    let group = group_read(&source, &config.mirror.group_id).await;
+    let group = group_ops(&source, &config.mirror.group_id).await;
     let rights = rights(
         config,
         &selected,
@@ -225,10 +227,11 @@ async fn authorized(client: &Client, names: &[String]) -> strait_wire::Result<Au
     Ok(out)
 }
 
-/// Whether the principal may Read the group: `Ok(bool)`, or `Err(why)` when the broker did not
-/// say. A fresh cluster answers COORDINATOR_LOAD_IN_PROGRESS while it loads the offsets topic:
-/// retried for up to [`GROUP_PATIENCE`].
-async fn group_read(client: &Client, group: &str) -> std::result::Result<bool, String> {
+/// The principal's operations on the group: `Ok(Some(bits))`, `Ok(None)` when it may not even
+/// describe it, or `Err(why)` when the broker did not say. A fresh cluster answers
+/// COORDINATOR_LOAD_IN_PROGRESS while it loads the offsets topic: retried for up to
+/// [`GROUP_PATIENCE`].
+async fn group_ops(client: &Client, group: &str) -> std::result::Result<Option<i32>, String> {
     let deadline = tokio::time::Instant::now() + GROUP_PATIENCE;
     loop {
         match describe_group_once(client, group).await {
@@ -238,7 +241,7 @@ async fn group_read(client: &Client, group: &str) -> std::result::Result<bool, S
                 tokio::time::sleep(std::time::Duration::from_millis(250)).await;
             }
             Err(Retry::Later(why) | Retry::Never(why)) => return Err(why),
-            Ok(read) => return Ok(read),
+            Ok(ops) => return Ok(ops),
         }
     }
 }
@@ -251,11 +254,14 @@ enum Retry {
     Never(String),
 }
 
-async fn describe_group_once(client: &Client, group: &str) -> std::result::Result<bool, Retry> {
+async fn describe_group_once(
+    client: &Client,
+    group: &str,
+) -> std::result::Result<Option<i32>, Retry> {
     let conn = match client.coordinator(CoordinatorType::Group, group).await {
         Ok(c) => c,
         // FindCoordinator needs Describe on the group, which Read implies.
-        Err(WireError::Authorization { .. }) => return Ok(false),
+        Err(WireError::Authorization { .. }) => return Ok(None),
         Err(e) if e.is_retriable() => return Err(Retry::Later(e.to_string())),
         Err(e) => return Err(Retry::Never(e.to_string())),
     };
@@ -276,10 +282,11 @@ async fn describe_group_once(client: &Client, group: &str) -> std::result::Resul
         return Err(Retry::Never("the broker described no group".into()));
     };
     match ResponseError::try_from_code(g.error_code) {
-        None => has(Some(g.authorized_operations), op::READ).ok_or_else(|| {
-            Retry::Never("the broker did not report the group's operations".to_owned())
-        }),
-        Some(ResponseError::GroupAuthorizationFailed) => Ok(false),
+        None if g.authorized_operations == i32::MIN => Err(Retry::Never(
+            "the broker did not report the group's operations".to_owned(),
+        )),
+        None => Ok(Some(g.authorized_operations)),
+        Some(ResponseError::GroupAuthorizationFailed) => Ok(None),
         Some(
             code @ (ResponseError::CoordinatorLoadInProgress
             | ResponseError::CoordinatorNotAvailable
@@ -301,26 +308,47 @@ fn rights(
     selected: &BTreeMap<String, SelectedTopic>,
     src: Option<&Authorized>,
     dst: Option<&Authorized>,
-    group: std::result::Result<bool, String>,
+    group: std::result::Result<Option<i32>, String>,
     notes: &mut Vec<String>,
 ) -> Vec<Right> {
     let m = &config.mirror;
     let mut out = Vec::new();
-    let (group_granted, group_unknown) = match group {
-        Ok(g) => (Some(g), None),
+    // no Describe on the group: no operation at all
+    let (group_bits, group_unknown) = match group {
+        Ok(ops) => (Some(ops.unwrap_or(0)), None),
         Err(why) => (None, Some(why)),
     };
     out.push(Right {
-        unknown: group_unknown,
+        unknown: group_unknown.clone(),
         ..right(
             Side::Source,
             "Read",
             Resource::Group(m.group_id.clone()),
             "join the group and commit the mirrored positions",
             Need::Required,
-            group_granted,
+            has(group_bits, op::READ),
         )
     });
+    // On the consumer protocol the session timeout is the group's config (KIP-848): the run
+    // sets it only when mirror.session_timeout is not the default, and goes on without it.
+    if group_timeouts::wanted(config) && m.group_protocol != GroupProtocol::Classic {
+        out.push(Right {
+            unknown: group_unknown,
+            ..right(
+                Side::Source,
+                "AlterConfigs",
+                Resource::Group(m.group_id.clone()),
+                "set mirror.session_timeout as the group's consumer.session.timeout.ms \
+                 (consumer group protocol, Kafka 4.0+)",
+                Need::Optional(
+                    "the group keeps the broker's group.consumer.session.timeout.ms (45s by \
+                     default): a crashed instance's partitions wait that long for a new owner"
+                        .into(),
+                ),
+                has(group_bits, op::ALTER_CONFIGS),
+            )
+        });
+    }
     for t in selected.values() {
         source_topic_rights(m, t, src, &mut out);
         target_topic_rights(m, t, dst, &mut out, notes);
@@ -762,7 +790,19 @@ mod tests {
     fn report(c: &Config, src: &Authorized, dst: &Authorized, group: bool) -> Report {
         let mut notes = Vec::new();
         let selected = my_topic();
-        let rights = rights(c, &selected, Some(src), Some(dst), Ok(group), &mut notes);
+        let ops = if group {
+            bits(&[op::READ, DESCRIBE])
+        } else {
+            0
+        };
+        let rights = rights(
+            c,
+            &selected,
+            Some(src),
+            Some(dst),
+            Ok(Some(ops)),
+            &mut notes,
+        );
         render(
             c,
             &selected,
@@ -881,6 +921,76 @@ mod tests {
             r.text
         );
         assert!(r.text.contains("exists with 6 partitions, will grow"));
+    }
+
+    /// A session timeout other than 45s on the consumer protocol is the group's config: its
+    /// AlterConfigs right is listed (optional: the run goes on with the broker's default).
+    #[test]
+    fn a_session_timeout_lists_alter_configs_on_the_group() {
+        let grants = [op::READ, DESCRIBE, op::WRITE, op::CREATE];
+        let (src, dst) = (cluster(&grants, true, &[]), cluster(&grants, true, &[]));
+        let with = |extra: &str, group: Option<i32>| {
+            let c = config(extra);
+            let selected = my_topic();
+            let mut notes = Vec::new();
+            let rights = rights(&c, &selected, Some(&src), Some(&dst), Ok(group), &mut notes);
+            render(
+                &c,
+                &selected,
+                Some(&dst),
+                &rights,
+                &notes,
+                [&acl_principal(Some("CN=a")), &acl_principal(Some("CN=b"))],
+            )
+        };
+        let r = with(
+            "session_timeout = \"10s\"",
+            Some(bits(&[op::READ, DESCRIBE])),
+        );
+        assert_eq!(r.missing, 0, "{}", r.text);
+        assert!(
+            r.text.contains(
+                "  warning  europe: AlterConfigs on group my-group is not granted, so the group \
+                 keeps the broker's group.consumer.session.timeout.ms (45s by default)"
+            ),
+            "{}",
+            r.text
+        );
+        assert!(r.text.contains(
+            "fix: kafka-acls.sh --bootstrap-server europe:9093 --add --allow-principal \
+             User:CN=a --operation AlterConfigs --group my-group"
+        ));
+        let granted = with(
+            "session_timeout = \"10s\"",
+            Some(bits(&[op::READ, DESCRIBE, op::ALTER_CONFIGS])),
+        );
+        assert!(
+            granted
+                .text
+                .contains("  ok       europe: AlterConfigs on group my-group"),
+            "{}",
+            granted.text
+        );
+        // the default session timeout, or the classic protocol, never alters the group
+        for extra in [
+            "",
+            "session_timeout = \"10s\"\ngroup_protocol = \"classic\"",
+        ] {
+            let r = with(extra, Some(bits(&[op::READ, DESCRIBE])));
+            assert!(
+                !r.text.contains("on group my-group is not granted"),
+                "{}",
+                r.text
+            );
+        }
+        // no Describe on the group: Read is missing, and so is AlterConfigs
+        let denied = with("session_timeout = \"10s\"", None);
+        assert_eq!(denied.missing, 1, "{}", denied.text);
+        assert!(
+            denied
+                .text
+                .contains("AlterConfigs on group my-group is not granted")
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 pub(crate) mod acls;
 pub mod flows;
-mod group_timeouts;
+pub(crate) mod group_timeouts;
 pub mod memory;
 pub(crate) mod mirror;
 pub mod reload;
