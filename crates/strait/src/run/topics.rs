@@ -350,16 +350,19 @@ impl Topics {
 
     /// Discovers, then creates missing target topics and partitions. Returns what is mirrored.
     pub async fn sync(&self) -> Result<BTreeMap<String, SelectedTopic>> {
+        let began = Instant::now();
         let selected = self.discover().await?;
         if selected.is_empty() {
             return Ok(selected);
         }
+        let discovered = Instant::now();
         let names: Vec<String> = selected.values().map(|t| t.target.clone()).collect();
         let md = self
             .target
             .metadata(Some(&names))
             .await
             .map_err(Error::Wire)?;
+        let described = Instant::now();
         let mut missing = Vec::new();
         let mut settling = 0usize;
         let now = Instant::now();
@@ -437,6 +440,7 @@ impl Topics {
             );
         }
         let created = self.create_all(&missing, md.brokers.len()).await?;
+        let creating_done = Instant::now();
         let m = &self.config.mirror;
         if m.sync_topic_configs {
             let due = {
@@ -465,6 +469,17 @@ impl Topics {
                 self.sync_configs_all(&existing).await;
             }
         }
+        // Where a refresh's time goes (the first one runs before the group join).
+        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_millis();
+        tracing::debug!(
+            topics = selected.len(),
+            created = created.len(),
+            discover_ms = ms(began, discovered),
+            target_metadata_ms = ms(discovered, described),
+            create_ms = ms(described, creating_done),
+            config_sync_ms = ms(creating_done, Instant::now()),
+            "topic refresh done"
+        );
         Ok(selected)
     }
 
