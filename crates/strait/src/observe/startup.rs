@@ -93,22 +93,34 @@ pub struct Startup {
 }
 
 impl Startup {
-    /// The partitions this instance mirrors changed (only the first non-empty set counts).
-    pub fn assigned(&mut self, partitions: usize, now: Instant) {
-        if self.assigned.is_none() && partitions > 0 {
-            self.assigned = Some((now, partitions));
+    /// The partitions this instance mirrors changed (only the first non-empty set counts). The
+    /// forwarder starts the partitions before the mirror announces them, so some may have
+    /// reached a stage already: the stages every one of them reached are returned.
+    pub fn assigned(&mut self, partitions: usize, now: Instant) -> Vec<Milestone> {
+        let mut out = Vec::new();
+        if self.assigned.is_some() || partitions == 0 || self.done {
+            return out;
         }
+        self.assigned = Some((now, partitions));
+        for stage in Stage::ALL {
+            if self.counts[stage.index()] >= partitions {
+                out.push(Milestone::All(stage, partitions));
+                if stage == Stage::Acknowledged {
+                    self.finish();
+                }
+            }
+        }
+        out
     }
 
     /// `tp` reached `stage` at `now`: the milestones this completes (none when already known).
     pub fn reached(&mut self, tp: &TopicPartition, stage: Stage, now: Instant) -> Vec<Milestone> {
         let mut out = Vec::new();
-        let Some((at, partitions)) = self.assigned else {
-            return out;
-        };
         if self.done {
             return out;
         }
+        // Before the assignment is announced: counted, and the total checked once it is.
+        let (at, partitions) = self.assigned.unwrap_or((now, usize::MAX));
         if now.saturating_duration_since(at) >= FOLLOW_FOR {
             for stage in Stage::ALL {
                 let reached = self.counts[stage.index()];
@@ -184,6 +196,13 @@ impl StartupLog {
             (s.reached(tp, stage, now), s.is_done())
         };
         let secs = now.saturating_duration_since(self.flow_start).as_secs_f64();
+        self.log(tp, secs, milestones);
+        if done {
+            self.done.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn log(&self, tp: &TopicPartition, secs: f64, milestones: Vec<Milestone>) {
         for m in milestones {
             match m {
                 Milestone::First(stage) => tracing::info!(
@@ -212,9 +231,6 @@ impl StartupLog {
                 ),
             }
         }
-        if done {
-            self.done.store(true, Ordering::Relaxed);
-        }
     }
 }
 
@@ -235,16 +251,26 @@ impl Observer for StartupLog {
         if self.done.load(Ordering::Relaxed) {
             return;
         }
-        let secs = self.flow_start.elapsed().as_secs_f64();
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if s.assigned.is_none() && !assigned.is_empty() {
+        let now = Instant::now();
+        let secs = now.saturating_duration_since(self.flow_start).as_secs_f64();
+        let (first, milestones, done) = {
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let first = s.assigned.is_none() && !assigned.is_empty();
+            (first, s.assigned(assigned.len(), now), s.is_done())
+        };
+        if first {
             tracing::info!(
                 after_s = format!("{secs:.3}"),
                 partitions = assigned.len(),
                 "start-up: partitions assigned"
             );
         }
-        s.assigned(assigned.len(), Instant::now());
+        if let Some(tp) = assigned.first() {
+            self.log(tp, secs, milestones);
+        }
+        if done {
+            self.done.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -261,13 +287,12 @@ mod tests {
     fn first_and_last_partition_of_each_stage_are_reported_once() {
         let t0 = Instant::now();
         let mut s = Startup::default();
-        // Before the assignment nothing counts (nothing is assigned yet).
-        assert!(s.reached(&tp(0), Stage::Positioned, t0).is_empty());
-        s.assigned(2, t0);
+        // The forwarder starts partitions before the mirror announces the assignment.
         assert_eq!(
             s.reached(&tp(0), Stage::Positioned, t0),
             vec![Milestone::First(Stage::Positioned)]
         );
+        assert!(s.assigned(2, t0).is_empty());
         // Again for the same partition: nothing new.
         assert!(s.reached(&tp(0), Stage::Positioned, t0).is_empty());
         assert_eq!(
@@ -279,7 +304,7 @@ mod tests {
             vec![Milestone::First(Stage::Acknowledged)]
         );
         // A later assignment does not restart the count.
-        s.assigned(5, t0);
+        assert!(s.assigned(5, t0).is_empty());
         assert!(s.reached(&tp(1), Stage::Acknowledged, t0).is_empty());
         assert_eq!(
             s.reached(&tp(0), Stage::Acknowledged, t0),
@@ -293,8 +318,9 @@ mod tests {
     fn idle_partitions_end_the_follow_after_its_time() {
         let t0 = Instant::now();
         let mut s = Startup::default();
-        s.assigned(2, t0);
         s.reached(&tp(0), Stage::Positioned, t0);
+        // Announced after one partition got its position, before the other.
+        s.assigned(2, t0);
         s.reached(&tp(1), Stage::Positioned, t0);
         s.reached(&tp(0), Stage::Acknowledged, t0);
         let late = t0 + FOLLOW_FOR;
@@ -314,5 +340,18 @@ mod tests {
             ]
         );
         assert!(s.is_done());
+    }
+
+    #[test]
+    fn stages_all_partitions_reached_before_the_announcement_are_reported_with_it() {
+        let t0 = Instant::now();
+        let mut s = Startup::default();
+        for p in 0..2 {
+            s.reached(&tp(p), Stage::Positioned, t0);
+        }
+        assert_eq!(
+            s.assigned(2, t0),
+            vec![Milestone::All(Stage::Positioned, 2)]
+        );
     }
 }
