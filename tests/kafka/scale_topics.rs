@@ -40,23 +40,29 @@ fn many_one_partition_topics_are_spread_evenly() {
         "",
     );
     let mut instances: Vec<_> = (0..3).map(|n| spawn_strait(&config, n)).collect();
+    // Each instance logs what it owns after each change; an instance giving partitions up to a
+    // newcomer logs its smaller share only at its next assignment, so a moment where the
+    // shares add up to 30 may still show an old share ([15, 5, 10]): wait for the spread.
     let deadline = Instant::now() + Duration::from_secs(120);
-    let settled = loop {
+    let mut seen: Vec<Vec<usize>> = Vec::new();
+    loop {
         let last: Vec<usize> = instances
             .iter()
             .map(|(_, log)| assigned(log).unwrap_or(0))
             .collect();
-        if last.iter().all(|&n| n > 0) && last.iter().sum::<usize>() == TOPICS {
-            break last;
+        if seen.last() != Some(&last) {
+            seen.push(last.clone());
+        }
+        if last == [10, 10, 10] {
+            break;
         }
         assert!(
             Instant::now() < deadline,
-            "the three instances never all got a share of the {TOPICS} topics: {last:?}"
+            "the three instances never got 10 of the {TOPICS} topics each; their shares over time: {seen:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
-    };
-    eprintln!("partitions per instance: {settled:?}");
-    assert_eq!(settled, [10, 10, 10]);
+    }
+    eprintln!("partitions per instance over time: {seen:?}");
     // Everything arrives, whoever mirrors it.
     rt.block_on(async {
         let dst = client(&target).await;

@@ -481,7 +481,13 @@ impl<S: Source, T: Target, P: Positions> Inner<S, T, P> {
             return Ok(());
         }
         let sources: Vec<TopicPartition> = routes.iter().map(|r| r.source.clone()).collect();
+        let loading = std::time::Instant::now();
         let committed = self.positions.load(&sources).await.map_err(Error::Io)?;
+        tracing::debug!(
+            partitions = sources.len(),
+            elapsed_ms = loading.elapsed().as_millis(),
+            "read the committed positions"
+        );
         if committed.len() != routes.len() {
             // Zipping would silently leave partitions unassigned.
             return Err(Error::Io(IoError::new(

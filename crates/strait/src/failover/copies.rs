@@ -100,7 +100,12 @@ impl<P> ExcludeCopies<P> {
 
 impl<P: Positions> Positions for ExcludeCopies<P> {
     async fn load(&self, partitions: &[TopicPartition]) -> Result<Vec<Option<i64>>, IoError> {
-        match self.offsets.fetch(partitions).await {
+        // Both groups' offsets at once: one after the other, a start of 4,000 partitions waited
+        // for two OffsetFetch round trips (and the copies group's coordinator lookup) in a row.
+        // The positions are only handed out after the ranges are in the table.
+        let (copies, positions) =
+            tokio::join!(self.offsets.fetch(partitions), self.inner.load(partitions));
+        match copies {
             Ok(committed) => {
                 for tp in partitions {
                     let ranges = committed
@@ -129,7 +134,7 @@ impl<P: Positions> Positions for ExcludeCopies<P> {
                 tracing::debug!(error = %e, "failback copies' group not readable; none excluded");
             }
         }
-        self.inner.load(partitions).await
+        positions
     }
 
     async fn commit(&self, positions: &[(TopicPartition, i64)]) -> Result<(), IoError> {

@@ -8,3 +8,4 @@ pub mod metrics;
 pub mod otel;
 pub mod progress;
 pub(crate) mod sampler;
+pub mod startup;

@@ -212,6 +212,10 @@ pub async fn run_flow(
 ) -> Result<()> {
     let mut observers: Vec<Arc<dyn Observer>> = vec![metrics.clone()];
     observers.extend(tracer);
+    // Where the start-up's time goes, in the log (a few INFO lines, then nothing).
+    observers.push(Arc::new(crate::observe::startup::StartupLog::new(
+        std::time::Instant::now(),
+    )));
     // Checkpoints (opt-in, mirror.groups): the offset maps are fed by the forwarder's commit
     // path (mirror::run hands the sync writer's maps to it as its commit hook); persisted
     // history is replayed before the mirror starts.

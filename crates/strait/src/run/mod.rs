@@ -7,4 +7,5 @@ pub mod memory;
 pub(crate) mod mirror;
 pub mod reload;
 pub(crate) mod retry;
+pub(crate) mod topic_creation;
 pub(crate) mod topics;

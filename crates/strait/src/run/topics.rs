@@ -42,6 +42,7 @@ use strait_wire::{Client, ClusterMetadata, Error as WireError, ResponseError, To
 use crate::config::{Config, ConfigExclude, format_duration};
 use crate::error::{Error, Result};
 use crate::observe::metrics::Metrics;
+use crate::run::topic_creation::{Absent, Creations};
 
 /// Source topic configs read at the same time before creating target topics (pipelined on the
 /// source connection).
@@ -224,6 +225,8 @@ pub struct Topics {
     /// Replication factor of each selected source topic, from the last discovery.
     source_rf: Mutex<HashMap<String, i16>>,
     config_sync: Mutex<ConfigSyncState>,
+    /// Target topics asked for and not yet in the target's metadata.
+    creations: Mutex<Creations>,
 }
 
 /// When configs were last synced, and which target topics' syncs are failing (and how).
@@ -249,6 +252,7 @@ impl Topics {
             history: Mutex::new(TargetHistory::default()),
             source_rf: Mutex::new(HashMap::new()),
             config_sync: Mutex::new(ConfigSyncState::default()),
+            creations: Mutex::new(Creations::default()),
         }
     }
 
@@ -302,6 +306,10 @@ impl Topics {
         }
     }
 
+    fn creations(&self) -> std::sync::MutexGuard<'_, Creations> {
+        self.creations.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn config_sync_state(&self) -> std::sync::MutexGuard<'_, ConfigSyncState> {
         self.config_sync.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -342,26 +350,41 @@ impl Topics {
 
     /// Discovers, then creates missing target topics and partitions. Returns what is mirrored.
     pub async fn sync(&self) -> Result<BTreeMap<String, SelectedTopic>> {
+        let began = Instant::now();
         let selected = self.discover().await?;
         if selected.is_empty() {
             return Ok(selected);
         }
+        let discovered = Instant::now();
         let names: Vec<String> = selected.values().map(|t| t.target.clone()).collect();
         let md = self
             .target
             .metadata(Some(&names))
             .await
             .map_err(Error::Wire)?;
+        let described = Instant::now();
         let mut missing = Vec::new();
+        let mut settling = 0usize;
+        let now = Instant::now();
         for topic in selected.values() {
             let entry = md.topic(&topic.target);
             if entry.is_some_and(|t| t.error == Some(ResponseError::LeaderNotAvailable)) {
                 // Created moments ago and not served yet (a loaded target takes seconds for
                 // hundreds of new topics): neither missing nor short of partitions.
+                self.creations().seen(&topic.target);
                 continue;
             }
             let found = entry.filter(|t| t.error.is_none());
+            if found.is_none()
+                && self.config.mirror.create_topics
+                && self.creations().absent(&topic.target, now) == Absent::Settling
+            {
+                // Asked for moments ago; the broker has not published it yet.
+                settling += 1;
+                continue;
+            }
             if let Some(t) = found {
+                self.creations().seen(&topic.target);
                 let before = self.history().exists(&topic.target, t.id);
                 if let (Some(before), Some(now)) = (before, t.id) {
                     self.report_recreated(
@@ -410,7 +433,14 @@ impl Topics {
                 Some(_) => {}
             }
         }
+        if settling > 0 {
+            tracing::debug!(
+                topics = settling,
+                "target topics created and not yet in the target's metadata; not asking again"
+            );
+        }
         let created = self.create_all(&missing, md.brokers.len()).await?;
+        let creating_done = Instant::now();
         let m = &self.config.mirror;
         if m.sync_topic_configs {
             let due = {
@@ -424,15 +454,32 @@ impl Topics {
                 due
             };
             if due {
-                // A topic created in this round already has the source's configs.
-                let existing: Vec<(&SelectedTopic, i16)> = selected
-                    .values()
-                    .filter(|t| !created.contains(&t.target))
-                    .map(|t| (t, replica_count(&md, &t.target)))
-                    .collect();
+                // A topic created in this round already has the source's configs, and one
+                // still settling has no configs to read on the target yet.
+                let existing: Vec<(&SelectedTopic, i16)> = {
+                    let creations = self.creations();
+                    selected
+                        .values()
+                        .filter(|t| {
+                            !created.contains(&t.target) && !creations.is_settling(&t.target)
+                        })
+                        .map(|t| (t, replica_count(&md, &t.target)))
+                        .collect()
+                };
                 self.sync_configs_all(&existing).await;
             }
         }
+        // Where a refresh's time goes (the first one runs before the group join).
+        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_millis();
+        tracing::debug!(
+            topics = selected.len(),
+            created = created.len(),
+            discover_ms = ms(began, discovered),
+            target_metadata_ms = ms(discovered, described),
+            create_ms = ms(described, creating_done),
+            config_sync_ms = ms(creating_done, Instant::now()),
+            "topic refresh done"
+        );
         Ok(selected)
     }
 
@@ -610,6 +657,7 @@ impl Topics {
                     });
                 }
             };
+            let answered = Instant::now();
             for plan in chunk {
                 let result = results.remove(&plan.topic.target).unwrap_or_else(|| {
                     Err(WireError::InvalidArgument(format!(
@@ -636,6 +684,12 @@ impl Topics {
                         );
                         waits.push((plan.topic.target.clone(), plan.topic.partitions));
                         created.insert(plan.topic.target.clone());
+                        self.creations().requested(&plan.topic.target, answered);
+                    }
+                    Ok(CreateTopicOutcome::AlreadyExists { .. }) => {
+                        // Created by a request whose answer was lost, or by someone else: the
+                        // controller has it, only the metadata lags.
+                        self.creations().requested(&plan.topic.target, answered);
                     }
                     Ok(_) => {}
                     Err(e) => {

@@ -157,10 +157,26 @@ pub(crate) async fn run<S: Source, T: Target>(
     account: Arc<Account>,
     stop: CancellationToken,
 ) -> Result<(), Error> {
-    let limits = retry(&shared, &route.target, &stop, || {
-        shared.target.topic_limits(route.target.topic())
-    })
-    .await?;
+    let limits = async {
+        retry(&shared, &route.target, &stop, || {
+            shared.target.topic_limits(route.target.topic())
+        })
+        .await
+    };
+    let transactional = shared.settings.exactly_once.is_some();
+    // The target topic's limits and the start position at once: two lookups in a row per
+    // partition were two rounds of coalesced requests before a 4,000-partition start could
+    // fetch. Exactly-once routes read their start later (below), so they wait for nothing here.
+    // The first error ends both.
+    let (limits, start) = tokio::try_join!(limits, async {
+        match start {
+            Some(offset) => Ok(Some(offset)),
+            None if transactional => Ok(None),
+            None => resolve_start(&shared, &route.source, shared.settings.start, &stop)
+                .await
+                .map(Some),
+        }
+    })?;
     let leg = Leg {
         shared: &shared,
         route: &route,
@@ -174,9 +190,9 @@ pub(crate) async fn run<S: Source, T: Target>(
         // Boxed: its transactional state is on the heap of exactly-once routes only.
         return Box::pin(run_transactional(&leg, eos)).await;
     }
-    let start = match start {
-        Some(offset) => offset,
-        None => resolve_start(&shared, &route.source, shared.settings.start, &stop).await?,
+    let Some(start) = start else {
+        // Not reached: only exactly-once routes (returned above) leave it unresolved.
+        return Err(Error::Stopped);
     };
     leg.started(start);
     let seq = match shared.producers.claim(&route.target) {
