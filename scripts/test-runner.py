@@ -575,14 +575,10 @@ def main():
         # budget can leave cores idle. While the machine has been >= 35 % idle for 5 s, one more
         # process (weight 1) may start beyond it, at most one per 10 s and `--extra` in all;
         # on a machine busy with other work this never triggers.
+        idle = idle_watch.idle()  # sampled every pass, to keep its 5 s of history
         jobs_now = args.jobs
-        if (
-            used >= args.jobs and used - args.jobs < args.extra and now - last_extra >= 10.0
-            and idle_watch.idle() >= 0.35
-        ):
+        if used >= args.jobs and used - args.jobs < args.extra and now - last_extra >= 10.0 and idle >= 0.35:
             jobs_now = used + 1
-        else:
-            idle_watch.idle()
         for u in schedule(ready, used, jobs_now, ends):
             if used + min(u.weight, args.jobs) > args.jobs:
                 last_extra = now
