@@ -387,26 +387,8 @@ fn collect_and_build(
 ) -> Result<Run> {
     let mut records = Vec::with_capacity(count);
     for (batch, d) in batches.iter().zip(decoded) {
-        for record in d.iter() {
-            let record = record.map_err(|e| e.in_batch(batch.base_offset()))?;
-            let offset = batch.record_offset(&record);
-            if offset < from_offset {
-                continue;
-            }
-            records.push(PendingRecord {
-                source_offset: offset,
-                // Runs are made of CreateTime batches only (see `merge::compatible`).
-                timestamp: batch.create_time(&record),
-                parts: RecordParts {
-                    attributes: record.attributes(),
-                    timestamp_delta: 0,
-                    offset_delta: 0,
-                    key: record.key(),
-                    value: record.value(),
-                    headers_section: record.headers_section(),
-                },
-            });
-        }
+        // Runs are made of CreateTime batches only (see `merge::compatible`).
+        push_pending(&mut records, batch, d, from_offset, false)?;
     }
     let mut builder = Builder {
         codec,
@@ -514,6 +496,22 @@ fn reencode_decoded(
         scratch.saturating_add(2 * (RECORD_BATCH_OVERHEAD + codec.compress_bound(scratch))),
     )?;
     let mut records = Vec::with_capacity(count);
+    push_pending(&mut records, batch, decoded, from_offset, keep_append_time)?;
+    let built = build_batches_within(&records, codec, stamp, policy, allowance)
+        .map_err(|e| e.in_batch(batch.base_offset()));
+    allowance.give(entries);
+    built
+}
+
+/// Appends `batch`'s records from `from_offset` on to `records`, with their source offsets and
+/// timestamps (the batch's LogAppendTime when it is kept, else each record's CreateTime).
+fn push_pending<'a>(
+    records: &mut Vec<PendingRecord<'a>>,
+    batch: &RecordBatch,
+    decoded: &'a crate::batch::DecodedRecords,
+    from_offset: i64,
+    keep_append_time: bool,
+) -> Result<()> {
     for record in decoded.iter() {
         let record = record.map_err(|e| e.in_batch(batch.base_offset()))?;
         let offset = batch.record_offset(&record);
@@ -537,10 +535,7 @@ fn reencode_decoded(
             },
         });
     }
-    let built = build_batches_within(&records, codec, stamp, policy, allowance)
-        .map_err(|e| e.in_batch(batch.base_offset()));
-    allowance.give(entries);
-    built
+    Ok(())
 }
 
 /// A record waiting to be written into a new batch; deltas are filled in per batch.
