@@ -164,14 +164,15 @@ fn kafka_log_validator_accepts_everything_we_produce() {
     }
     // Re-compression runs: Java-written batches (each fixture three times, compacted ones with
     // their gaps) re-encoded together to zstd and cut by compressed size, as the planner does
-    // when `mirror.compression` changes the codec; a small target cuts them into several.
+    // when `mirror.compression` changes the codec; a small target cuts them into several. The
+    // large target must hold all three copies (3 x 170 KB for `none`), or it cuts too.
     for c in ["none", "gzip", "lz4", "compacted_none", "compacted_zstd"] {
         let src = first_v2(&format!("v2_{c}"));
         let policy = TargetPolicy {
             compression: Some(Compression::Zstd),
             ..TargetPolicy::default()
         };
-        for (target, name) in [(256 << 10, "one"), (600, "cut")] {
+        for (target, name) in [(4 << 20, "one"), (600, "cut")] {
             let run = reencode_run_within(
                 &[src.clone(), src.clone(), src.clone()],
                 0,
