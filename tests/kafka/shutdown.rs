@@ -1,7 +1,8 @@
 //! SIGTERM always ends `strait run` in bounded time: with batches in flight to a target that
 //! has gone away (and a source that has gone too), the drain gives up after
 //! `mirror.drain_timeout`, commits what it can, and the process exits; a second signal exits at
-//! once with 128 + the signal's number.
+//! once with 128 + the signal's number. The first case runs on a one-worker runtime
+//! (`[runtime] worker_threads = 1`): one thread still drains, gives up and exits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -43,6 +44,7 @@ fn wait_exit(
 fn with_stuck_mirror(
     name: &str,
     drain: &str,
+    workers: Option<usize>,
     then: impl FnOnce(&mut StraitProcess, &mut Cluster, &std::path::Path),
 ) {
     let (source, mut target) = clusters(name);
@@ -56,7 +58,10 @@ fn with_stuck_mirror(
         &target,
         &topic,
         &format!("{name}-mirror"),
-        &format!("drain_timeout = \"{drain}\""),
+        &match workers {
+            Some(n) => format!("drain_timeout = \"{drain}\"\n[runtime]\nworker_threads = {n}"),
+            None => format!("drain_timeout = \"{drain}\""),
+        },
     );
     let (mut strait, log) = spawn_strait(&config, 0);
     wait_for_log(
@@ -64,6 +69,13 @@ fn with_stuck_mirror(
         "strait::run::mirror: assigned",
         Duration::from_secs(90),
     );
+    if let Some(n) = workers {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            said.contains(&format!("runtime started worker_threads={n}")),
+            "the runtime has the configured {n} worker(s); log:\n{said}"
+        );
+    }
     let mut source = source;
     std::thread::scope(|s| {
         // Records keep coming while the target goes away, so every partition has batches in
@@ -89,7 +101,7 @@ fn with_stuck_mirror(
 
 #[test]
 fn sigterm_with_both_clusters_gone_exits_within_the_drain_timeout() {
-    with_stuck_mirror("term", "3s", |strait, source, log| {
+    with_stuck_mirror("term", "3s", Some(1), |strait, source, log| {
         for node in source.node_ids() {
             source.kill_node(node).unwrap();
         }
@@ -112,7 +124,7 @@ fn sigterm_with_both_clusters_gone_exits_within_the_drain_timeout() {
 
 #[test]
 fn a_second_sigterm_exits_at_once() {
-    with_stuck_mirror("term2", "120s", |strait, _source, log| {
+    with_stuck_mirror("term2", "120s", None, |strait, _source, log| {
         signal(strait, "TERM");
         // The first signal started a drain that could take two minutes; the second ends it.
         wait_for_log(log, "shutting down", Duration::from_secs(10));

@@ -45,10 +45,14 @@ fn main() -> ExitCode {
             for w in &loaded.warnings {
                 tracing::warn!("{w}");
             }
-            let runtime = match runtime() {
+            let runtime = match run_runtime(&loaded.config.runtime) {
                 Ok(rt) => rt,
                 Err(e) => return fail(&e),
             };
+            tracing::info!(
+                worker_threads = runtime.metrics().num_workers(),
+                "runtime started"
+            );
             match runtime.block_on(run(loaded, reload_source(cli.command))) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -121,6 +125,18 @@ fn handover(
 fn fail(e: &Error) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(e.exit_code())
+}
+
+/// The runtime of `strait run`: `[runtime] worker_threads` workers, or one per CPU.
+fn run_runtime(config: &strait::config::RuntimeConfig) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.worker_threads {
+        builder.worker_threads(n.get());
+    }
+    builder
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -1,6 +1,7 @@
 //! Environment-variable overrides.
 //!
-//! * `STRAIT_<SECTION>_<KEY>` sets a key of `[mirror]`, `[metrics]`, `[tracing]` or `[log]`:
+//! * `STRAIT_<SECTION>_<KEY>` sets a key of `[mirror]`, `[metrics]`, `[tracing]`, `[log]` or
+//!   `[runtime]`:
 //!   `STRAIT_MIRROR_GROUP_ID=my-group`, `STRAIT_METRICS_LISTEN=0.0.0.0:9464`. Lists are
 //!   comma-separated (`STRAIT_MIRROR_TOPICS=orders,payments-.*`) or, for items that contain commas,
 //!   a TOML array (`STRAIT_MIRROR_TOPICS='["a{1,3}"]'`). An unknown key in these sections is an error.

@@ -25,7 +25,8 @@
 //!
 //! * `mirror.group_id` defaults to `strait-<source>-<target>` (MirrorMaker 2's one group per
 //!   flow); two flows that read the same source cluster may not share a group (refused).
-//! * `[metrics]`, `[tracing]` and `[log]` are the process's: one listener, one exporter.
+//! * `[metrics]`, `[tracing]`, `[log]` and `[runtime]` are the process's: one listener, one
+//!   exporter, one runtime.
 //! * `STRAIT_SOURCE_*` / `STRAIT_TARGET_*` are refused: they would apply to every flow's source
 //!   (or target), which is a different cluster per flow. Put cluster settings in
 //!   `[clusters.<alias>]`. `STRAIT_MIRROR_*` applies to every flow.

@@ -433,6 +433,17 @@ pub struct LogConfig {
     pub level: String,
 }
 
+/// The `[runtime]` section: the process's async runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// Worker threads of the runtime; `None`: one per CPU the process may use (tokio's default,
+    /// which follows the cgroup's CPU quota). One worker keeps a partition's fetch, plan and
+    /// produce steps on one thread: less CPU per GB where the mirror shares its cores
+    /// (benches/README.md, issue 33 item 1).
+    pub worker_threads: Option<std::num::NonZeroUsize>,
+}
+
 /// The whole validated configuration.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -449,6 +460,8 @@ pub struct Config {
     pub tracing: TracingConfig,
     /// Logging.
     pub log: LogConfig,
+    /// The async runtime.
+    pub runtime: RuntimeConfig,
 }
 
 /// A configuration plus the warnings produced while building it (ignored MirrorMaker keys...).
@@ -639,6 +652,18 @@ impl Config {
                 }
             },
         };
+        let runtime = RuntimeConfig {
+            worker_threads: get(&raw, Section::Runtime, "worker_threads", |f| {
+                let n = f.integer("an integer from 1 to 256")?;
+                usize::try_from(n)
+                    .ok()
+                    .filter(|n| (1..=256).contains(n))
+                    .and_then(std::num::NonZeroUsize::new)
+                    .ok_or_else(|| {
+                        f.invalid("an integer from 1 to 256 (leave it out for one per CPU)")
+                    })
+            })?,
+        };
         Ok(Config {
             source,
             target,
@@ -646,6 +671,7 @@ impl Config {
             metrics,
             tracing,
             log,
+            runtime,
         })
     }
 
@@ -678,6 +704,14 @@ impl Config {
         doc.insert("metrics".into(), metrics_table(&self.metrics).into());
         doc.insert("tracing".into(), tracing_table(&self.tracing).into());
         doc.insert("log".into(), log_table(&self.log).into());
+        if let Some(n) = self.runtime.worker_threads {
+            let mut runtime = toml::Table::new();
+            runtime.insert(
+                "worker_threads".into(),
+                i64::try_from(n.get()).unwrap_or(i64::MAX).into(),
+            );
+            doc.insert("runtime".into(), runtime.into());
+        }
         let mut out = String::new();
         if self.tracing.otlp_endpoint.is_none() {
             out.push_str("# tracing.otlp_endpoint is not set: no spans are exported\n");
@@ -1547,7 +1581,9 @@ fn tracing_section(raw: &RawConfig) -> Result<TracingConfig> {
     })
 }
 
-const SECTIONS: &[&str] = &["source", "target", "mirror", "metrics", "tracing", "log"];
+const SECTIONS: &[&str] = &[
+    "source", "target", "mirror", "metrics", "tracing", "log", "runtime",
+];
 
 /// Walks the parsed TOML document into a [`RawConfig`], rejecting unknown sections and keys.
 fn raw_from_toml(table: toml::Table) -> Result<RawConfig> {

@@ -70,14 +70,16 @@ pub(crate) enum Section {
     Metrics,
     Tracing,
     Log,
+    Runtime,
 }
 
 impl Section {
-    pub(crate) const ALL: [Section; 4] = [
+    pub(crate) const ALL: [Section; 5] = [
         Section::Mirror,
         Section::Metrics,
         Section::Tracing,
         Section::Log,
+        Section::Runtime,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -86,6 +88,7 @@ impl Section {
             Section::Metrics => "metrics",
             Section::Tracing => "tracing",
             Section::Log => "log",
+            Section::Runtime => "runtime",
         }
     }
 
@@ -146,6 +149,7 @@ impl Section {
                 "service_name",
             ],
             Section::Log => &["format", "level"],
+            Section::Runtime => &["worker_threads"],
         }
     }
 

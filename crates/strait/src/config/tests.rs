@@ -310,6 +310,14 @@ fn bad_values_name_the_key_and_the_expected_form() {
             "log.level: expected a log filter",
         ),
         (
+            "[runtime]\nworker_threads = 0",
+            "runtime.worker_threads: expected an integer from 1 to 256",
+        ),
+        (
+            "[runtime]\nworker_threads = \"two\"",
+            "runtime.worker_threads: expected an integer from 1 to 256",
+        ),
+        (
             "[source]\nalias = \"eu rope\"",
             "source.alias: expected a cluster alias",
         ),
@@ -762,4 +770,18 @@ fn group_protocol_keys_default_and_print_back() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("mirror.group_protocol: expected"), "{e}");
+}
+
+#[test]
+fn runtime_worker_threads_from_the_file_or_the_environment() {
+    assert_eq!(parse(MINIMAL).unwrap().runtime.worker_threads, None);
+    let two = parse(&format!("{MINIMAL}\n[runtime]\nworker_threads = 2\n")).unwrap();
+    assert_eq!(two.runtime.worker_threads.map(|n| n.get()), Some(2));
+    let one = parse_env(MINIMAL, &[("STRAIT_RUNTIME_WORKER_THREADS", "1")]).unwrap();
+    assert_eq!(one.runtime.worker_threads.map(|n| n.get()), Some(1));
+    // The effective configuration writes it back, and reads back the same.
+    let again = parse(&two.to_toml(false)).unwrap();
+    assert_eq!(again.runtime, two.runtime);
+    assert!(one.to_toml(false).contains("[runtime]\nworker_threads = 1"));
+    assert!(!parse(MINIMAL).unwrap().to_toml(false).contains("[runtime]"));
 }
