@@ -741,6 +741,68 @@ impl Admin {
         }
     }
 
+    /// Which of `topics` (name, partitions) the target serves now: every partition named in
+    /// the metadata with a leader that answers ListOffsets for it. One look, no waiting: one
+    /// Metadata request and one ListOffsets per leader, whatever the number of topics, and a
+    /// topic still being published holds up none of the others (unlike
+    /// [`Admin::wait_for_all_leaders`], which answers for all of them at once).
+    pub async fn serving_topics(
+        &self,
+        topics: &[(String, i32)],
+    ) -> Result<std::collections::BTreeSet<String>> {
+        for (topic, _) in topics {
+            validate_topic_name(topic)?;
+        }
+        let names: Vec<String> = topics.iter().map(|(t, _)| t.clone()).collect();
+        let md = self.client.metadata(Some(&names)).await?;
+        let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> = BTreeMap::new();
+        let mut led = std::collections::BTreeSet::new();
+        for (topic, partitions) in topics {
+            let Some(t) = md.topic(topic) else { continue };
+            let complete = t.error.is_none()
+                && t.partitions.len() >= usize::try_from(*partitions).unwrap_or(0)
+                && t.partitions.iter().all(|p| p.leader.is_some());
+            if !complete {
+                continue;
+            }
+            for p in &t.partitions {
+                if let Some(leader) = p.leader {
+                    let tp = TopicPartition::from_broker(t.name.clone(), p.partition);
+                    by_leader
+                        .entry(leader)
+                        .or_default()
+                        .push((tp, OffsetSpec::Latest, -1));
+                }
+            }
+            led.insert(topic.clone());
+        }
+        for (leader, partitions) in by_leader {
+            let answers = match self.client.broker(leader).await {
+                Ok(conn) => {
+                    conn.list_offsets(&partitions, Isolation::ReadUncommitted)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match answers {
+                Ok(answers) => {
+                    for (tp, r) in answers {
+                        if r.is_err() {
+                            led.remove(tp.topic());
+                        }
+                    }
+                }
+                // This leader serves none of them yet.
+                Err(_) => {
+                    for (tp, _, _) in &partitions {
+                        led.remove(tp.topic());
+                    }
+                }
+            }
+        }
+        Ok(led)
+    }
+
     /// Whether every leader answers ListOffsets for its partitions without an error.
     async fn leaders_serve(
         &self,

@@ -43,6 +43,7 @@ use crate::config::{Config, ConfigExclude, format_duration};
 use crate::error::{Error, Result};
 use crate::observe::metrics::Metrics;
 use crate::run::topic_creation::{Absent, Creations};
+use crate::run::topic_gate::{Holds, PUBLISH_POLL};
 
 /// Source topic configs read at the same time before creating target topics (pipelined on the
 /// source connection).
@@ -227,6 +228,11 @@ pub struct Topics {
     config_sync: Mutex<ConfigSyncState>,
     /// Target topics asked for and not yet in the target's metadata.
     creations: Mutex<Creations>,
+    /// Target topics whose partitions wait (`crate::run::topic_gate`); only with
+    /// [`Topics::with_gate`], whose caller runs [`Topics::settle`].
+    gate: Option<tokio::sync::watch::Sender<Holds>>,
+    /// Held target topics whose configs the settler syncs, with their replication factor.
+    pending_sync: Mutex<HashMap<String, (SelectedTopic, i16)>>,
 }
 
 /// When configs were last synced, and which target topics' syncs are failing (and how).
@@ -253,7 +259,37 @@ impl Topics {
             source_rf: Mutex::new(HashMap::new()),
             config_sync: Mutex::new(ConfigSyncState::default()),
             creations: Mutex::new(Creations::default()),
+            gate: None,
+            pending_sync: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Holds target topics instead of waiting for them in [`Topics::sync`]: the first config
+    /// sync and the publication of created topics are left to [`Topics::settle`], which the
+    /// caller runs, and the caller starts a partition once [`Topics::holds`] no longer holds
+    /// its target topic.
+    pub fn with_gate(mut self) -> Self {
+        self.gate = Some(tokio::sync::watch::Sender::new(Holds::default()));
+        self
+    }
+
+    /// The held target topics, following every change (none without [`Topics::with_gate`]).
+    pub(crate) fn holds(&self) -> tokio::sync::watch::Receiver<Holds> {
+        match &self.gate {
+            Some(gate) => gate.subscribe(),
+            None => tokio::sync::watch::Sender::new(Holds::default()).subscribe(),
+        }
+    }
+
+    /// Changes the holds; receivers are woken only when `f` says it changed something.
+    fn update_holds(&self, f: impl FnOnce(&mut Holds) -> bool) {
+        if let Some(gate) = &self.gate {
+            gate.send_if_modified(f);
+        }
+    }
+
+    fn pending_sync(&self) -> std::sync::MutexGuard<'_, HashMap<String, (SelectedTopic, i16)>> {
+        self.pending_sync.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Reports losses (a re-created target topic) to `metrics` as well as to the log.
@@ -443,15 +479,16 @@ impl Topics {
         let creating_done = Instant::now();
         let m = &self.config.mirror;
         if m.sync_topic_configs {
-            let due = {
+            let (due, first) = {
                 let mut state = self.config_sync_state();
+                let first = state.last.is_none();
                 let due = state
                     .last
                     .is_none_or(|t| t.elapsed() >= m.sync_topic_configs_interval);
                 if due {
                     state.last = Some(Instant::now());
                 }
-                due
+                (due, first)
             };
             if due {
                 // A topic created in this round already has the source's configs, and one
@@ -466,7 +503,22 @@ impl Topics {
                         .map(|t| (t, replica_count(&md, &t.target)))
                         .collect()
                 };
-                self.sync_configs_all(&existing).await;
+                if first && self.gate.is_some() {
+                    // The first sync runs beside the group join (`Topics::settle`): each topic's
+                    // partitions wait for its own sync, not for all 500 (1.5 s before).
+                    let mut pending = self.pending_sync();
+                    for (t, rf) in &existing {
+                        pending.insert(t.target.clone(), ((*t).clone(), *rf));
+                    }
+                    drop(pending);
+                    self.update_holds(|h| {
+                        existing
+                            .iter()
+                            .fold(false, |changed, (t, _)| h.hold_configs(&t.target) | changed)
+                    });
+                } else {
+                    self.sync_configs_all(&existing).await;
+                }
             }
         }
         // Where a refresh's time goes (the first one runs before the group join).
@@ -507,6 +559,10 @@ impl Topics {
     /// logged (once, with its fix) and retried at the next interval.
     async fn sync_configs(&self, topic: &SelectedTopic, target_rf: i16) {
         let result = self.sync_configs_once(topic, target_rf).await;
+        // Synced or not (a failure is logged and retried at the next interval, as it always
+        // was), the topic's partitions may start now.
+        self.pending_sync().remove(&topic.target);
+        self.update_holds(|h| h.release_configs(&topic.target));
         let mut state = self.config_sync_state();
         match result {
             Ok(changed) => {
@@ -685,11 +741,19 @@ impl Topics {
                         waits.push((plan.topic.target.clone(), plan.topic.partitions));
                         created.insert(plan.topic.target.clone());
                         self.creations().requested(&plan.topic.target, answered);
+                        let then_sync = self.config.mirror.sync_topic_configs
+                            && !plan.configs.contains_key(MIN_ISR);
+                        if then_sync && self.gate.is_some() {
+                            self.pending_sync()
+                                .insert(plan.topic.target.clone(), (plan.topic.clone(), rf));
+                        }
+                        self.hold_publishing(plan.topic, then_sync, answered);
                     }
                     Ok(CreateTopicOutcome::AlreadyExists { .. }) => {
                         // Created by a request whose answer was lost, or by someone else: the
                         // controller has it, only the metadata lags.
                         self.creations().requested(&plan.topic.target, answered);
+                        self.hold_publishing(plan.topic, false, answered);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -702,6 +766,13 @@ impl Topics {
                     }
                 }
             }
+        }
+        if self.gate.is_some() {
+            // `Topics::settle` waits for them, and syncs the configs, topic by topic.
+            return match first_error {
+                Some(e) => Err(e),
+                None => Ok(created),
+            };
         }
         self.await_all_leaders(&waits).await;
         if self.config.mirror.sync_topic_configs {
@@ -767,6 +838,111 @@ impl Topics {
             configs,
             new,
         })
+    }
+
+    /// Holds `topic`, created (or found created) at `now`, until the target serves it.
+    fn hold_publishing(&self, topic: &SelectedTopic, then_sync: bool, now: Instant) {
+        self.update_holds(|h| {
+            h.hold_publishing(&topic.target, topic.partitions, then_sync, now);
+            true
+        });
+    }
+
+    /// Releases held target topics as they become ready, until the holds' sender is gone:
+    /// runs this run's first config sync (deferred by [`Topics::sync`]), and asks the target
+    /// every [`PUBLISH_POLL`] which created topics it serves (one Metadata request for all of
+    /// them, one ListOffsets per leader), syncing the configs of those that need it. Without
+    /// [`Topics::with_gate`] there is nothing to do.
+    pub async fn settle(self: Arc<Self>) {
+        let Some(gate) = &self.gate else { return };
+        let mut holds = gate.subscribe();
+        loop {
+            let (configs_due, publishing) = {
+                let h = holds.borrow_and_update();
+                (h.configs_due(), h.publishing())
+            };
+            if !configs_due.is_empty() {
+                let began = Instant::now();
+                let due: Vec<(SelectedTopic, i16)> = {
+                    let pending = self.pending_sync();
+                    configs_due
+                        .iter()
+                        .filter_map(|t| pending.get(t).cloned())
+                        .collect()
+                };
+                let refs: Vec<(&SelectedTopic, i16)> = due.iter().map(|(t, rf)| (t, *rf)).collect();
+                self.sync_configs_all(&refs).await;
+                // A hold with nothing to sync (never expected) must not hold for good.
+                self.update_holds(|h| {
+                    configs_due
+                        .iter()
+                        .fold(false, |changed, t| h.release_configs(t) | changed)
+                });
+                tracing::info!(
+                    topics = due.len(),
+                    config_sync_ms = began.elapsed().as_millis(),
+                    "first topic-config sync done"
+                );
+                continue;
+            }
+            if publishing.is_empty() {
+                if holds.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            self.release_published(&publishing).await;
+            let now = Instant::now();
+            let mut expired = Vec::new();
+            self.update_holds(|h| {
+                expired = h.expire(now);
+                !expired.is_empty()
+            });
+            for t in expired {
+                self.pending_sync().remove(&t);
+                tracing::warn!(
+                    topic = %t,
+                    "the target has not served this created topic for {}; its partitions start \
+                     now and retry on their own (the topic refresh creates it again if it is gone)",
+                    format_duration(crate::run::topic_creation::SETTLE_TIMEOUT)
+                );
+            }
+            tokio::time::sleep(PUBLISH_POLL).await;
+        }
+    }
+
+    /// Releases the topics of `publishing` that the target serves, after syncing the configs
+    /// of those that need it.
+    async fn release_published(&self, publishing: &[(String, i32)]) {
+        let serving = match self.target_admin.serving_topics(publishing).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the created target topics' metadata yet");
+                return;
+            }
+        };
+        if serving.is_empty() {
+            return;
+        }
+        let then_sync: Vec<(SelectedTopic, i16)> = {
+            let Some(gate) = &self.gate else { return };
+            let holds = gate.borrow();
+            let pending = self.pending_sync();
+            serving
+                .iter()
+                .filter(|t| holds.then_sync(t))
+                .filter_map(|t| pending.get(t).cloned())
+                .collect()
+        };
+        let refs: Vec<(&SelectedTopic, i16)> = then_sync.iter().map(|(t, rf)| (t, *rf)).collect();
+        // Each synced topic is released by its sync; the others at once.
+        self.sync_configs_all(&refs).await;
+        self.update_holds(|h| {
+            serving
+                .iter()
+                .fold(false, |changed, t| h.release(t) | changed)
+        });
+        tracing::debug!(topics = serving.len(), "created target topics are served; their partitions start");
     }
 
     /// Gives new topics (or new partitions) a moment to get leaders, so the first produce does
