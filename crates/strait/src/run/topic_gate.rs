@@ -93,7 +93,6 @@ impl Holds {
         self.topics.contains_key(topic)
     }
 
-
     /// The topics waiting for their first config sync.
     pub(crate) fn configs_due(&self) -> Vec<String> {
         self.topics
@@ -208,7 +207,10 @@ mod tests {
         let mut h = Holds::default();
         h.hold_publishing("b", 8, false, t0);
         h.hold_configs("a");
-        assert!(h.expire(t0 + SETTLE_TIMEOUT - Duration::from_secs(1)).is_empty());
+        assert!(
+            h.expire(t0 + SETTLE_TIMEOUT - Duration::from_secs(1))
+                .is_empty()
+        );
         assert_eq!(h.expire(t0 + SETTLE_TIMEOUT), ["b"]);
         assert!(!h.is_held("b"));
         // A config hold ends with its sync, never by time.

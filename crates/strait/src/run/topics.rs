@@ -942,7 +942,10 @@ impl Topics {
                 .iter()
                 .fold(false, |changed, t| h.release(t) | changed)
         });
-        tracing::debug!(topics = serving.len(), "created target topics are served; their partitions start");
+        tracing::debug!(
+            topics = serving.len(),
+            "created target topics are served; their partitions start"
+        );
     }
 
     /// Gives new topics (or new partitions) a moment to get leaders, so the first produce does
