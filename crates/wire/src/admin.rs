@@ -741,30 +741,25 @@ impl Admin {
         }
     }
 
-    /// Which of `topics` (name, partitions) the target serves now: every partition named in
-    /// the metadata with a leader that answers ListOffsets for it. One look, no waiting: one
-    /// Metadata request and one ListOffsets per leader, whatever the number of topics, and a
-    /// topic still being published holds up none of the others (unlike
-    /// [`Admin::wait_for_all_leaders`], which answers for all of them at once).
-    pub async fn serving_topics(
+    /// The partitions of `topics` (name, partitions) the cluster serves now, by topic: named
+    /// in the metadata with a leader that answers ListOffsets for them. One look, no waiting:
+    /// one Metadata request and one ListOffsets per leader, whatever the number of topics, and
+    /// a partition whose log the broker is still creating holds up none of the others (unlike
+    /// [`Admin::wait_for_all_leaders`], which answers for all of them at once). A topic the
+    /// metadata does not show (yet) is left out.
+    pub async fn serving_partitions(
         &self,
-        topics: &[(String, i32)],
-    ) -> Result<std::collections::BTreeSet<String>> {
-        for (topic, _) in topics {
+        topics: &[String],
+    ) -> Result<BTreeMap<String, std::collections::BTreeSet<i32>>> {
+        for topic in topics {
             validate_topic_name(topic)?;
         }
-        let names: Vec<String> = topics.iter().map(|(t, _)| t.clone()).collect();
-        let md = self.client.metadata(Some(&names)).await?;
+        let md = self.client.metadata(Some(topics)).await?;
         let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> = BTreeMap::new();
-        let mut led = std::collections::BTreeSet::new();
-        for (topic, partitions) in topics {
-            let Some(t) = md.topic(topic) else { continue };
-            let complete = t.error.is_none()
-                && t.partitions.len() >= usize::try_from(*partitions).unwrap_or(0)
-                && t.partitions.iter().all(|p| p.leader.is_some());
-            if !complete {
+        for topic in topics {
+            let Some(t) = md.topic(topic).filter(|t| t.error.is_none()) else {
                 continue;
-            }
+            };
             for p in &t.partitions {
                 if let Some(leader) = p.leader {
                     let tp = TopicPartition::from_broker(t.name.clone(), p.partition);
@@ -774,33 +769,29 @@ impl Admin {
                         .push((tp, OffsetSpec::Latest, -1));
                 }
             }
-            led.insert(topic.clone());
         }
+        let mut serving: BTreeMap<String, std::collections::BTreeSet<i32>> = BTreeMap::new();
         for (leader, partitions) in by_leader {
-            let answers = match self.client.broker(leader).await {
-                Ok(conn) => {
-                    conn.list_offsets(&partitions, Isolation::ReadUncommitted)
-                        .await
-                }
-                Err(e) => Err(e),
+            // A leader that cannot be reached serves none of its partitions yet.
+            let Ok(conn) = self.client.broker(leader).await else {
+                continue;
             };
-            match answers {
-                Ok(answers) => {
-                    for (tp, r) in answers {
-                        if r.is_err() {
-                            led.remove(tp.topic());
-                        }
-                    }
-                }
-                // This leader serves none of them yet.
-                Err(_) => {
-                    for (tp, _, _) in &partitions {
-                        led.remove(tp.topic());
-                    }
+            let Ok(answers) = conn
+                .list_offsets(&partitions, Isolation::ReadUncommitted)
+                .await
+            else {
+                continue;
+            };
+            for (tp, r) in answers {
+                if r.is_ok() {
+                    serving
+                        .entry(tp.topic().to_owned())
+                        .or_default()
+                        .insert(tp.partition());
                 }
             }
         }
-        Ok(led)
+        Ok(serving)
     }
 
     /// Whether every leader answers ListOffsets for its partitions without an error.

@@ -16,7 +16,7 @@
 //! topic before this run's first sync of that topic's configs finished (or failed, which is
 //! logged and never stops the mirror, as before).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use strait_forward::Route;
@@ -29,13 +29,15 @@ pub(crate) enum Hold {
     /// This run's first config sync has not reached the topic yet.
     Configs,
     /// Created (or answered TOPIC_ALREADY_EXISTS) at `since` with `partitions`, not yet
-    /// published with a leader for every partition. `then_sync`: its configs are synced once
-    /// it is (a created topic without a `min.insync.replicas` of its own may be below the
+    /// served (a leader answering for it) on every partition; the `served` ones may start.
+    /// `then_sync`: no partition starts before its configs are synced, once every partition is
+    /// served (a created topic without a `min.insync.replicas` of its own may be below the
     /// target's default).
     Publishing {
         since: Instant,
         partitions: i32,
         then_sync: bool,
+        served: BTreeSet<i32>,
     },
 }
 
@@ -70,6 +72,7 @@ impl Holds {
                 since: now,
                 partitions,
                 then_sync,
+                served: BTreeSet::new(),
             },
         );
     }
@@ -89,8 +92,49 @@ impl Holds {
         true
     }
 
+    /// The target serves `partitions` of `topic` (held for its publication): they may start,
+    /// unless its configs are to be synced first. Once every partition is served, a topic
+    /// without a config sync to wait for is released. True if anything changed.
+    pub(crate) fn served(&mut self, topic: &str, partitions: &BTreeSet<i32>) -> bool {
+        let Some(Hold::Publishing {
+            partitions: all,
+            then_sync,
+            served,
+            ..
+        }) = self.topics.get_mut(topic)
+        else {
+            return false;
+        };
+        let before = served.len();
+        served.extend(partitions.iter().copied());
+        let complete = served.len() >= usize::try_from(*all).unwrap_or(0);
+        if complete && !*then_sync {
+            self.topics.remove(topic);
+            return true;
+        }
+        served.len() != before
+    }
+
+    /// Whether every partition of `topic` (held for its publication) is served.
+    pub(crate) fn fully_served(&self, topic: &str) -> bool {
+        matches!(self.topics.get(topic), Some(Hold::Publishing { partitions, served, .. })
+            if served.len() >= usize::try_from(*partitions).unwrap_or(0))
+    }
+
+    #[cfg(test)]
     pub(crate) fn is_held(&self, topic: &str) -> bool {
         self.topics.contains_key(topic)
+    }
+
+    /// Whether the partitions of `route` must wait.
+    fn holds_route(&self, route: &Route) -> bool {
+        match self.topics.get(route.target.topic()) {
+            None => false,
+            Some(Hold::Configs) => true,
+            Some(Hold::Publishing {
+                then_sync, served, ..
+            }) => *then_sync || !served.contains(&route.target.partition()),
+        }
     }
 
     /// The topics waiting for their first config sync.
@@ -102,26 +146,15 @@ impl Holds {
             .collect()
     }
 
-    /// The topics waiting for their publication with their partition counts.
-    pub(crate) fn publishing(&self) -> Vec<(String, i32)> {
+    /// The topics waiting for their publication.
+    pub(crate) fn publishing(&self) -> Vec<String> {
         self.topics
             .iter()
             .filter_map(|(t, h)| match h {
-                Hold::Publishing { partitions, .. } => Some((t.clone(), *partitions)),
+                Hold::Publishing { .. } => Some(t.clone()),
                 Hold::Configs => None,
             })
             .collect()
-    }
-
-    /// Whether `topic`'s configs are to be synced once it is published.
-    pub(crate) fn then_sync(&self, topic: &str) -> bool {
-        matches!(
-            self.topics.get(topic),
-            Some(Hold::Publishing {
-                then_sync: true,
-                ..
-            })
-        )
     }
 
     /// Releases the topics held for their publication since [`SETTLE_TIMEOUT`] or longer and
@@ -145,9 +178,7 @@ impl Holds {
 
     /// Splits `routes` into those that may start now and those whose target topic is held.
     pub(crate) fn split(&self, routes: Vec<Route>) -> (Vec<Route>, Vec<Route>) {
-        routes
-            .into_iter()
-            .partition(|r| !self.is_held(r.target.topic()))
+        routes.into_iter().partition(|r| !self.holds_route(r))
     }
 }
 
@@ -179,8 +210,7 @@ mod tests {
         assert_eq!(ready, [route("c", 2)]);
         assert_eq!(held, [route("a", 0), route("b", 1)]);
         assert_eq!(h.configs_due(), ["a"]);
-        assert_eq!(h.publishing(), [("b".to_string(), 8)]);
-        assert!(h.then_sync("b") && !h.then_sync("a"));
+        assert_eq!(h.publishing(), ["b"]);
         assert!(h.release("a"));
         assert!(!h.release("a"), "released once");
         let (ready, held) = h.split(held);
@@ -197,8 +227,37 @@ mod tests {
         // A config sync of it (the periodic one) does not end the wait for its publication.
         assert!(!h.release_configs("b"));
         assert!(h.is_held("b"));
-        assert_eq!(h.publishing(), [("b".to_string(), 8)]);
-        assert!(!h.then_sync("b"));
+        assert_eq!(h.publishing(), ["b"]);
+    }
+
+    #[test]
+    fn served_partitions_start_one_by_one_and_the_topic_is_released_with_the_last() {
+        let t0 = Instant::now();
+        let mut h = Holds::default();
+        h.hold_publishing("b", 3, false, t0);
+        let all = || vec![route("b", 0), route("b", 1), route("b", 2)];
+        assert!(h.served("b", &BTreeSet::from([1])));
+        assert!(!h.served("b", &BTreeSet::from([1])), "nothing new");
+        let (ready, held) = h.split(all());
+        assert_eq!((ready, held.len()), (vec![route("b", 1)], 2));
+        assert!(h.served("b", &BTreeSet::from([0, 2])));
+        assert!(!h.is_held("b"));
+    }
+
+    #[test]
+    fn a_topic_whose_configs_follow_waits_for_them_after_every_partition_is_served() {
+        let t0 = Instant::now();
+        let mut h = Holds::default();
+        h.hold_publishing("b", 2, true, t0);
+        assert!(h.served("b", &BTreeSet::from([0])));
+        assert!(!h.fully_served("b"));
+        assert!(h.served("b", &BTreeSet::from([1])));
+        assert!(h.fully_served("b"));
+        // Served, but no partition starts before the configs are synced.
+        let (ready, held) = h.split(vec![route("b", 0), route("b", 1)]);
+        assert_eq!((ready.len(), held.len()), (0, 2));
+        assert!(h.release("b"));
+        assert_eq!(h.split(held).0.len(), 2);
     }
 
     #[test]

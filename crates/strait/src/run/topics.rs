@@ -911,10 +911,10 @@ impl Topics {
         }
     }
 
-    /// Releases the topics of `publishing` that the target serves, after syncing the configs
-    /// of those that need it.
-    async fn release_published(&self, publishing: &[(String, i32)]) {
-        let serving = match self.target_admin.serving_topics(publishing).await {
+    /// Lets the partitions of `publishing` start that the target serves, and releases the
+    /// topics it serves entirely, after syncing the configs of those that need it.
+    async fn release_published(&self, publishing: &[String]) {
+        let serving = match self.target_admin.serving_partitions(publishing).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read the created target topics' metadata yet");
@@ -924,27 +924,38 @@ impl Topics {
         if serving.is_empty() {
             return;
         }
+        let mut complete = Vec::new();
+        self.update_holds(|h| {
+            let mut changed = false;
+            for (topic, partitions) in &serving {
+                changed |= h.served(topic, partitions);
+                if h.fully_served(topic) {
+                    complete.push(topic.clone());
+                }
+            }
+            changed
+        });
+        // Served entirely, with configs to sync before any partition starts.
         let then_sync: Vec<(SelectedTopic, i16)> = {
-            let Some(gate) = &self.gate else { return };
-            let holds = gate.borrow();
             let pending = self.pending_sync();
-            serving
+            complete
                 .iter()
-                .filter(|t| holds.then_sync(t))
                 .filter_map(|t| pending.get(t).cloned())
                 .collect()
         };
+        if then_sync.is_empty() {
+            return;
+        }
         let refs: Vec<(&SelectedTopic, i16)> = then_sync.iter().map(|(t, rf)| (t, *rf)).collect();
-        // Each synced topic is released by its sync; the others at once.
         self.sync_configs_all(&refs).await;
         self.update_holds(|h| {
-            serving
+            then_sync
                 .iter()
-                .fold(false, |changed, t| h.release(t) | changed)
+                .fold(false, |changed, (t, _)| h.release(&t.target) | changed)
         });
         tracing::debug!(
-            topics = serving.len(),
-            "created target topics are served; their partitions start"
+            topics = then_sync.len(),
+            "created target topics are served and their configs synced; their partitions start"
         );
     }
 
