@@ -741,59 +741,6 @@ impl Admin {
         }
     }
 
-    /// The partitions of `topics` (name, partitions) the cluster serves now, by topic: named
-    /// in the metadata with a leader that answers ListOffsets for them. One look, no waiting:
-    /// one Metadata request and one ListOffsets per leader, whatever the number of topics, and
-    /// a partition whose log the broker is still creating holds up none of the others (unlike
-    /// [`Admin::wait_for_all_leaders`], which answers for all of them at once). A topic the
-    /// metadata does not show (yet) is left out.
-    pub async fn serving_partitions(
-        &self,
-        topics: &[String],
-    ) -> Result<BTreeMap<String, std::collections::BTreeSet<i32>>> {
-        for topic in topics {
-            validate_topic_name(topic)?;
-        }
-        let md = self.client.metadata(Some(topics)).await?;
-        let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec, i32)>> = BTreeMap::new();
-        for topic in topics {
-            let Some(t) = md.topic(topic).filter(|t| t.error.is_none()) else {
-                continue;
-            };
-            for p in &t.partitions {
-                if let Some(leader) = p.leader {
-                    let tp = TopicPartition::from_broker(t.name.clone(), p.partition);
-                    by_leader
-                        .entry(leader)
-                        .or_default()
-                        .push((tp, OffsetSpec::Latest, -1));
-                }
-            }
-        }
-        let mut serving: BTreeMap<String, std::collections::BTreeSet<i32>> = BTreeMap::new();
-        for (leader, partitions) in by_leader {
-            // A leader that cannot be reached serves none of its partitions yet.
-            let Ok(conn) = self.client.broker(leader).await else {
-                continue;
-            };
-            let Ok(answers) = conn
-                .list_offsets(&partitions, Isolation::ReadUncommitted)
-                .await
-            else {
-                continue;
-            };
-            for (tp, r) in answers {
-                if r.is_ok() {
-                    serving
-                        .entry(tp.topic().to_owned())
-                        .or_default()
-                        .insert(tp.partition());
-                }
-            }
-        }
-        Ok(serving)
-    }
-
     /// Whether every leader answers ListOffsets for its partitions without an error.
     async fn leaders_serve(
         &self,

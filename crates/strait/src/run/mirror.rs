@@ -166,8 +166,8 @@ pub async fn run(
             .with_live(crate::config::live::live_for(&config))
             .with_gate(),
     );
-    // Releases the target topics partitions wait for (first config sync, created topics being
-    // published) beside the group join; ends with the mirror.
+    // Runs the first topic-config sync beside the group join, releasing each target topic's
+    // partitions as its sync ends; ends with the mirror.
     let _settler = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(topics.clone().settle()));
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
@@ -382,8 +382,8 @@ impl Mirror<'_> {
                         if !waiting.is_empty() {
                             tracing::info!(
                                 partitions = waiting.len(),
-                                "partitions wait for their target topics (first config sync, or a \
-                                 created topic the target does not serve yet); each starts when its topic is ready"
+                                "partitions wait for their target topic's first config sync; each \
+                                 starts when its topic's sync is done"
                             );
                         }
                         held.extend(waiting);

@@ -43,7 +43,7 @@ use crate::config::{Config, ConfigExclude, format_duration};
 use crate::error::{Error, Result};
 use crate::observe::metrics::Metrics;
 use crate::run::topic_creation::{Absent, Creations};
-use crate::run::topic_gate::{Holds, PUBLISH_POLL};
+use crate::run::topic_gate::Holds;
 
 /// Source topic configs read at the same time before creating target topics (pipelined on the
 /// source connection).
@@ -264,10 +264,10 @@ impl Topics {
         }
     }
 
-    /// Holds target topics instead of waiting for them in [`Topics::sync`]: the first config
-    /// sync and the publication of created topics are left to [`Topics::settle`], which the
-    /// caller runs, and the caller starts a partition once [`Topics::holds`] no longer holds
-    /// its target topic.
+    /// Holds target topics instead of syncing their configs in the first [`Topics::sync`]:
+    /// that sync is left to [`Topics::settle`], which the caller runs beside the group join,
+    /// and the caller starts a partition once [`Topics::holds`] no longer holds its target
+    /// topic.
     pub fn with_gate(mut self) -> Self {
         self.gate = Some(tokio::sync::watch::Sender::new(Holds::default()));
         self
@@ -514,7 +514,7 @@ impl Topics {
                     self.update_holds(|h| {
                         existing
                             .iter()
-                            .fold(false, |changed, (t, _)| h.hold_configs(&t.target) | changed)
+                            .fold(false, |changed, (t, _)| h.hold(&t.target) | changed)
                     });
                 } else {
                     self.sync_configs_all(&existing).await;
@@ -562,7 +562,7 @@ impl Topics {
         // Synced or not (a failure is logged and retried at the next interval, as it always
         // was), the topic's partitions may start now.
         self.pending_sync().remove(&topic.target);
-        self.update_holds(|h| h.release_configs(&topic.target));
+        self.update_holds(|h| h.release(&topic.target));
         let mut state = self.config_sync_state();
         match result {
             Ok(changed) => {
@@ -741,19 +741,11 @@ impl Topics {
                         waits.push((plan.topic.target.clone(), plan.topic.partitions));
                         created.insert(plan.topic.target.clone());
                         self.creations().requested(&plan.topic.target, answered);
-                        let then_sync = self.config.mirror.sync_topic_configs
-                            && !plan.configs.contains_key(MIN_ISR);
-                        if then_sync && self.gate.is_some() {
-                            self.pending_sync()
-                                .insert(plan.topic.target.clone(), (plan.topic.clone(), rf));
-                        }
-                        self.hold_publishing(plan.topic, then_sync, answered);
                     }
                     Ok(CreateTopicOutcome::AlreadyExists { .. }) => {
                         // Created by a request whose answer was lost, or by someone else: the
                         // controller has it, only the metadata lags.
                         self.creations().requested(&plan.topic.target, answered);
-                        self.hold_publishing(plan.topic, false, answered);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -766,13 +758,6 @@ impl Topics {
                     }
                 }
             }
-        }
-        if self.gate.is_some() {
-            // `Topics::settle` waits for them, and syncs the configs, topic by topic.
-            return match first_error {
-                Some(e) => Err(e),
-                None => Ok(created),
-            };
         }
         self.await_all_leaders(&waits).await;
         if self.config.mirror.sync_topic_configs {
@@ -840,123 +825,42 @@ impl Topics {
         })
     }
 
-    /// Holds `topic`, created (or found created) at `now`, until the target serves it.
-    fn hold_publishing(&self, topic: &SelectedTopic, then_sync: bool, now: Instant) {
-        self.update_holds(|h| {
-            h.hold_publishing(&topic.target, topic.partitions, then_sync, now);
-            true
-        });
-    }
-
-    /// Releases held target topics as they become ready, until the holds' sender is gone:
-    /// runs this run's first config sync (deferred by [`Topics::sync`]), and asks the target
-    /// every [`PUBLISH_POLL`] which created topics it serves (one Metadata request for all of
-    /// them, one ListOffsets per leader), syncing the configs of those that need it. Without
-    /// [`Topics::with_gate`] there is nothing to do.
+    /// Runs this run's first config sync, deferred by [`Topics::sync`], beside the group join:
+    /// each topic is released (its partitions may start) as its own sync ends. Without
+    /// [`Topics::with_gate`] there is nothing to do. Ends when the holds' sender is gone.
     pub async fn settle(self: Arc<Self>) {
         let Some(gate) = &self.gate else { return };
         let mut holds = gate.subscribe();
         loop {
-            let (configs_due, publishing) = {
-                let h = holds.borrow_and_update();
-                (h.configs_due(), h.publishing())
-            };
-            if !configs_due.is_empty() {
-                let began = Instant::now();
-                let due: Vec<(SelectedTopic, i16)> = {
-                    let pending = self.pending_sync();
-                    configs_due
-                        .iter()
-                        .filter_map(|t| pending.get(t).cloned())
-                        .collect()
-                };
-                let refs: Vec<(&SelectedTopic, i16)> = due.iter().map(|(t, rf)| (t, *rf)).collect();
-                self.sync_configs_all(&refs).await;
-                // A hold with nothing to sync (never expected) must not hold for good.
-                self.update_holds(|h| {
-                    configs_due
-                        .iter()
-                        .fold(false, |changed, t| h.release_configs(t) | changed)
-                });
-                tracing::info!(
-                    topics = due.len(),
-                    config_sync_ms = began.elapsed().as_millis(),
-                    "first topic-config sync done"
-                );
-                continue;
-            }
-            if publishing.is_empty() {
+            let due_topics = holds.borrow_and_update().configs_due();
+            if due_topics.is_empty() {
                 if holds.changed().await.is_err() {
                     return;
                 }
                 continue;
             }
-            self.release_published(&publishing).await;
-            let now = Instant::now();
-            let mut expired = Vec::new();
+            let began = Instant::now();
+            let due: Vec<(SelectedTopic, i16)> = {
+                let pending = self.pending_sync();
+                due_topics
+                    .iter()
+                    .filter_map(|t| pending.get(t).cloned())
+                    .collect()
+            };
+            let refs: Vec<(&SelectedTopic, i16)> = due.iter().map(|(t, rf)| (t, *rf)).collect();
+            self.sync_configs_all(&refs).await;
+            // A hold with nothing to sync (never expected) must not hold for good.
             self.update_holds(|h| {
-                expired = h.expire(now);
-                !expired.is_empty()
+                due_topics
+                    .iter()
+                    .fold(false, |changed, t| h.release(t) | changed)
             });
-            for t in expired {
-                self.pending_sync().remove(&t);
-                tracing::warn!(
-                    topic = %t,
-                    "the target has not served this created topic for {}; its partitions start \
-                     now and retry on their own (the topic refresh creates it again if it is gone)",
-                    format_duration(crate::run::topic_creation::SETTLE_TIMEOUT)
-                );
-            }
-            tokio::time::sleep(PUBLISH_POLL).await;
+            tracing::info!(
+                topics = due.len(),
+                config_sync_ms = began.elapsed().as_millis(),
+                "first topic-config sync done"
+            );
         }
-    }
-
-    /// Lets the partitions of `publishing` start that the target serves, and releases the
-    /// topics it serves entirely, after syncing the configs of those that need it.
-    async fn release_published(&self, publishing: &[String]) {
-        let serving = match self.target_admin.serving_partitions(publishing).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot read the created target topics' metadata yet");
-                return;
-            }
-        };
-        if serving.is_empty() {
-            return;
-        }
-        let mut complete = Vec::new();
-        self.update_holds(|h| {
-            let mut changed = false;
-            for (topic, partitions) in &serving {
-                changed |= h.served(topic, partitions);
-                if h.fully_served(topic) {
-                    complete.push(topic.clone());
-                }
-            }
-            changed
-        });
-        // Served entirely, with configs to sync before any partition starts.
-        let then_sync: Vec<(SelectedTopic, i16)> = {
-            let pending = self.pending_sync();
-            complete
-                .iter()
-                .filter_map(|t| pending.get(t).cloned())
-                .collect()
-        };
-        if then_sync.is_empty() {
-            return;
-        }
-        let refs: Vec<(&SelectedTopic, i16)> = then_sync.iter().map(|(t, rf)| (t, *rf)).collect();
-        self.sync_configs_all(&refs).await;
-        self.update_holds(|h| {
-            then_sync
-                .iter()
-                .fold(false, |changed, (t, _)| h.release(&t.target) | changed)
-        });
-        tracing::debug!(
-            topics = then_sync.len(),
-            "created target topics are served and their configs synced; their partitions start"
-        );
     }
 
     /// Gives new topics (or new partitions) a moment to get leaders, so the first produce does
