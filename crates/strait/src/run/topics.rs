@@ -827,7 +827,8 @@ impl Topics {
 
     /// Runs this run's first config sync, deferred by [`Topics::sync`], beside the group join:
     /// each topic is released (its partitions may start) as its own sync ends. Without
-    /// [`Topics::with_gate`] there is nothing to do. Ends when the holds' sender is gone.
+    /// [`Topics::with_gate`] there is nothing to do. Runs until aborted (the mirror holds its
+    /// handle and aborts it when it ends).
     pub async fn settle(self: Arc<Self>) {
         let Some(gate) = &self.gate else { return };
         let mut holds = gate.subscribe();
