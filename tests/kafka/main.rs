@@ -36,6 +36,7 @@ mod scenario;
 mod secrets;
 mod shutdown;
 mod signals;
+mod startup_gate;
 mod switchover;
 mod topic_configs;
 mod topic_configs_acl;

@@ -31,6 +31,7 @@ use crate::observe::metrics::{Metrics, RebalanceCause};
 use crate::observe::sampler::{Sampler, SamplerSettings};
 use crate::run::group_timeouts;
 use crate::run::retry::RefreshRetry;
+use crate::run::topic_gate::Holds;
 use crate::run::topics::{SelectedTopic, Topics};
 use strait_forward::log_limit::{self, LogLimiter, Verdict};
 
@@ -159,9 +160,15 @@ pub async fn run(
         source: Box::new(source),
     })?;
     // Hot reload (crate::run::reload): the topic filters follow the live configuration.
-    let topics = Topics::new(source.clone(), target, config.clone())
-        .with_metrics(metrics.clone())
-        .with_live(crate::config::live::live_for(&config));
+    let topics = Arc::new(
+        Topics::new(source.clone(), target, config.clone())
+            .with_metrics(metrics.clone())
+            .with_live(crate::config::live::live_for(&config))
+            .with_gate(),
+    );
+    // Runs the first topic-config sync beside the group join, releasing each target topic's
+    // partitions as its sync ends; ends with the mirror.
+    let _settler = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(topics.clone().settle()));
     // Lag and readiness follow the partitions from here on, whatever the mirror loop waits on.
     let sampler_stop = shutdown.child_token();
     let sampler = tokio::spawn(
@@ -351,6 +358,10 @@ impl Mirror<'_> {
         let mut reported: Option<Vec<TopicPartition>> = None;
         let protocol = member.protocol().name();
         let mut joined = false;
+        // Assigned partitions whose target topic is held (`run/topic_gate.rs`): started once
+        // it is released.
+        let mut holds = self.topics.holds();
+        let mut held: Vec<Route> = Vec::new();
         loop {
             tokio::select! {
                 event = member.next_event() => match event {
@@ -367,9 +378,24 @@ impl Mirror<'_> {
                             self.metrics.record_group_rebalance(protocol, cause, &partitions, std::time::Instant::now());
                         }
                         let routes = routes(&partitions, selected)?;
-                        self.forwarder.assign(routes).await?;
-                        let owned: Vec<TopicPartition> =
-                            self.forwarder.assigned().into_iter().map(|r| r.source).collect();
+                        let (ready, waiting) = split(&mut holds, routes);
+                        if !waiting.is_empty() {
+                            tracing::info!(
+                                partitions = waiting.len(),
+                                "partitions wait for their target topic's first config sync; each \
+                                 starts when its topic's sync is done"
+                            );
+                        }
+                        held.extend(waiting);
+                        self.forwarder.assign(ready).await?;
+                        // Held partitions are this instance's too: announced with the others.
+                        let owned: Vec<TopicPartition> = self
+                            .forwarder
+                            .assigned()
+                            .into_iter()
+                            .chain(held.iter().cloned())
+                            .map(|r| r.source)
+                            .collect();
                         // What this instance mirrors now (operators and tests read it), logged
                         // and counted as a rebalance once per change (an Assigned that only
                         // announces a new member epoch changes nothing); the group logs what
@@ -383,6 +409,7 @@ impl Mirror<'_> {
                     }
                     Some(GroupEvent::Revoked { partitions, lost, done }) => {
                         tracing::info!(partitions = partitions.len(), lost, "revoked");
+                        held.retain(|r| !partitions.contains(&r.source));
                         self.metrics.record_revoked(partitions.len());
                         let started = std::time::Instant::now();
                         let cause = if lost { RebalanceCause::Lost } else { RebalanceCause::Revoked };
@@ -403,6 +430,21 @@ impl Mirror<'_> {
                     Some(_) => {}
                     None => return Ok(Next::Rejoin),
                 },
+                changed = holds.changed(), if !held.is_empty() => {
+                    let ready = match changed {
+                        Ok(()) => {
+                            let (ready, waiting) = split(&mut holds, std::mem::take(&mut held));
+                            held = waiting;
+                            ready
+                        }
+                        // The topics are gone with the mirror: nothing holds them any more.
+                        Err(_) => std::mem::take(&mut held),
+                    };
+                    if !ready.is_empty() {
+                        tracing::debug!(partitions = ready.len(), waiting = held.len(), "starting partitions whose target topics are ready");
+                        self.forwarder.assign(ready).await?;
+                    }
+                }
                 // A reload of the topic filters rediscovers at once.
                 _ = refresh_due(next_refresh, self.topics) => {
                     let synced = tokio::select! {
@@ -461,6 +503,14 @@ fn group_config(
             }
         })
         .map_err(Error::Wire)
+}
+
+/// `routes` that may start now, and those whose target topic is held (marking the holds seen).
+fn split(
+    holds: &mut tokio::sync::watch::Receiver<Holds>,
+    routes: Vec<Route>,
+) -> (Vec<Route>, Vec<Route>) {
+    holds.borrow_and_update().split(routes)
 }
 
 /// Resolves at `at`, or earlier when the live topic filters change.

@@ -8,4 +8,5 @@ pub(crate) mod mirror;
 pub mod reload;
 pub(crate) mod retry;
 pub(crate) mod topic_creation;
+pub(crate) mod topic_gate;
 pub(crate) mod topics;

@@ -43,6 +43,7 @@ use crate::config::{Config, ConfigExclude, format_duration};
 use crate::error::{Error, Result};
 use crate::observe::metrics::Metrics;
 use crate::run::topic_creation::{Absent, Creations};
+use crate::run::topic_gate::Holds;
 
 /// Source topic configs read at the same time before creating target topics (pipelined on the
 /// source connection).
@@ -227,6 +228,11 @@ pub struct Topics {
     config_sync: Mutex<ConfigSyncState>,
     /// Target topics asked for and not yet in the target's metadata.
     creations: Mutex<Creations>,
+    /// Target topics whose partitions wait (`crate::run::topic_gate`); only with
+    /// [`Topics::with_gate`], whose caller runs [`Topics::settle`].
+    gate: Option<tokio::sync::watch::Sender<Holds>>,
+    /// Held target topics whose configs the settler syncs, with their replication factor.
+    pending_sync: Mutex<HashMap<String, (SelectedTopic, i16)>>,
 }
 
 /// When configs were last synced, and which target topics' syncs are failing (and how).
@@ -253,7 +259,37 @@ impl Topics {
             source_rf: Mutex::new(HashMap::new()),
             config_sync: Mutex::new(ConfigSyncState::default()),
             creations: Mutex::new(Creations::default()),
+            gate: None,
+            pending_sync: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Holds target topics instead of syncing their configs in the first [`Topics::sync`]:
+    /// that sync is left to [`Topics::settle`], which the caller runs beside the group join,
+    /// and the caller starts a partition once [`Topics::holds`] no longer holds its target
+    /// topic.
+    pub fn with_gate(mut self) -> Self {
+        self.gate = Some(tokio::sync::watch::Sender::new(Holds::default()));
+        self
+    }
+
+    /// The held target topics, following every change (none without [`Topics::with_gate`]).
+    pub(crate) fn holds(&self) -> tokio::sync::watch::Receiver<Holds> {
+        match &self.gate {
+            Some(gate) => gate.subscribe(),
+            None => tokio::sync::watch::Sender::new(Holds::default()).subscribe(),
+        }
+    }
+
+    /// Changes the holds; receivers are woken only when `f` says it changed something.
+    fn update_holds(&self, f: impl FnOnce(&mut Holds) -> bool) {
+        if let Some(gate) = &self.gate {
+            gate.send_if_modified(f);
+        }
+    }
+
+    fn pending_sync(&self) -> std::sync::MutexGuard<'_, HashMap<String, (SelectedTopic, i16)>> {
+        self.pending_sync.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Reports losses (a re-created target topic) to `metrics` as well as to the log.
@@ -443,15 +479,16 @@ impl Topics {
         let creating_done = Instant::now();
         let m = &self.config.mirror;
         if m.sync_topic_configs {
-            let due = {
+            let (due, first) = {
                 let mut state = self.config_sync_state();
+                let first = state.last.is_none();
                 let due = state
                     .last
                     .is_none_or(|t| t.elapsed() >= m.sync_topic_configs_interval);
                 if due {
                     state.last = Some(Instant::now());
                 }
-                due
+                (due, first)
             };
             if due {
                 // A topic created in this round already has the source's configs, and one
@@ -466,7 +503,22 @@ impl Topics {
                         .map(|t| (t, replica_count(&md, &t.target)))
                         .collect()
                 };
-                self.sync_configs_all(&existing).await;
+                if first && self.gate.is_some() {
+                    // The first sync runs beside the group join (`Topics::settle`): each topic's
+                    // partitions wait for its own sync, not for all 500 (1.5 s before).
+                    let mut pending = self.pending_sync();
+                    for (t, rf) in &existing {
+                        pending.insert(t.target.clone(), ((*t).clone(), *rf));
+                    }
+                    drop(pending);
+                    self.update_holds(|h| {
+                        existing
+                            .iter()
+                            .fold(false, |changed, (t, _)| h.hold(&t.target) | changed)
+                    });
+                } else {
+                    self.sync_configs_all(&existing).await;
+                }
             }
         }
         // Where a refresh's time goes (the first one runs before the group join).
@@ -507,6 +559,10 @@ impl Topics {
     /// logged (once, with its fix) and retried at the next interval.
     async fn sync_configs(&self, topic: &SelectedTopic, target_rf: i16) {
         let result = self.sync_configs_once(topic, target_rf).await;
+        // Synced or not (a failure is logged and retried at the next interval, as it always
+        // was), the topic's partitions may start now.
+        self.pending_sync().remove(&topic.target);
+        self.update_holds(|h| h.release(&topic.target));
         let mut state = self.config_sync_state();
         match result {
             Ok(changed) => {
@@ -767,6 +823,45 @@ impl Topics {
             configs,
             new,
         })
+    }
+
+    /// Runs this run's first config sync, deferred by [`Topics::sync`], beside the group join:
+    /// each topic is released (its partitions may start) as its own sync ends. Without
+    /// [`Topics::with_gate`] there is nothing to do. Runs until aborted (the mirror holds its
+    /// handle and aborts it when it ends).
+    pub async fn settle(self: Arc<Self>) {
+        let Some(gate) = &self.gate else { return };
+        let mut holds = gate.subscribe();
+        loop {
+            let due_topics = holds.borrow_and_update().configs_due();
+            if due_topics.is_empty() {
+                if holds.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            let began = Instant::now();
+            let due: Vec<(SelectedTopic, i16)> = {
+                let pending = self.pending_sync();
+                due_topics
+                    .iter()
+                    .filter_map(|t| pending.get(t).cloned())
+                    .collect()
+            };
+            let refs: Vec<(&SelectedTopic, i16)> = due.iter().map(|(t, rf)| (t, *rf)).collect();
+            self.sync_configs_all(&refs).await;
+            // A hold with nothing to sync (never expected) must not hold for good.
+            self.update_holds(|h| {
+                due_topics
+                    .iter()
+                    .fold(false, |changed, t| h.release(t) | changed)
+            });
+            tracing::info!(
+                topics = due.len(),
+                config_sync_ms = began.elapsed().as_millis(),
+                "first topic-config sync done"
+            );
+        }
     }
 
     /// Gives new topics (or new partitions) a moment to get leaders, so the first produce does
