@@ -47,6 +47,7 @@ import rebalance_stats as rs
 from contenders import RunSpec, Strait
 from procs import cpu_seconds, load_average
 from tools import ToolError, Watch, tail
+from wan import DelayProxy
 
 PROTOCOLS = {
     # name: (source is Kafka 3.9, [mirror] lines)
@@ -104,6 +105,11 @@ class RebalanceBench:
 
     def setup(self) -> None:
         self.b.tools.compile()
+        if self.a.rebalance_target_delay_ms > 0 and not Path(self.a.delay_proxy_bin).is_file():
+            raise SystemExit(
+                f"{self.a.delay_proxy_bin} missing (--rebalance-target-delay-ms needs the delay proxy): "
+                "cargo build --release -p strait-testkit --bin strait-delay-proxy, or pass --delay-proxy-bin"
+            )
 
     def run(self) -> None:
         for proto in self.protocols:
@@ -129,14 +135,23 @@ class RebalanceBench:
         row: dict = {"run": rid, "protocol": proto, "source_kafka": lib.parent.name.removeprefix("kafka-")}
         run_dir = b.logs / f"{rid}-rebalance-{proto}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        src = dst = None
+        src = dst = proxy = None
         procs: dict[str, object] = {}
         watch = producer = None
+        delay = a.rebalance_target_delay_ms
+        row["target_delay_ms"] = delay
         try:
             t = time.monotonic()
             src = cluster.start(b.reg, b.kafka, f"src-{rid}", b.work, a.broker_heap, legacy=legacy)
-            dst = cluster.start(b.reg, b.kafka, f"dst-{rid}", b.work, a.broker_heap)
-            self.log(f"{rid} {proto}: source (Kafka {row['source_kafka']}) and target ready in {time.monotonic() - t:.1f} s")
+            # a slow target: the instances reach it through a delay proxy (its WAN listener), the watcher directly
+            dst = cluster.start(b.reg, b.kafka, f"dst-{rid}", b.work, a.broker_heap,
+                                wan_proxy_port=cluster.free_port() if delay > 0 else None)
+            if delay > 0:
+                proxy = DelayProxy(b.reg, Path(a.delay_proxy_bin), dst.wan_proxy_port, dst.wan_port, delay,
+                                   run_dir / "proxy.log")
+            mirror_target = dst.wan_bootstrap if delay > 0 else dst.bootstrap
+            self.log(f"{rid} {proto}: source (Kafka {row['source_kafka']}) and target ready in {time.monotonic() - t:.1f} s"
+                     + (f" (instances reach the target through a {delay:g} ms each-way delay proxy)" if delay > 0 else ""))
             topic = f"rebalance-{rid}"
             group = f"strait-bench-{rid}"
             b.tools.create_topics(src.bootstrap, a.rebalance_partitions, topic)
@@ -145,7 +160,7 @@ class RebalanceBench:
                 d = run_dir / name
                 d.mkdir(exist_ok=True)
                 extra = f'instance_id = "{name}"\n{lines}' + ("leave_group_on_shutdown = true\n" if leave else "")
-                return RunSpec(rid, d, src.bootstrap, dst.bootstrap, topic, "none", 5, 65536, strait_mirror_extra=extra)
+                return RunSpec(rid, d, src.bootstrap, mirror_target, topic, "none", 5, 65536, strait_mirror_extra=extra)
 
             specs = {f"s{k}": spec(f"s{k}", k == 4) for k in range(1, 5)}
             starts = {k: 0 for k in specs}
@@ -322,6 +337,8 @@ class RebalanceBench:
             for p in procs.values():
                 if p.poll() is None:
                     b.reg.stop(p, timeout=30)
+            if proxy is not None:
+                proxy.stop()
             for c in (src, dst):
                 if c is not None:
                     cluster.discard(b.reg, c)
@@ -338,7 +355,10 @@ class RebalanceBench:
             (
                 f"{a.rebalance_partitions:,} partitions, {a.rebalance_rate:,} records/s ({a.rebalance_value_bytes} B "
                 f"values) for {self.seconds:g} s; 3 static Strait instances, then (scheduled, s after the first send) "
-                f"{ev} at the earliest. One-broker source and target clusters. A partition's *pause* is its longest interval without "
+                f"{ev} at the earliest. One-broker source and target clusters"
+                + (f"; a **slow target**: the instances reach it through a delay proxy, {a.rebalance_target_delay_ms:g} ms "
+                   "each way (the watcher lists it directly)" if a.rebalance_target_delay_ms > 0 else "")
+                + ". A partition's *pause* is its longest interval without "
                 f"progress of its end offset on the target inside the phase (listed every {a.rebalance_watch_ms} ms); "
                 "its *lagging* pause counts only the part of each such interval in which the mirror had something to "
                 "copy (the source's end offset, listed just before the target's each round, was ahead, or the source "
