@@ -20,10 +20,11 @@ before the load starts. Then, `--rebalance-every` s apart after `--rebalance-war
 4. crash: `s1` gets SIGKILL and stays down; its partitions move after the session timeout (45 s), so the last
    phase lasts `--rebalance-tail` s.
 
-A watcher (java/RebalanceWatch.java) lists every target partition's end offset every `--rebalance-watch-ms` and the
-group's assignment on the source about once a second. Per phase (from its event to the next event; the baseline is
-the steady load before the first event), rebalance_stats.phase_stats: a partition's longest interval without
-progress on the target; *moved* = its owner differs between the settled assignments before and after the event;
+A watcher (java/RebalanceWatch.java) lists every source partition's end offset, then every target partition's, every
+`--rebalance-watch-ms`, and the group's assignment on the source about once a second. Per phase (from its event to the
+next event; the baseline is the steady load before the first event), rebalance_stats.phase_stats: a partition's
+longest interval without progress on the target, and the longest such interval counted only while the mirror had
+something to copy (the *lagging* pause: the source ahead or a new source record); *moved* = its owner differs between the settled assignments before and after the event;
 *own* = the partitions of the instance the event acted on that did not move (the restarted member's); every other
 partition is *unmoved*. After the production, once every record is visible (`KillLoad watch`), the instances get
 SIGTERM and the target is counted (`KillLoad count`, kill_count.summarize): missing, duplicates, out of order.
@@ -46,6 +47,7 @@ import rebalance_stats as rs
 from contenders import RunSpec, Strait
 from procs import cpu_seconds, load_average
 from tools import ToolError, Watch, tail
+from wan import DelayProxy
 
 PROTOCOLS = {
     # name: (source is Kafka 3.9, [mirror] lines)
@@ -103,6 +105,11 @@ class RebalanceBench:
 
     def setup(self) -> None:
         self.b.tools.compile()
+        if self.a.rebalance_target_delay_ms > 0 and not Path(self.a.delay_proxy_bin).is_file():
+            raise SystemExit(
+                f"{self.a.delay_proxy_bin} missing (--rebalance-target-delay-ms needs the delay proxy): "
+                "cargo build --release -p strait-testkit --bin strait-delay-proxy, or pass --delay-proxy-bin"
+            )
 
     def run(self) -> None:
         for proto in self.protocols:
@@ -128,14 +135,23 @@ class RebalanceBench:
         row: dict = {"run": rid, "protocol": proto, "source_kafka": lib.parent.name.removeprefix("kafka-")}
         run_dir = b.logs / f"{rid}-rebalance-{proto}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        src = dst = None
+        src = dst = proxy = None
         procs: dict[str, object] = {}
         watch = producer = None
+        delay = a.rebalance_target_delay_ms
+        row["target_delay_ms"] = delay
         try:
             t = time.monotonic()
             src = cluster.start(b.reg, b.kafka, f"src-{rid}", b.work, a.broker_heap, legacy=legacy)
-            dst = cluster.start(b.reg, b.kafka, f"dst-{rid}", b.work, a.broker_heap)
-            self.log(f"{rid} {proto}: source (Kafka {row['source_kafka']}) and target ready in {time.monotonic() - t:.1f} s")
+            # a slow target: the instances reach it through a delay proxy (its WAN listener), the watcher directly
+            dst = cluster.start(b.reg, b.kafka, f"dst-{rid}", b.work, a.broker_heap,
+                                wan_proxy_port=cluster.free_port() if delay > 0 else None)
+            if delay > 0:
+                proxy = DelayProxy(b.reg, Path(a.delay_proxy_bin), dst.wan_proxy_port, dst.wan_port, delay,
+                                   run_dir / "proxy.log")
+            mirror_target = dst.wan_bootstrap if delay > 0 else dst.bootstrap
+            self.log(f"{rid} {proto}: source (Kafka {row['source_kafka']}) and target ready in {time.monotonic() - t:.1f} s"
+                     + (f" (instances reach the target through a {delay:g} ms each-way delay proxy)" if delay > 0 else ""))
             topic = f"rebalance-{rid}"
             group = f"strait-bench-{rid}"
             b.tools.create_topics(src.bootstrap, a.rebalance_partitions, topic)
@@ -144,7 +160,7 @@ class RebalanceBench:
                 d = run_dir / name
                 d.mkdir(exist_ok=True)
                 extra = f'instance_id = "{name}"\n{lines}' + ("leave_group_on_shutdown = true\n" if leave else "")
-                return RunSpec(rid, d, src.bootstrap, dst.bootstrap, topic, "none", 5, 65536, strait_mirror_extra=extra)
+                return RunSpec(rid, d, src.bootstrap, mirror_target, topic, "none", 5, 65536, strait_mirror_extra=extra)
 
             specs = {f"s{k}": spec(f"s{k}", k == 4) for k in range(1, 5)}
             starts = {k: 0 for k in specs}
@@ -163,6 +179,8 @@ class RebalanceBench:
             watch.wait_for("ready", a.first_timeout)
             # the event stream, from the start: advances per partition, listing times, assignment snapshots
             adv: dict[int, list[float]] = {}
+            src_adv: dict[int, list[float]] = {}  # the source's advances (new records to copy)
+            behind: dict[int, list[float]] = {}  # listings that found the source ahead of the target
             polls: list[float] = []
             snaps: list[tuple[float, str, dict[int, str]]] = []
             raw = open(run_dir / "watch-events.txt", "w")  # noqa: SIM115 - closed in finally
@@ -184,9 +202,10 @@ class RebalanceBench:
                     ts = int(ms) / 1000
                     if kind == "adv":
                         polls.append(ts)
-                        if rest != "-":
-                            for p in rest.split(","):
-                                adv.setdefault(int(p), []).append(ts)
+                    if kind in ("adv", "src", "behind") and rest != "-":
+                        into = {"adv": adv, "src": src_adv, "behind": behind}[kind]
+                        for p in rest.split(","):
+                            into.setdefault(int(p), []).append(ts)
                     elif kind == "owners":
                         state, owners = rs.parse_owners(rest)
                         snaps.append((ts, state, owners))
@@ -253,12 +272,18 @@ class RebalanceBench:
                 row["cpu"] = cpu
                 end_line = producer.wait_for("done", 120)
                 row["load_during"] = load_average()
-                t_end = int(end_line[1]) / 1000 - t0
+                # A producer that fell behind (a starved machine) ends after the schedule: read the watcher up to its
+                # end too, or its last seconds look like a pause of every partition. The last phase ends at the last
+                # listing at the latest.
+                pump(time.time() + 1)
+                produce_end = int(end_line[1]) / 1000 - t0
+                t_end = min(produce_end, (polls[-1] if polls else t0) - t0)
                 produced = [int(x) for x in end_line[2].split(",")]
                 if produced != self.expected:
                     raise RuntimeError(f"producer wrote {produced[:5]}..., expected {self.expected[:5]}...")
                 row["produced"] = sum(produced)
-                row["produce_s"] = t_end
+                row["produce_s"] = produce_end
+                row["measured_s"] = t_end
                 row["events"] = [round(x, 2) for x in at]
                 row["waited"] = waited
                 # phases: the baseline (the steady load's second half before the first event), then each event to the
@@ -267,6 +292,8 @@ class RebalanceBench:
                 labels = ["baseline", *EVENTS]
                 acted = {"scale-up": None, "restart": "s2", "scale-down": "s4", "crash": "s1"}
                 rel = {p: [x - t0 for x in ts] for p, ts in adv.items()}
+                rel_src = {p: [x - t0 for x in ts] for p, ts in src_adv.items()}
+                rel_behind = {p: [x - t0 for x in ts] for p, ts in behind.items()}
                 rsnaps = [(ts - t0, st, o) for ts, st, o in snaps]
                 for k, label in enumerate(labels):
                     start_s, end_s = bounds[k], bounds[k + 1]
@@ -275,7 +302,8 @@ class RebalanceBench:
                     mv = rs.moved(before, after, a.rebalance_partitions) if label != "baseline" else set()
                     who = acted.get(label)
                     own = {p for p, o in before.items() if o == who} if who else set()
-                    s = rs.phase_stats(rel, a.rebalance_partitions, start_s, end_s, start_s, mv, own)
+                    s = rs.phase_stats(rel, a.rebalance_partitions, start_s, end_s, start_s, mv, own,
+                                       src=rel_src, behind=rel_behind)
                     s.update(run=rid, protocol=proto, phase=label, start_s=round(start_s, 2), end_s=round(end_s, 2),
                              owners_after=len(set(after.values())),
                              settled_s=rs.settled_after(rsnaps, start_s, end_s, before) if label != "baseline" else None)
@@ -315,6 +343,8 @@ class RebalanceBench:
             for p in procs.values():
                 if p.poll() is None:
                     b.reg.stop(p, timeout=30)
+            if proxy is not None:
+                proxy.stop()
             for c in (src, dst):
                 if c is not None:
                     cluster.discard(b.reg, c)
@@ -331,17 +361,25 @@ class RebalanceBench:
             (
                 f"{a.rebalance_partitions:,} partitions, {a.rebalance_rate:,} records/s ({a.rebalance_value_bytes} B "
                 f"values) for {self.seconds:g} s; 3 static Strait instances, then (scheduled, s after the first send) "
-                f"{ev} at the earliest. One-broker source and target clusters. A partition's *pause* is its longest interval without "
-                f"progress of its end offset on the target inside the phase (listed every {a.rebalance_watch_ms} ms). "
+                f"{ev} at the earliest. One-broker source and target clusters"
+                + (f"; a **slow target**: the instances reach it through a delay proxy, {a.rebalance_target_delay_ms:g} ms "
+                   "each way (the watcher lists it directly)" if a.rebalance_target_delay_ms > 0 else "")
+                + ". A partition's *pause* is its longest interval without "
+                f"progress of its end offset on the target inside the phase (listed every {a.rebalance_watch_ms} ms); "
+                "its *lagging* pause counts only the part of each such interval in which the mirror had something to "
+                "copy (the source's end offset, listed just before the target's each round, was ahead, or the source "
+                "got a new record): a source that got no writes (a starved producer or source broker) is not a mirror "
+                "pause. "
                 "*Unmoved*: owner the same before and after the event (not the instance the event acted on); "
                 "*moved*: owner changed; *own*: the restarted instance's partitions. *Resume*: from the event to the "
                 "end of the partition's longest pause. *Group settled after*: the first Stable assignment that differs from "
                 "the one before the event (the group is described about once a second). Each event waits for the "
                 "previous one's assignment to settle (up to the schedule's slack). Times in s.\n"
             ),
-            "| Protocol | Source Kafka | Phase | Moved | Unmoved pause p50 / p99 / max | Moved pause p50 / max | "
-            "Moved resume p50 / max (not resumed) | Own pause max / resume max | Group settled after |",
-            "|---|---|---|---:|---|---|---|---|---:|",
+            "| Protocol | Source Kafka | Phase | Moved | Unmoved pause p50 / p99 / max | Unmoved lagging pause p50 / p99 "
+            "/ max | Moved pause p50 / max | Moved lagging pause p50 / max | Moved resume p50 / max (not resumed) | "
+            "Own pause max / lagging max / resume max | Group settled after |",
+            "|---|---|---|---:|---|---|---|---|---|---|---:|",
         ]
         kafka = {r["run"]: r["source_kafka"] for r in self.rows}
         for s in self.phase_rows:
@@ -355,11 +393,16 @@ class RebalanceBench:
                         s["phase"],
                         f"{s['moved']:,}",
                         f"{_f(s['unmoved_pause_p50'])} / {_f(s['unmoved_pause_p99'])} / **{_f(s['unmoved_pause_max'])}**",
+                        f"{_f(s.get('unmoved_lag_pause_p50'))} / {_f(s.get('unmoved_lag_pause_p99'))} / "
+                        f"**{_f(s.get('unmoved_lag_pause_max'))}**",
                         f"{_f(s['moved_pause_p50'])} / {_f(s['moved_pause_max'])}" if moved else "–",
+                        f"{_f(s.get('moved_lag_pause_p50'))} / **{_f(s.get('moved_lag_pause_max'))}**" if moved else "–",
                         f"{_f(s['moved_resume_p50'])} / **{_f(s['moved_resume_max'])}** ({s['moved_not_resumed']})"
                         if moved
                         else "–",
-                        f"{_f(s['own_pause_max'])} / {_f(s['own_resume_max'])}" if s["own"] else "–",
+                        f"{_f(s['own_pause_max'])} / {_f(s.get('own_lag_pause_max'))} / {_f(s['own_resume_max'])}"
+                        if s["own"]
+                        else "–",
                         _f(s.get("settled_s"), 1),
                     ]
                 )
@@ -411,8 +454,10 @@ class RebalanceBench:
                     f"`{lines.strip().replace(chr(10), '; ')}`"
                 )
         out.append(
-            "- Load: java/KillLoad.java produce (acks=all, idempotent, linger.ms=5, no compression); watcher "
-            "java/RebalanceWatch.java (Admin listOffsets latest of every partition, describeConsumerGroups ~1/s)"
+            "- Load: java/KillLoad.java produce (acks=all, idempotent, linger.ms=5, no compression, 16 KiB batches above "
+            "256 partitions with buffer.memory for two per partition; its buffer-pool wait and request latency once a "
+            "second in `logs/*/produce.log`); watcher java/RebalanceWatch.java (Admin listOffsets latest of every "
+            "source partition, then of every target partition, each round; describeConsumerGroups ~1/s)"
         )
         return out
 

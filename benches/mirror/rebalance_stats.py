@@ -8,6 +8,11 @@ end offset every `--rebalance-watch-ms`; an "advance" is a listing where it grew
 A partition's *pause* is an interval between two consecutive advances (or between its last advance and the end of the
 window): no record of it reached the target then. Measured at the watcher's resolution: a pause is known to within
 one listing interval (the achieved interval is reported beside the figures).
+
+A pause alone cannot tell a mirror that stopped from a source that got no writes (a starved producer or source
+broker). The watcher therefore also lists the source's end offsets each round: a partition's *lagging pause* is the
+part of a pause during which the mirror had something to copy, from the first listing inside it that saw the source
+ahead of the target ("behind") or a new source record ("src"), to the target's next advance (longest_lag_pause).
 """
 
 from __future__ import annotations
@@ -66,6 +71,46 @@ def longest_pause(adv: list[float], start: float, end: float) -> tuple[float, fl
     return best
 
 
+def longest_lag_pause(
+    adv: list[float], src: list[float], behind: list[float], start: float, end: float
+) -> tuple[float, float | None]:
+    """The longest *lagging* pause of one partition inside [start, end]: like longest_pause, but each pause counts only
+    from the first sign that the mirror had something to copy in it, to the target's next advance.
+
+    adv: the target's advance times; src: the source's (a new record was written, seen at the source listing, which
+    precedes the round's target listing); behind: the target listings that found the source's end offset ahead of the
+    target's. All sorted. In a pause that began at the target advance `a`, the mirror lags from the first `behind` at or
+    after `a` (the round of `a` itself may have copied only part of what was there) or the first `src` after `a` (that
+    record cannot be on the target at `a`), whichever comes first; a pause with neither is a source with nothing new,
+    not a mirror pause, and counts 0. A `src` also catches a partition whose duplicates put the target's end offset at
+    or above the source's. Clipped to the window; (0.0, start) when the partition never lagged in a pause."""
+
+    def lag_from(prev: float | None, upto: float) -> float | None:
+        """The first sign of lag in the pause (prev, upto): `behind` at or after prev, `src` after prev."""
+        cands = []
+        k = bisect_left(behind, prev) if prev is not None else 0
+        if k < len(behind) and behind[k] < upto:
+            cands.append(behind[k])
+        k = bisect_right(src, prev) if prev is not None else 0
+        if k < len(src) and src[k] < upto:
+            cands.append(src[k])
+        return min(cands) if cands else None
+
+    i = bisect_right(adv, start)
+    prev = adv[i - 1] if i > 0 else None
+    j = bisect_left(adv, end)
+    best: tuple[float, float | None] = (0.0, start)
+    for t in adv[i:j]:
+        lag = lag_from(prev, t)
+        if lag is not None and t - max(lag, start) > best[0]:
+            best = (t - max(lag, start), t)
+        prev = t
+    lag = lag_from(prev, end)
+    if lag is not None and end - max(lag, start) > best[0]:
+        return (end - max(lag, start), None)
+    return best
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """Nearest-rank percentile (q in 0..100) of `values`, None if empty."""
     if not values:
@@ -83,6 +128,8 @@ def phase_stats(
     event_at: float,
     moved_set: set[int],
     own: set[int] | None = None,
+    src: dict[int, list[float]] | None = None,
+    behind: dict[int, list[float]] | None = None,
 ) -> dict:
     """Pauses of one phase [start, end) after an event at `event_at`.
 
@@ -92,7 +139,9 @@ def phase_stats(
 
     Returns for unmoved partitions the p50/p99/max of each partition's longest pause; for moved ones the p50/max of
     the longest pause, and of the time from the event to the end of that pause (the resume), and how many did not
-    resume inside the window; the same for `own`."""
+    resume inside the window; the same for `own`. With the source's listings (`src`, `behind`: see longest_lag_pause)
+    also the same figures of the *lagging* pause under `<group>_lag_pause_*` (the pause while the mirror had something
+    to copy), and `<group>_lag_resume_*` from the event to the end of that pause."""
     own = (own or set()) - moved_set
     out: dict = {"partitions": n, "moved": len(moved_set), "own": len(own)}
 
@@ -112,6 +161,23 @@ def phase_stats(
             out[f"{prefix}_resume_p50"] = percentile(resumes, 50)
             out[f"{prefix}_resume_max"] = max(resumes) if resumes else None
             out[f"{prefix}_not_resumed"] = stuck
+        if src is None or behind is None:
+            return
+        pauses, resumes, stuck = [], [], 0
+        for p in sorted(ps):
+            length, ended = longest_lag_pause(adv.get(p, []), src.get(p, []), behind.get(p, []), start, end)
+            pauses.append(length)
+            if ended is None:
+                stuck += 1
+            elif length > 0:
+                resumes.append(ended - event_at)
+        out[f"{prefix}_lag_pause_p50"] = percentile(pauses, 50)
+        out[f"{prefix}_lag_pause_p99"] = percentile(pauses, 99)
+        out[f"{prefix}_lag_pause_max"] = max(pauses) if pauses else None
+        if resume:
+            out[f"{prefix}_lag_resume_p50"] = percentile(resumes, 50)
+            out[f"{prefix}_lag_resume_max"] = max(resumes) if resumes else None
+            out[f"{prefix}_lag_not_resumed"] = stuck
 
     unmoved = set(range(n)) - moved_set - own
     out["unmoved"] = len(unmoved)

@@ -318,6 +318,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     r.add_argument(
         "--rebalance-catchup", type=float, default=env("REBALANCE_CATCHUP", 180.0), help="s to wait for every record"
     )
+    r.add_argument(
+        "--rebalance-target-delay-ms",
+        type=float,
+        default=env("REBALANCE_TARGET_DELAY_MS", 0.0),
+        help="a slow target: a delay proxy (--delay-proxy-bin) between the instances and the target, this many ms "
+        "each way (0 = none; the watcher lists the target directly)",
+    )
     p.add_argument(
         "--skip-after-failure",
         action="store_true",
@@ -393,6 +400,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.wan_backlog = a.wan_backlog or (60_000 if a.quick else 300_000)
         a.wan_catchup_cap = a.wan_catchup_cap or (40.0 if a.quick else 180.0)
         a.wan_drain_cap = a.wan_drain_cap or (15.0 if a.quick else 60.0)
+        a.delay_proxy_bin = a.delay_proxy_bin or str(
+            Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait-delay-proxy"
+        )
+    if a.rebalance and a.rebalance_target_delay_ms > 0:
         a.delay_proxy_bin = a.delay_proxy_bin or str(
             Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "strait-delay-proxy"
         )

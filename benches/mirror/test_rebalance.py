@@ -34,6 +34,53 @@ class LongestPauseTest(unittest.TestCase):
         self.assertEqual(rs.longest_pause(adv, 0.0, 2.0), (1.0, None))
 
 
+class LagPauseTest(unittest.TestCase):
+    """The pause while the mirror had something to copy (the source ahead of the target, or a new source record)."""
+
+    def test_a_source_without_writes_is_not_a_mirror_pause(self) -> None:
+        # the target did not advance from 10 to 15 s, but neither did the source until 14.6 s (a starved producer):
+        # a 5 s pause on the target, 0.4 s of it with something to copy
+        adv = [t / 2 for t in range(0, 41) if not 10 < t / 2 < 15]
+        src = [t / 2 - 0.05 for t in range(0, 41) if not 10 < t / 2 < 14.6] + [14.6]
+        src.sort()
+        self.assertEqual(rs.longest_pause(adv, 0.0, 20.0), (5.0, 15.0))
+        length, ended = rs.longest_lag_pause(adv, src, [], 0.0, 20.0)
+        self.assertAlmostEqual(length, 0.4)  # from the write at 14.6 s; the steady part lags 0.05 s per record
+        self.assertEqual(ended, 15.0)
+
+    def test_a_mirror_pause_while_the_source_is_ahead_counts_whole(self) -> None:
+        # the source writes every 0.5 s throughout; the target stops from 10 to 15 s: lagging from the first src
+        adv = [t / 2 for t in range(0, 41) if not 10 < t / 2 < 15]
+        src = [t / 2 + 0.1 for t in range(0, 40)]
+        length, ended = rs.longest_lag_pause(adv, src, [], 0.0, 20.0)
+        self.assertAlmostEqual(length, 4.9)
+        self.assertEqual(ended, 15.0)
+
+    def test_behind_at_the_advance_itself_counts_from_there(self) -> None:
+        # the target advanced at 2 s but was still behind (copying in progress), then stopped until 6 s
+        self.assertEqual(rs.longest_lag_pause([1.0, 2.0, 6.0], [], [2.0, 2.2], 0.0, 7.0), (4.0, 6.0))
+        # a src in the round of the advance at 2 s (listed just before it) is no sign of lag after 2 s
+        length, ended = rs.longest_lag_pause([1.0, 2.0, 6.0], [1.99], [], 0.0, 7.0)
+        self.assertAlmostEqual(length, 0.01)
+        self.assertEqual(ended, 2.0)
+
+    def test_an_open_lagging_pause_did_not_resume_and_is_clipped(self) -> None:
+        self.assertEqual(rs.longest_lag_pause([1.0], [1.5], [2.0], 3.0, 8.0), (5.0, None))
+        self.assertEqual(rs.longest_lag_pause([], [], [], 3.0, 8.0), (0.0, 3.0))
+
+    def test_phase_stats_reports_both_figures(self) -> None:
+        # partition 0 and 1 unmoved; the source wrote nothing to 0 from 20 to 24.9 s (target: a 5 s pause on both),
+        # the mirror stopped copying 1 from 20 to 25 s while the source kept writing
+        steady = [i * 0.25 for i in range(200)]
+        adv = {0: [t for t in steady if not 20 < t < 25], 1: [t for t in steady if not 20 < t < 25]}
+        src = {0: [t - 0.1 for t in steady if not 20 < t - 0.1 < 24.9], 1: [t - 0.1 for t in steady]}
+        s = rs.phase_stats(adv, 2, 10.0, 40.0, 10.0, set(), src=src, behind={})
+        self.assertAlmostEqual(s["unmoved_pause_max"], 5.0)
+        self.assertAlmostEqual(s["unmoved_lag_pause_max"], 5.0 - 0.15)  # 1: from the src at 20.15 to 25
+        self.assertAlmostEqual(s["unmoved_lag_pause_p50"], 0.1)  # 0: src 0.1 s before each advance, 24.9 -> 25
+        self.assertNotIn("unmoved_lag_pause_max", rs.phase_stats(adv, 2, 10.0, 40.0, 10.0, set()))
+
+
 class OwnersTest(unittest.TestCase):
     def test_parse_and_moved(self) -> None:
         state, before = rs.parse_owners('Stable {"s1": [0, 2], "s2": [1, 3]}')

@@ -5,9 +5,11 @@
 //   produce <topic> <partitions> <rate/s> <seconds> <value bytes>
 //       writes <rate> records/s for <seconds> s, record i to partition i % <partitions> explicitly (no partitioner),
 //       seq = i / <partitions>: key "p-seq", value "p:seq:" padded with '.' to <value bytes> (acks=all, idempotent,
-//       linger.ms=5, no compression). Paced against the wall clock from the first send (it catches up after a stall,
-//       never runs ahead). Prints "start <epoch ms>", "sent <epoch ms> <total>" about once a second, then
-//       "done <epoch ms> <n0,n1,...>" (records per partition, all acknowledged).
+//       linger.ms=5, no compression; batch.size 64 KiB, 16 KiB above 256 partitions, buffer.memory room for two batches
+//       per partition). Paced against the wall clock from the first send (it catches up after a stall, never runs
+//       ahead). Prints "start <epoch ms>", "sent <epoch ms> <total>" about once a second, then
+//       "done <epoch ms> <n0,n1,...>" (records per partition, all acknowledged); on stderr once a second its
+//       buffer-pool wait and request latency ("producer <epoch ms> sent=... bufferpool-wait-time-ns-total=...").
 //   watch <topic> <n0,n1,...> <interval ms>
 //       a read_committed consumer reads every partition from the beginning and tracks which seqs it has seen; prints
 //       "ready <epoch ms>", "progress <epoch ms> <distinct> <records>" about once a second and
@@ -104,7 +106,13 @@ public final class KillLoad {
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
-        props.put(ProducerConfig.BATCH_SIZE_CONFIG, "65536");
+        // Every partition with a record waiting holds a whole batch.size buffer from buffer.memory: 1,000 partitions of
+        // 64 KiB batches need 64 MiB, twice the default pool. Once a slow broker answer lets most partitions hold one,
+        // send() blocks on the pool and the load collapses for tens of seconds (seen in the rebalance bench, where it
+        // looked like a mirror pause). So: smaller batches for many partitions, and room for two per partition.
+        int batch = partitions > 256 ? 16384 : 65536;
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, Integer.toString(batch));
+        props.put(ProducerConfig.BUFFER_MEMORY_CONFIG, Long.toString(Math.max(32L << 20, 2L * partitions * batch)));
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
         long total = (long) (rate * seconds);
         long[] perPartition = new long[partitions];
@@ -124,6 +132,12 @@ public final class KillLoad {
                 if (now - lastReport >= 1_000_000_000L) {
                     lastReport = now;
                     emit("sent " + System.currentTimeMillis() + " " + i);
+                    // on stderr (the tool's log): whether send() waited for buffer memory, and the broker's latency
+                    System.err.println("producer " + System.currentTimeMillis() + " sent=" + i
+                            + " bufferpool-wait-time-ns-total=" + metric(producer, "bufferpool-wait-time-ns-total")
+                            + " buffer-available-bytes=" + metric(producer, "buffer-available-bytes")
+                            + " request-latency-avg=" + metric(producer, "request-latency-avg")
+                            + " request-latency-max=" + metric(producer, "request-latency-max"));
                 }
                 int p = (int) (i % partitions);
                 long seq = i / partitions;
@@ -151,6 +165,18 @@ public final class KillLoad {
             sb.append(p == 0 ? "" : ",").append(perPartition[p]);
         }
         emit("done " + System.currentTimeMillis() + " " + sb);
+    }
+
+    /** A producer-metrics value by name ("?" when absent). */
+    private static String metric(KafkaProducer<?, ?> producer, String name) {
+        for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e
+                : producer.metrics().entrySet()) {
+            if (e.getKey().name().equals(name) && e.getKey().group().equals("producer-metrics")) {
+                Object v = e.getValue().metricValue();
+                return v instanceof Double d ? String.format("%.0f", d) : String.valueOf(v);
+            }
+        }
+        return "?";
     }
 
     private static byte[] value(int p, long seq, int size) {

@@ -4,10 +4,17 @@
 // Usage: java ... RebalanceWatch <target bootstrap> <topic> <source bootstrap> <group> <interval ms>
 // Prints lines on stdout:
 //   ready <epoch ms> <partitions>           the target topic exists (waits for it)
-//   adv <epoch ms> <p,p,...|->              every <interval ms>: the partitions whose end offset grew since the previous
-//                                           listing (ListOffsets latest of every partition, one request per poll)
+//   src <epoch ms> <p,p,...|->              every <interval ms>, first: the partitions whose SOURCE end offset grew since
+//                                           the previous listing (the producer wrote to them: the mirror has more to copy)
+//   adv <epoch ms> <p,p,...|->              then: the partitions whose TARGET end offset grew since the previous listing
+//                                           (ListOffsets latest of every partition, one request per cluster per round)
+//   behind <epoch ms> <p,p,...|->           last, at the target listing's time: the partitions whose source end offset (as
+//                                           just listed) is ahead of the target's (records not yet on the target)
 //   owners <epoch ms> <state> <json>        the group's assignment whenever it changed (checked about every second):
 //                                           {"<group.instance.id or client/member id>": [partitions], ...}
+// The source is listed before the target so that "behind" never blames the mirror for a record written after the
+// target was listed. A target with duplicates has a higher end offset than the records it holds: "behind" misses such a
+// partition's lag until its next source write ("src"), which rebalance_stats.longest_lag_pause also counts.
 // Runs until it is stopped (SIGTERM from the harness). Exit 1 on failure (reason on stderr), 2 on bad arguments.
 
 import java.util.ArrayList;
@@ -49,12 +56,17 @@ public final class RebalanceWatch {
                 latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
             }
             long[] ends = new long[n];
+            long[] srcEnds = new long[n];
             String lastOwners = "";
             long nextOwners = 0;
             long next = System.currentTimeMillis();
             while (true) {
+                Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> rs;
+                long srcAt;
                 Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r;
                 try {
+                    rs = source.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
+                    srcAt = System.currentTimeMillis();
                     r = target.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
                 } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
                     // a starved broker (a loaded machine): the next listing will tell
@@ -63,16 +75,15 @@ public final class RebalanceWatch {
                     continue;
                 }
                 long now = System.currentTimeMillis();
-                StringBuilder sb = new StringBuilder();
-                for (Map.Entry<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> e : r.entrySet()) {
-                    int p = e.getKey().partition();
-                    long off = e.getValue().offset();
-                    if (off > ends[p]) {
-                        ends[p] = off;
-                        sb.append(sb.length() == 0 ? "" : ",").append(p);
+                emit("src " + srcAt + " " + grown(rs, srcEnds));
+                emit("adv " + now + " " + grown(r, ends)); // updates ends: `behind` below compares the new ones
+                StringBuilder behind = new StringBuilder();
+                for (int p = 0; p < n; p++) {
+                    if (srcEnds[p] > ends[p]) {
+                        behind.append(behind.length() == 0 ? "" : ",").append(p);
                     }
                 }
-                emit("adv " + now + " " + (sb.length() == 0 ? "-" : sb.toString()));
+                emit("behind " + now + " " + (behind.length() == 0 ? "-" : behind.toString()));
                 if (now >= nextOwners) {
                     nextOwners = now + 1000;
                     String owners = owners(source, group, topic);
@@ -90,6 +101,20 @@ public final class RebalanceWatch {
                 }
             }
         }
+    }
+
+    /** Raises `ends` to the listed offsets; "p,p,..." of the partitions that grew, or "-". */
+    private static String grown(Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r, long[] ends) {
+        StringBuilder sb = new StringBuilder();
+        for (Map.Entry<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> e : r.entrySet()) {
+            int p = e.getKey().partition();
+            long off = e.getValue().offset();
+            if (p < ends.length && off > ends[p]) {
+                ends[p] = off;
+                sb.append(sb.length() == 0 ? "" : ",").append(p);
+            }
+        }
+        return sb.length() == 0 ? "-" : sb.toString();
     }
 
     private static Admin admin(String bootstrap, String clientId) {

@@ -14,10 +14,11 @@
 //! protocols:
 //!
 //! * [`GroupEvent::Assigned`]: this member now also owns `partitions` (possibly none), and
-//!   commits carry `generation` from now on ([`GroupMember::commit`]). On the classic protocol
-//!   the member owned nothing before, so this is its whole assignment. On the consumer
-//!   protocol it is only what was added; an `Assigned` without partitions announces a new
-//!   member epoch.
+//!   commits carry `generation` from now on ([`GroupMember::commit`]). On the classic eager
+//!   protocol the member owned nothing before, so this is its whole assignment. On the consumer
+//!   protocol and cooperative classic it is only what was added; an `Assigned` without
+//!   partitions announces a new member epoch or generation (cooperative: just before the
+//!   `Revoked` whose partitions are committed in it).
 //! * [`GroupEvent::Revoked`]: give the partitions up (classic: everything; consumer: only what
 //!   moves). When `lost` is false commits with the current generation still work: commit, then
 //!   drop (or call [`Revocation::done`] on) the `done` handle so the member rejoins (classic)
@@ -767,6 +768,14 @@ impl Driver {
             // Cooperative (KIP-429): give up only what the new assignment lacks, then rejoin
             // once more so the group hands it to its new owner.
             if !sync.revoked.is_empty() {
+                // The generation that revokes is the one to commit the revoked partitions in
+                // (as Kafka's consumer does): announce it first, or the application commits
+                // with the previous one and the broker refuses (ILLEGAL_GENERATION), so the
+                // next owner re-mirrors from the last periodic commit.
+                self.emit(GroupEvent::Assigned {
+                    generation: generation.clone(),
+                    partitions: Vec::new(),
+                });
                 let done = self.emit_revoked(&sync.revoked, false);
                 if let Some(lost) = self.wait_for_release(done).await? {
                     // What the application had (not the revoked, not the unannounced added).

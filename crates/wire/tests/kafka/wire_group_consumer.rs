@@ -480,6 +480,35 @@ async fn cooperative_sticky_revokes_only_what_moves(cluster: &Cluster, admin: &C
         .await
         .unwrap();
     let mut ob = Owner::default();
+    // The first round: a gives up what moves and commits it first, as a mirror does, in the
+    // generation it last heard of (the one that revokes: the previous one is refused).
+    let revoked = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match a.next_event().await.expect("a stopped") {
+                GroupEvent::Revoked {
+                    partitions,
+                    lost,
+                    done,
+                } => {
+                    assert!(!lost, "a lost {partitions:?}");
+                    let g = oa.generation.clone().unwrap();
+                    let set: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
+                    a.commit(&g, &offsets(&set, 11))
+                        .await
+                        .expect("a commits what it revokes in the revoking generation");
+                    for tp in &partitions {
+                        assert!(oa.owned.remove(tp), "a: revoked {tp}, never assigned");
+                    }
+                    oa.revoked.extend(partitions);
+                    done.done();
+                    return set;
+                }
+                other => oa.apply(other, "a"),
+            }
+        }
+    })
+    .await
+    .expect("a's cooperative revocation did not happen");
     pump(
         &mut [(&mut a, &mut oa, "a"), (&mut b, &mut ob, "b")],
         |o| {
@@ -493,6 +522,14 @@ async fn cooperative_sticky_revokes_only_what_moves(cluster: &Cluster, admin: &C
     )
     .await;
     assert_eq!(oa.revoked, ob.owned, "a revoked exactly what b took");
+    assert_eq!(revoked, ob.owned);
+    // b starts where a stopped (no re-mirroring from an older commit)
+    let wanted: Vec<TopicPartition> = revoked.iter().cloned().collect();
+    let committed = b.committed(&wanted).await.unwrap();
+    for tp in &wanted {
+        let got = committed.get(tp).cloned().flatten().map(|c| c.offset);
+        assert_eq!(got, Some(11 + i64::from(tp.partition())), "{tp}");
+    }
     assert!(
         oa.revoked.is_disjoint(&oa.owned),
         "a never revoked what it kept"
