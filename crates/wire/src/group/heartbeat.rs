@@ -32,6 +32,16 @@ use super::assignor::PartitionSet;
 use super::{Generation, group_authorization_error, group_broker_error};
 use crate::error::Error;
 
+/// How soon the heartbeats after a change of epoch or assignment follow each other, for one
+/// interval (plus a second) after the change, before the coordinator's interval applies again.
+/// A member learns of partitions released by other members only from its next heartbeat's
+/// answer, and the interval is 5 s by default: without these, a moved partition waits up to
+/// that long after its old owner let it go. Every other member learns of the change at its
+/// next regular heartbeat, so one interval covers every release the change causes.
+const FOLLOW_UPS: [Duration; 2] = [Duration::from_millis(250), Duration::from_millis(500)];
+/// The pace of follow-ups after [`FOLLOW_UPS`].
+const FOLLOW_UP_PACE: Duration = Duration::from_secs(1);
+
 /// The epoch a member joins with.
 pub(crate) const JOIN_EPOCH: i32 = 0;
 /// The epoch that leaves the group: the member's partitions are reassigned at once.
@@ -139,6 +149,9 @@ pub(crate) struct ConsumerMembership {
     in_flight: Option<Instant>,
     /// When the last heartbeat the coordinator answered without error was sent.
     last_ok: Instant,
+    /// When the last change of epoch or assignment was seen (follow-ups run for an interval
+    /// after it), and how many follow-ups were sent since.
+    follow_up: Option<(Instant, usize)>,
 }
 
 impl ConsumerMembership {
@@ -174,6 +187,7 @@ impl ConsumerMembership {
             next_at: now,
             in_flight: None,
             last_ok: now,
+            follow_up: None,
         }
     }
 
@@ -275,9 +289,25 @@ impl ConsumerMembership {
             self.state = State::Stable;
             self.joined_epoch = reply.member_epoch;
         }
+        let changed = self.epoch != reply.member_epoch
+            || reply.assignment.as_ref().is_some_and(|a| *a != self.owned);
+        if changed {
+            self.follow_up = Some((sent, 0));
+        }
+        let wait = match &mut self.follow_up {
+            Some((since, n)) if sent < *since + self.interval + FOLLOW_UP_PACE => {
+                let step = FOLLOW_UPS.get(*n).copied().unwrap_or(FOLLOW_UP_PACE);
+                *n += 1;
+                step.min(self.interval)
+            }
+            _ => {
+                self.follow_up = None;
+                self.interval
+            }
+        };
         self.epoch = reply.member_epoch;
         self.last_ok = sent;
-        self.next_at = sent + self.interval;
+        self.next_at = sent + wait;
         if let Some(target) = reply.assignment {
             self.target = Some(target);
         }
@@ -610,7 +640,55 @@ mod tests {
             HeartbeatStep::Continue
         ));
         assert_eq!(m.heartbeat_interval(), Duration::from_secs(5));
-        assert_eq!(m.next_heartbeat(), Some(t1 + Duration::from_secs(5)));
+        // Follow-ups after the change (the join), then the interval.
+        assert_eq!(m.next_heartbeat(), Some(t1 + Duration::from_millis(500)));
+        // The join's answer was at t0: follow-ups until 6 s after it, then the interval.
+        let mut at = t1 + Duration::from_millis(500);
+        for gap in [1000, 1000, 1000, 1000, 1000, 1000, 5000, 5000] {
+            m.heartbeat_request(at);
+            assert!(matches!(
+                m.on_response(at, ok(3, None)),
+                HeartbeatStep::Continue
+            ));
+            assert_eq!(m.next_heartbeat(), Some(at + Duration::from_millis(gap)));
+            at += Duration::from_millis(gap);
+        }
+    }
+
+    #[test]
+    fn a_new_epoch_or_assignment_brings_the_next_heartbeats_closer() {
+        let t0 = Instant::now();
+        let mut m = member(t0, None);
+        stable(&mut m, t0, 3, &[(T, 0), (T, 1)]);
+        // Follow-ups for one interval (and a second) after the join, then the interval.
+        let mut at = t0;
+        let mut follow_ups = 0;
+        while m.next_heartbeat() != Some(at + Duration::from_secs(5)) {
+            at = m.next_heartbeat().unwrap();
+            m.heartbeat_request(at);
+            m.on_response(at, ok(3, None));
+            follow_ups += 1;
+            assert!(follow_ups < 10, "follow-ups end after an interval");
+        }
+        assert!(at <= t0 + Duration::from_secs(7), "{:?}", at - t0);
+        // Another member joined: the epoch moves on and partition 1 is revoked. The member
+        // asks again soon, because the partitions it is still to get are released by others.
+        let t1 = at + Duration::from_secs(5);
+        m.heartbeat_request(t1);
+        let step = m.on_response(t1, ok(4, Some(ids(&[(T, 0)]))));
+        assert!(matches!(step, HeartbeatStep::Reconcile));
+        assert_eq!(m.next_heartbeat(), Some(t1 + Duration::from_millis(250)));
+        // Never sooner than the coordinator's own interval, when that is shorter.
+        let t2 = t1 + Duration::from_secs(1);
+        let rec = m.reconcile().unwrap();
+        m.finish_reconcile(&rec, t2);
+        m.heartbeat_request(t2);
+        let short = HeartbeatReply {
+            heartbeat_interval_ms: 100,
+            ..ok(5, None)
+        };
+        m.on_response(t2, short);
+        assert_eq!(m.next_heartbeat(), Some(t2 + Duration::from_millis(100)));
     }
 
     #[test]

@@ -184,6 +184,7 @@ async fn consumer_protocol_on_kafka_4() {
     .unwrap();
     let admin = client(&cluster).await;
     second_member_moves_only_what_it_takes(&cluster, &admin).await;
+    released_partitions_are_taken_before_the_next_interval(&cluster, &admin).await;
     static_member_leaving_for_good_hands_over_at_once(&cluster, &admin).await;
     classic_and_consumer_members_share_one_group(&cluster, &admin).await;
     group_timeouts_within_the_broker_bounds(&admin).await;
@@ -282,6 +283,74 @@ async fn classic_and_consumer_members_share_one_group(cluster: &Cluster, admin: 
         "the classic member taking everything back",
     )
     .await;
+    a.close().await.unwrap();
+}
+
+/// A member learns of partitions another member released only from a heartbeat's answer.
+/// With the group's interval at 15 s (the broker's maximum), a joining member that waited for
+/// it would get its share no sooner than 15 s after joining; after a change both members
+/// heartbeat again within a second, so the share moves as soon as the old owner let it go.
+async fn released_partitions_are_taken_before_the_next_interval(cluster: &Cluster, admin: &Client) {
+    let (topic, group) = ("follow-up", "follow-up-group");
+    create_topic(admin, topic, 6).await;
+    let all = all_partitions(topic, 6);
+    set_consumer_group_timeouts(
+        admin,
+        group,
+        Duration::from_secs(45),
+        Duration::from_secs(15),
+    )
+    .await
+    .unwrap();
+    // The coordinator reads the group's config from its metadata image, a moment behind.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Admin::new(admin)
+        .describe_configs(&ConfigResource::Group(group.to_owned()))
+        .await
+        .unwrap()
+        .value("consumer.heartbeat.interval.ms")
+        != Some("15000")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "group config not visible after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut a = GroupMember::join(
+        &client(cluster).await,
+        config(group, topic, GroupProtocol::Consumer),
+    )
+    .await
+    .unwrap();
+    let mut oa = Owner::default();
+    pump(
+        &mut [(&mut a, &mut oa, "a")],
+        |o| o[0].owned == all,
+        "a owning all 6 partitions",
+    )
+    .await;
+    let joined = Instant::now();
+    let mut b = GroupMember::join(
+        &client(cluster).await,
+        config(group, topic, GroupProtocol::Consumer),
+    )
+    .await
+    .unwrap();
+    let mut ob = Owner::default();
+    pump(
+        &mut [(&mut a, &mut oa, "a"), (&mut b, &mut ob, "b")],
+        |o| o[0].owned.len() == 3 && o[1].owned.len() == 3,
+        "a 3/3 split",
+    )
+    .await;
+    let took = joined.elapsed();
+    eprintln!("3/3 split {took:?} after the second member joined (interval 15 s)");
+    assert!(
+        took < Duration::from_secs(12),
+        "the split took {took:?}: the joining member waited for the 15 s interval"
+    );
+    b.close().await.unwrap();
     a.close().await.unwrap();
 }
 
