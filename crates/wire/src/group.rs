@@ -39,6 +39,7 @@ pub mod assignor;
 mod consumer_member;
 pub(crate) mod coordinator;
 mod driver;
+mod follow_up;
 pub(crate) mod heartbeat;
 pub(crate) mod membership;
 pub(crate) mod protocol;
@@ -936,8 +937,17 @@ impl Driver {
             .unwrap_or_else(|| self.shared.client.config().metadata_max_age());
         let mut next_check = Instant::now() + check_every;
         let mut last_ok = Instant::now();
+        // A cooperative rebalance may need a second round (the revoking members rejoin at
+        // once); the others hear of it only from a heartbeat, so they ask soon for a while.
+        let mut follow_up = follow_up::FollowUps::default();
+        if self.shared.membership().is_cooperative() {
+            follow_up.changed(last_ok);
+        }
+        let mut sent = last_ok;
         loop {
-            tokio::time::sleep(cfg.heartbeat_interval).await;
+            let wait = follow_up.wait(sent, cfg.heartbeat_interval);
+            tokio::time::sleep_until(tokio::time::Instant::from_std(sent + wait)).await;
+            sent = Instant::now();
             if let Some(change) = self.heartbeat(&mut last_ok).await? {
                 return Ok(change);
             }

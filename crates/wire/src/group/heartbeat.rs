@@ -29,18 +29,9 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::assignor::PartitionSet;
+use super::follow_up::FollowUps;
 use super::{Generation, group_authorization_error, group_broker_error};
 use crate::error::Error;
-
-/// How soon the heartbeats after a change of epoch or assignment follow each other, for one
-/// interval (plus a second) after the change, before the coordinator's interval applies again.
-/// A member learns of partitions released by other members only from its next heartbeat's
-/// answer, and the interval is 5 s by default: without these, a moved partition waits up to
-/// that long after its old owner let it go. Every other member learns of the change at its
-/// next regular heartbeat, so one interval covers every release the change causes.
-const FOLLOW_UPS: [Duration; 2] = [Duration::from_millis(250), Duration::from_millis(500)];
-/// The pace of follow-ups after [`FOLLOW_UPS`].
-const FOLLOW_UP_PACE: Duration = Duration::from_secs(1);
 
 /// The epoch a member joins with.
 pub(crate) const JOIN_EPOCH: i32 = 0;
@@ -149,9 +140,8 @@ pub(crate) struct ConsumerMembership {
     in_flight: Option<Instant>,
     /// When the last heartbeat the coordinator answered without error was sent.
     last_ok: Instant,
-    /// When the last change of epoch or assignment was seen (follow-ups run for an interval
-    /// after it), and how many follow-ups were sent since.
-    follow_up: Option<(Instant, usize)>,
+    /// Quick heartbeats after a change of epoch or assignment (`follow_up.rs`).
+    follow_up: FollowUps,
 }
 
 impl ConsumerMembership {
@@ -187,7 +177,7 @@ impl ConsumerMembership {
             next_at: now,
             in_flight: None,
             last_ok: now,
-            follow_up: None,
+            follow_up: FollowUps::default(),
         }
     }
 
@@ -292,19 +282,9 @@ impl ConsumerMembership {
         let changed = self.epoch != reply.member_epoch
             || reply.assignment.as_ref().is_some_and(|a| *a != self.owned);
         if changed {
-            self.follow_up = Some((sent, 0));
+            self.follow_up.changed(sent);
         }
-        let wait = match &mut self.follow_up {
-            Some((since, n)) if sent < *since + self.interval + FOLLOW_UP_PACE => {
-                let step = FOLLOW_UPS.get(*n).copied().unwrap_or(FOLLOW_UP_PACE);
-                *n += 1;
-                step.min(self.interval)
-            }
-            _ => {
-                self.follow_up = None;
-                self.interval
-            }
-        };
+        let wait = self.follow_up.wait(sent, self.interval);
         self.epoch = reply.member_epoch;
         self.last_ok = sent;
         self.next_at = sent + wait;

@@ -514,6 +514,58 @@ async fn kafka_3_9_falls_back_to_classic() {
     .await;
     m.close().await.unwrap();
     cooperative_sticky_revokes_only_what_moves(&cluster, &admin).await;
+    cooperative_second_round_before_the_next_interval(&cluster, &admin).await;
+}
+
+/// The second round of a cooperative rebalance starts when the revoking member rejoins; the
+/// other members hear of it only from a heartbeat. With a 15 s heartbeat interval a joining
+/// member that waited for it would get its share no sooner than 15 s after the first round;
+/// after a rebalance members heartbeat again within a second, so the share moves at once.
+async fn cooperative_second_round_before_the_next_interval(cluster: &Cluster, admin: &Client) {
+    let (topic, group) = ("second-round", "second-round-group");
+    create_topic(admin, topic, 6).await;
+    let all = all_partitions(topic, 6);
+    let cooperative = || {
+        GroupConfig::new(group, [topic])
+            .unwrap()
+            .with_assignors(&[Assignor::CooperativeSticky])
+            .unwrap()
+            .with_session_timeout(Duration::from_secs(45))
+            .unwrap()
+            .with_heartbeat_interval(Duration::from_secs(15))
+            .unwrap()
+            .with_rebalance_timeout(Duration::from_secs(60))
+            .unwrap()
+    };
+    let mut a = GroupMember::join(&client(cluster).await, cooperative())
+        .await
+        .unwrap();
+    let mut oa = Owner::default();
+    pump(
+        &mut [(&mut a, &mut oa, "a")],
+        |o| o[0].owned == all,
+        "a owning all 6 partitions",
+    )
+    .await;
+    let joined = Instant::now();
+    let mut b = GroupMember::join(&client(cluster).await, cooperative())
+        .await
+        .unwrap();
+    let mut ob = Owner::default();
+    pump(
+        &mut [(&mut a, &mut oa, "a"), (&mut b, &mut ob, "b")],
+        |o| o[0].owned.len() == 3 && o[1].owned.len() == 3,
+        "a 3/3 split",
+    )
+    .await;
+    let took = joined.elapsed();
+    eprintln!("cooperative 3/3 split {took:?} after the second member joined (interval 15 s)");
+    assert!(
+        took < Duration::from_secs(12),
+        "the split took {took:?}: the second round waited for the 15 s heartbeat interval"
+    );
+    b.close().await.unwrap();
+    a.close().await.unwrap();
 }
 
 /// KIP-429 on the classic protocol: with cooperative-sticky alone, a second member joining
