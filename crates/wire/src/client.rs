@@ -66,6 +66,11 @@ pub(crate) struct ClientInner {
     pub(crate) coordinators: Mutex<HashMap<(i8, String), i32>>,
     /// Nodes seen not answering (see [`Client::unresponsive`]), and since when.
     unresponsive: Mutex<HashMap<i32, Instant>>,
+    /// A request to a partition leader failed in transport (timeout, disconnect): the next
+    /// lookup refreshes the metadata, as Kafka's client does after a disconnect. Without it a
+    /// caller that does not retry (a non-idempotent produce fails on a timeout) keeps routing
+    /// to a frozen leader until `metadata.max.age.ms`, long after leadership moved.
+    refresh_due: std::sync::atomic::AtomicBool,
 }
 
 /// How long a node reported unresponsive is asked for metadata only after every other broker.
@@ -133,6 +138,7 @@ impl Client {
                 transaction_lanes: Mutex::new(HashMap::new()),
                 coordinators: Mutex::new(HashMap::new()),
                 unresponsive: Mutex::new(HashMap::new()),
+                refresh_due: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         client.metadata(Some(&[])).await?;
@@ -540,7 +546,11 @@ impl Client {
         force: bool,
     ) -> Result<Arc<ClusterMetadata>> {
         let md = self.cached_metadata();
-        let stale = md.fetched_at.elapsed() > self.inner.config.metadata_max_age();
+        let stale = md.fetched_at.elapsed() > self.inner.config.metadata_max_age()
+            || self
+                .inner
+                .refresh_due
+                .swap(false, std::sync::atomic::Ordering::AcqRel);
         let missing = topics
             .iter()
             .any(|t| md.topic(t).is_none_or(|info| info.error.is_some()));
@@ -551,6 +561,14 @@ impl Client {
         names.sort();
         names.dedup();
         self.metadata(Some(&names)).await
+    }
+
+    /// A request to a leader failed in transport: the next [`metadata_for`](Self::metadata_for)
+    /// refreshes (see `refresh_due`).
+    pub(crate) fn leader_request_failed(&self) {
+        self.inner
+            .refresh_due
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The route of one partition in a snapshot, or the error that explains why there is none.

@@ -297,6 +297,9 @@ impl Client {
             }
             match r {
                 Err(e) => {
+                    if e.is_retriable() {
+                        self.leader_request_failed();
+                    }
                     for i in idxs {
                         progress.settle(i, request.failed(&items[i], &e, reached))?;
                     }
