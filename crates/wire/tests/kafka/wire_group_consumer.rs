@@ -317,41 +317,14 @@ async fn released_partitions_are_taken_before_the_next_interval(cluster: &Cluste
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut a = GroupMember::join(
-        &client(cluster).await,
-        config(group, topic, GroupProtocol::Consumer),
-    )
-    .await
-    .unwrap();
-    let mut oa = Owner::default();
-    pump(
-        &mut [(&mut a, &mut oa, "a")],
-        |o| o[0].owned == all,
-        "a owning all 6 partitions",
-    )
-    .await;
-    let joined = Instant::now();
-    let mut b = GroupMember::join(
-        &client(cluster).await,
-        config(group, topic, GroupProtocol::Consumer),
-    )
-    .await
-    .unwrap();
-    let mut ob = Owner::default();
-    pump(
-        &mut [(&mut a, &mut oa, "a"), (&mut b, &mut ob, "b")],
-        |o| o[0].owned.len() == 3 && o[1].owned.len() == 3,
-        "a 3/3 split",
-    )
-    .await;
-    let took = joined.elapsed();
+    let cfg = || config(group, topic, GroupProtocol::Consumer);
+    let (a, oa) = sole_owner(cluster, cfg(), &all).await;
+    let took = split_after_second_join(cluster, a, oa, cfg()).await;
     eprintln!("3/3 split {took:?} after the second member joined (interval 15 s)");
     assert!(
         took < Duration::from_secs(12),
         "the split took {took:?}: the joining member waited for the 15 s interval"
     );
-    b.close().await.unwrap();
-    a.close().await.unwrap();
 }
 
 async fn second_member_moves_only_what_it_takes(cluster: &Cluster, admin: &Client) {
@@ -524,31 +497,74 @@ async fn kafka_3_9_falls_back_to_classic() {
 async fn cooperative_second_round_before_the_next_interval(cluster: &Cluster, admin: &Client) {
     let (topic, group) = ("second-round", "second-round-group");
     create_topic(admin, topic, 6).await;
-    let all = all_partitions(topic, 6);
-    let cooperative = || {
-        GroupConfig::new(group, [topic])
-            .unwrap()
-            .with_assignors(&[Assignor::CooperativeSticky])
-            .unwrap()
-            .with_session_timeout(Duration::from_secs(45))
-            .unwrap()
-            .with_heartbeat_interval(Duration::from_secs(15))
-            .unwrap()
-            .with_rebalance_timeout(Duration::from_secs(60))
-            .unwrap()
+    let cfg = || {
+        cooperative_config(
+            group,
+            topic,
+            Duration::from_secs(45),
+            Duration::from_secs(15),
+            Duration::from_secs(60),
+        )
     };
-    let mut a = GroupMember::join(&client(cluster).await, cooperative())
+    let (a, oa) = sole_owner(cluster, cfg(), &all_partitions(topic, 6)).await;
+    let took = split_after_second_join(cluster, a, oa, cfg()).await;
+    eprintln!("cooperative 3/3 split {took:?} after the second member joined (interval 15 s)");
+    assert!(
+        took < Duration::from_secs(12),
+        "the split took {took:?}: the second round waited for the 15 s heartbeat interval"
+    );
+}
+
+/// Cooperative-sticky alone, with the given session timeout, heartbeat interval and
+/// rebalance timeout.
+fn cooperative_config(
+    group: &str,
+    topic: &str,
+    session: Duration,
+    heartbeat: Duration,
+    rebalance: Duration,
+) -> GroupConfig {
+    GroupConfig::new(group, [topic])
+        .unwrap()
+        .with_assignors(&[Assignor::CooperativeSticky])
+        .unwrap()
+        .with_session_timeout(session)
+        .unwrap()
+        .with_heartbeat_interval(heartbeat)
+        .unwrap()
+        .with_rebalance_timeout(rebalance)
+        .unwrap()
+}
+
+/// A member that joined alone and owns all of `all`.
+async fn sole_owner(
+    cluster: &Cluster,
+    cfg: GroupConfig,
+    all: &BTreeSet<TopicPartition>,
+) -> (GroupMember, Owner) {
+    let mut a = GroupMember::join(&client(cluster).await, cfg)
         .await
         .unwrap();
     let mut oa = Owner::default();
     pump(
         &mut [(&mut a, &mut oa, "a")],
-        |o| o[0].owned == all,
+        |o| o[0].owned == *all,
         "a owning all 6 partitions",
     )
     .await;
+    (a, oa)
+}
+
+/// A second member joins `a`'s group: how long until each owns 3 of the 6 partitions. Both
+/// leave afterwards.
+async fn split_after_second_join(
+    cluster: &Cluster,
+    mut a: GroupMember,
+    mut oa: Owner,
+    cfg: GroupConfig,
+) -> Duration {
     let joined = Instant::now();
-    let mut b = GroupMember::join(&client(cluster).await, cooperative())
+    let mut b = GroupMember::join(&client(cluster).await, cfg)
         .await
         .unwrap();
     let mut ob = Owner::default();
@@ -559,13 +575,9 @@ async fn cooperative_second_round_before_the_next_interval(cluster: &Cluster, ad
     )
     .await;
     let took = joined.elapsed();
-    eprintln!("cooperative 3/3 split {took:?} after the second member joined (interval 15 s)");
-    assert!(
-        took < Duration::from_secs(12),
-        "the split took {took:?}: the second round waited for the 15 s heartbeat interval"
-    );
     b.close().await.unwrap();
     a.close().await.unwrap();
+    took
 }
 
 /// KIP-429 on the classic protocol: with cooperative-sticky alone, a second member joining
@@ -576,27 +588,15 @@ async fn cooperative_sticky_revokes_only_what_moves(cluster: &Cluster, admin: &C
     create_topic(admin, topic, 6).await;
     let all = all_partitions(topic, 6);
     let cooperative = || {
-        GroupConfig::new(group, [topic])
-            .unwrap()
-            .with_assignors(&[Assignor::CooperativeSticky])
-            .unwrap()
-            .with_session_timeout(Duration::from_secs(10))
-            .unwrap()
-            .with_heartbeat_interval(Duration::from_millis(500))
-            .unwrap()
-            .with_rebalance_timeout(Duration::from_secs(30))
-            .unwrap()
+        cooperative_config(
+            group,
+            topic,
+            Duration::from_secs(10),
+            Duration::from_millis(500),
+            Duration::from_secs(30),
+        )
     };
-    let mut a = GroupMember::join(&client(cluster).await, cooperative())
-        .await
-        .unwrap();
-    let mut oa = Owner::default();
-    pump(
-        &mut [(&mut a, &mut oa, "a")],
-        |o| o[0].owned == all,
-        "a owning all 6 partitions",
-    )
-    .await;
+    let (mut a, mut oa) = sole_owner(cluster, cooperative(), &all).await;
     let mut b = GroupMember::join(&client(cluster).await, cooperative())
         .await
         .unwrap();
