@@ -145,39 +145,35 @@ def phase_stats(
     own = (own or set()) - moved_set
     out: dict = {"partitions": n, "moved": len(moved_set), "own": len(own)}
 
-    def group(ps: set[int], prefix: str, resume: bool) -> None:
+    def summarize(ps: set[int], key: str, resume: bool, measure, resumed_only_after_pause: bool) -> None:
+        """`measure(p)` -> (longest pause, when it ended or None); writes `<key>_pause_*` (and `<key>_resume_*`)."""
         pauses, resumes, stuck = [], [], 0
         for p in sorted(ps):
-            length, ended = longest_pause(adv.get(p, []), start, end)
+            length, ended = measure(p)
             pauses.append(length)
             if ended is None:
                 stuck += 1
-            else:
+            elif length > 0 or not resumed_only_after_pause:
                 resumes.append(ended - event_at)
-        out[f"{prefix}_pause_p50"] = percentile(pauses, 50)
-        out[f"{prefix}_pause_p99"] = percentile(pauses, 99)
-        out[f"{prefix}_pause_max"] = max(pauses) if pauses else None
+        out[f"{key}_pause_p50"] = percentile(pauses, 50)
+        out[f"{key}_pause_p99"] = percentile(pauses, 99)
+        out[f"{key}_pause_max"] = max(pauses) if pauses else None
         if resume:
-            out[f"{prefix}_resume_p50"] = percentile(resumes, 50)
-            out[f"{prefix}_resume_max"] = max(resumes) if resumes else None
-            out[f"{prefix}_not_resumed"] = stuck
+            out[f"{key}_resume_p50"] = percentile(resumes, 50)
+            out[f"{key}_resume_max"] = max(resumes) if resumes else None
+            out[f"{key}_not_resumed"] = stuck
+
+    def group(ps: set[int], prefix: str, resume: bool) -> None:
+        summarize(ps, prefix, resume, lambda p: longest_pause(adv.get(p, []), start, end), False)
         if src is None or behind is None:
             return
-        pauses, resumes, stuck = [], [], 0
-        for p in sorted(ps):
-            length, ended = longest_lag_pause(adv.get(p, []), src.get(p, []), behind.get(p, []), start, end)
-            pauses.append(length)
-            if ended is None:
-                stuck += 1
-            elif length > 0:
-                resumes.append(ended - event_at)
-        out[f"{prefix}_lag_pause_p50"] = percentile(pauses, 50)
-        out[f"{prefix}_lag_pause_p99"] = percentile(pauses, 99)
-        out[f"{prefix}_lag_pause_max"] = max(pauses) if pauses else None
-        if resume:
-            out[f"{prefix}_lag_resume_p50"] = percentile(resumes, 50)
-            out[f"{prefix}_lag_resume_max"] = max(resumes) if resumes else None
-            out[f"{prefix}_lag_not_resumed"] = stuck
+        summarize(
+            ps,
+            f"{prefix}_lag",
+            resume,
+            lambda p: longest_lag_pause(adv.get(p, []), src.get(p, []), behind.get(p, []), start, end),
+            True,
+        )
 
     unmoved = set(range(n)) - moved_set - own
     out["unmoved"] = len(unmoved)
