@@ -72,12 +72,9 @@ fn handover(
     failback: Option<strait::failover::failback::FailbackOptions>,
 ) -> ExitCode {
     use strait::failover::{failback as fb, plan::DriveOptions, reverse, switchover};
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => return fail(&Error::Runtime(format!("cannot start the runtime: {e}"))),
+        Err(e) => return fail(&e),
     };
     let options = DriveOptions {
         dry_run: args.dry_run,
@@ -139,11 +136,9 @@ fn run_runtime(config: &strait::config::RuntimeConfig) -> Result<tokio::runtime:
         .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))
 }
 
+/// The runtime of the other commands: one worker per CPU.
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))
+    run_runtime(&strait::config::RuntimeConfig::default())
 }
 
 /// `# flow <name>` before each flow's part of the text output, when there are several.
